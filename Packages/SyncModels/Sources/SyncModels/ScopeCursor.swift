@@ -1,0 +1,58 @@
+import Foundation
+
+/// How far a reader has read: the last `seq` seen per scope.
+///
+/// On the wire it is opaque: base64url (no padding) of canonical JSON `{"scope": seq, ...}`. Clients store
+/// and return it as is; the server decodes and validates it.
+public struct ScopeCursor: Hashable, Sendable {
+    public private(set) var positions: [Scope: Int64]
+
+    public init(_ positions: [Scope: Int64] = [:]) {
+        self.positions = positions
+    }
+
+    /// The last `seq` read in `scope`; 0 when nothing was read.
+    public subscript(scope: Scope) -> Int64 {
+        get { positions[scope] ?? 0 }
+        set { positions[scope] = newValue }
+    }
+
+    /// Moves `scope` forward to `seq`; never backwards.
+    public mutating func advance(_ scope: Scope, to seq: Int64) {
+        if seq > self[scope] { positions[scope] = seq }
+    }
+
+    /// The opaque string form; the empty cursor encodes to "".
+    public var encoded: String {
+        if positions.isEmpty { return "" }
+        let object = Dictionary(uniqueKeysWithValues: positions.map { ($0.key.name, $0.value) })
+        let data = (try? CanonicalJSON.encode(object)) ?? Data()
+        return data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Decodes the opaque form; nil or "" is the beginning.
+    /// - Throws: `SyncModelsError` with code `cursor.invalid` for anything that is not a cursor this
+    ///   package made (bad base64, bad JSON, an invalid scope name, a negative seq).
+    public init(encoded text: String?) throws {
+        guard let text, !text.isEmpty else {
+            self.init()
+            return
+        }
+        let invalid = SyncModelsError.invalid("cursor", "the cursor is not one this server issued")
+        guard text.utf8.count <= 64 * 1024 else { throw invalid }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64),
+            let object = try? JSONDecoder().decode([String: Int64].self, from: data)
+        else { throw invalid }
+        var positions: [Scope: Int64] = [:]
+        for (name, seq) in object {
+            guard let scope = try? Scope(name), seq >= 0 else { throw invalid }
+            positions[scope] = seq
+        }
+        self.init(positions)
+    }
+}
