@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 // The root package: one build for the apps, the benchmarks and the end-to-end tests, over the local packages
 // in Packages/ by path. It also runs every package's own test target (by path), so `swift test` here runs
 // every test in the repository with one build of the dependencies.
@@ -10,9 +10,13 @@ let package = Package(
     products: [],
     dependencies: [
         .package(path: "Packages/SyncModels"),
+        .package(path: "Packages/SyncStorage"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
     ],
     targets: [
+        .testTarget(name: "RepositoryTests", path: "Tests/RepositoryTests"),
+
         // Package tests, run from here so that one build serves them all.
         .testTarget(
             name: "SyncModelsTests",
@@ -22,7 +26,15 @@ let package = Package(
             ],
             path: "Packages/SyncModels/Tests/SyncModelsTests",
             exclude: ["Fixtures"]
-        )
+        ),
+        .testTarget(
+            name: "SyncStorageTests",
+            dependencies: [
+                .product(name: "SyncStorage", package: "SyncStorage"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Packages/SyncStorage/Tests/SyncStorageTests"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

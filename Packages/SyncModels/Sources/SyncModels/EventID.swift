@@ -42,8 +42,10 @@ public struct EventID: Hashable, Comparable, Sendable, Codable, CustomStringConv
     /// The 16 bytes as two big-endian halves, for allocation-free comparison.
     private var halves: (UInt64, UInt64) {
         withUnsafeBytes(of: uuid.uuid) { raw in
-            (UInt64(bigEndian: raw.loadUnaligned(as: UInt64.self)),
-             UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+            (
+                UInt64(bigEndian: raw.loadUnaligned(as: UInt64.self)),
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            )
         }
     }
 

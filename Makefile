@@ -1,0 +1,37 @@
+# The commands a user needs. `make run` starts the stack locally; `make test` runs every test of every
+# package with a throwaway PostgreSQL started and stopped around it.
+SWIFT ?= swift
+SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
+
+.PHONY: test run build release lint format bootstrap postgres-start postgres-stop clean
+
+test: bootstrap lint
+	scripts/with-postgres.sh $(SWIFT) test
+
+run: bootstrap
+	scripts/run-stack.sh
+
+build: bootstrap
+	$(SWIFT) build
+
+release: bootstrap
+	$(SWIFT) build -c release
+
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel $(SOURCES)
+
+format:
+	$(SWIFT) format --in-place --recursive --parallel $(SOURCES)
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+postgres-start: bootstrap
+	@scripts/postgres.sh start
+
+postgres-stop:
+	@scripts/postgres.sh stop
+
+clean:
+	scripts/postgres.sh destroy
+	rm -rf .build .build-* .run

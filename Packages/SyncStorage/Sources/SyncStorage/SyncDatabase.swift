@@ -1,0 +1,60 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// A local SQLite database file: one writer connection and a pool of readers (GRDB `DatabasePool`) in WAL
+/// mode, so readers never wait for the writer and the writer never waits for readers.
+///
+/// The file is created with `auto_vacuum=INCREMENTAL`, which SQLite only accepts before the first table
+/// exists; `DatabaseMaintenance.incrementalVacuum` then gives freed pages back to the file system without
+/// the full rewrite (and exclusive lock) of `VACUUM`.
+///
+/// ```swift
+/// let database = try SyncDatabase(path: "/tmp/app.sqlite")
+/// var migrations = SchemaMigrations()
+/// migrations.register("app.v1.items") { db in
+///     try db.create(table: "item") { t in t.primaryKey("id", .text); t.column("title", .text) }
+/// }
+/// try database.migrate(migrations)
+/// try await database.writer.write { db in try db.execute(sql: "INSERT INTO item VALUES ('1', 'milk')") }
+/// ```
+public final class SyncDatabase: Sendable {
+    /// The GRDB pool: `write { }` is a write transaction, `read { }` a snapshot read.
+    public let writer: DatabasePool
+    public let path: String
+    let pruneHooks = Mutex<[PruneHook]>([])
+
+    /// Opens (creating if needed) the database at `path`.
+    /// - Throws: `DatabaseError` if the file cannot be opened or is not a database.
+    public init(path: String, configuration: StorageConfiguration = StorageConfiguration()) throws {
+        self.path = path
+        self.writer = try DatabasePool(path: path, configuration: configuration.grdbConfiguration())
+        try writer.writeWithoutTransaction { db in
+            let tables = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") ?? 0
+            if tables == 0 {
+                try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                try db.execute(sql: "VACUUM")
+            }
+        }
+    }
+
+    /// Applies the migrations not yet applied, in registration order, each in its own transaction, checking
+    /// the additive-only rules of `SchemaMigrations`. Running it again with the same migrations does
+    /// nothing.
+    /// - Throws: `StorageError` (`storage.migrationRule`) when a migration breaks a rule, or the error the
+    ///   migration threw; the failing migration is rolled back and the ones before it stay applied.
+    public func migrate(_ migrations: SchemaMigrations) throws {
+        try migrations.migrator().migrate(writer)
+    }
+
+    /// The identifiers of the migrations applied to this file, in order.
+    public func appliedMigrations() throws -> [String] {
+        try writer.read { db in
+            guard try db.tableExists("grdb_migrations") else { return [] }
+            return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        }
+    }
+
+    /// Space statistics, vacuum and pruning.
+    public var maintenance: DatabaseMaintenance { DatabaseMaintenance(database: self) }
+}

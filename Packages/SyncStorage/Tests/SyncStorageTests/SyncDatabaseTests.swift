@@ -1,0 +1,102 @@
+import Dispatch
+import Foundation
+import GRDB
+import Testing
+
+@testable import SyncStorage
+
+@Suite struct SyncDatabaseTests {
+    @Test func opensWithTheRequiredPragmas() throws {
+        let directory = try TemporaryDirectory()
+        let database = try SyncDatabase(path: directory.path("a.sqlite"))
+        try database.writer.read { (db: Database) throws in
+            #expect(try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal")
+            #expect(try Int.fetchOne(db, sql: "PRAGMA synchronous") == 1)  // NORMAL
+            #expect(try Int.fetchOne(db, sql: "PRAGMA foreign_keys") == 1)
+            #expect(try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") == 2)  // INCREMENTAL
+            #expect(try Int.fetchOne(db, sql: "PRAGMA busy_timeout") == 5000)
+        }
+        try database.writer.write { (db: Database) throws in
+            #expect(try Int.fetchOne(db, sql: "PRAGMA synchronous") == 1)
+        }
+    }
+
+    @Test func reopeningKeepsDataAndSettings() throws {
+        let directory = try TemporaryDirectory()
+        var migrations = SchemaMigrations()
+        migrations.register("test.v1") { db in try db.execute(sql: "CREATE TABLE t (x INTEGER)") }
+        do {
+            let database = try SyncDatabase(path: directory.path("a.sqlite"))
+            try database.migrate(migrations)
+            try database.writer.write { db in try db.execute(sql: "INSERT INTO t VALUES (1)") }
+        }
+        let database = try SyncDatabase(path: directory.path("a.sqlite"))
+        try database.migrate(migrations)
+        try database.writer.read { (db: Database) throws in
+            #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM t") == 1)
+            #expect(try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") == 2)
+        }
+    }
+
+    /// A reader inside one snapshot keeps reading, undisturbed and unblocked, while the writer commits.
+    @Test func readerKeepsReadingWhileWriterCommits() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try SyncDatabase(path: directory.path("a.sqlite"))
+        try await database.writer.write { (db: Database) throws in
+            try db.execute(sql: "CREATE TABLE t (x INTEGER)")
+            try db.execute(sql: "INSERT INTO t VALUES (1)")
+        }
+        let readerInside = DispatchSemaphore(value: 0)
+        let writerDone = DispatchSemaphore(value: 0)
+        let writer = database.writer
+        let writes = Task.detached {
+            readerInside.wait()
+            for value in 2...100 {
+                try await writer.write { db in try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [value]) }
+            }
+            writerDone.signal()
+        }
+        let (first, second, writerFinishedWhileReading) = try await database.writer.read { (db: Database) throws in
+            let first = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+            readerInside.signal()
+            let finished = writerDone.wait(timeout: .now() + 30) == .success
+            let second = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+            return (first, second, finished)
+        }
+        try await writes.value
+        #expect(writerFinishedWhileReading, "the writer committed 99 transactions while the reader was open")
+        #expect(first == 1 && second == 1, "the reader's snapshot is stable")
+        #expect(
+            try await database.writer.read { (db: Database) throws in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+            } == 100)
+    }
+
+    @Test func concurrentReadersAndOneWriterDoNotBusyFail() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try SyncDatabase(path: directory.path("a.sqlite"))
+        try await database.writer.write { db in try db.execute(sql: "CREATE TABLE t (x INTEGER)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for value in 0..<200 {
+                    try await database.writer.write { (db: Database) throws in
+                        try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [value])
+                    }
+                }
+            }
+            for _ in 0..<4 {
+                group.addTask {
+                    var last = 0
+                    for _ in 0..<200 {
+                        let count = try await database.writer.read { (db: Database) throws in
+                            try Int.fetchOne(db, sql: "SELECT count(*) FROM t") ?? 0
+                        }
+                        #expect(count >= last, "readers never see time go backwards")
+                        last = count
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+}

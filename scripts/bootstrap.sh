@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Makes sure this machine has what the stack needs to build and test: a Swift toolchain, PostgreSQL's server
+# binaries, the Debian -dev packages SwiftPM links against, and docker-compose (used only to validate
+# docker-compose.yml; no Docker engine is needed). Installs what is missing with apt-get when it can,
+# otherwise prints the one command that would.
+set -euo pipefail
+
+packages=(libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev zlib1g-dev postgresql docker-compose)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+
+if ! command -v swift >/dev/null 2>&1; then
+    echo "bootstrap: no Swift toolchain on PATH; install Swift 6.1 or later from swift.org first." >&2
+    exit 1
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+command="apt-get update -qq && apt-get install -qq -y --no-install-recommends ${missing[*]}"
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: missing ${missing[*]}; this is not a Debian-like system: install their equivalents." >&2
+    exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        command="sudo sh -c '$command'"
+    else
+        echo "bootstrap: missing ${missing[*]}. Run:" >&2
+        echo "  sudo sh -c '$command'" >&2
+        exit 1
+    fi
+fi
+echo "bootstrap: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! sh -c "$command" >/dev/null; then
+    echo "bootstrap: apt-get failed. Run this yourself, then retry:" >&2
+    echo "  $command" >&2
+    exit 1
+fi
