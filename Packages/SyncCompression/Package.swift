@@ -1,0 +1,16 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "SyncCompression",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "SyncCompression", targets: ["SyncCompression"])
+    ],
+    targets: [
+        .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        .target(name: "SyncCompression", dependencies: ["CZlib"]),
+        .testTarget(name: "SyncCompressionTests", dependencies: ["SyncCompression"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
