@@ -11,6 +11,8 @@ let package = Package(
     dependencies: [
         .package(path: "Packages/SyncModels"),
         .package(path: "Packages/SyncStorage"),
+        .package(path: "Packages/SyncCompression"),
+        .package(path: "Packages/SyncEventStore"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
     ],
@@ -34,6 +36,22 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Packages/SyncStorage/Tests/SyncStorageTests"
+        ),
+        .testTarget(
+            name: "SyncCompressionTests",
+            dependencies: [.product(name: "SyncCompression", package: "SyncCompression")],
+            path: "Packages/SyncCompression/Tests/SyncCompressionTests"
+        ),
+        .testTarget(
+            name: "SyncEventStoreTests",
+            dependencies: [
+                .product(name: "SyncEventStore", package: "SyncEventStore"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncStorage", package: "SyncStorage"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Packages/SyncEventStore/Tests/SyncEventStoreTests",
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,144 @@
+import Foundation
+import GRDB
+import SyncModels
+
+extension EventStore {
+    /// Events are read and applied in batches of this many, to bound memory during rebuilds.
+    static let batchSize = 5000
+
+    /// Applies freshly inserted events (positions after `positionBefore`) to every projection. A projection
+    /// whose checkpoint is behind (it missed writes, e.g. it was added later) catches up from the log first.
+    func applyToProjections(_ events: [StoredEvent], after positionBefore: Int64, _ db: Database) throws {
+        guard let last = events.last?.position else { return }
+        for projection in projections {
+            let checkpoint = try Self.checkpoint(projection.name, db)
+            if checkpoint?.position == positionBefore {
+                try projection.apply(events.filter { $0.status != .rejected }, in: db)
+            } else {
+                try catchUp(projection, from: checkpoint?.position ?? 0, db)
+            }
+            try Self.setCheckpoint(projection, position: last, db)
+        }
+    }
+
+    /// On open: rebuild projections never built or whose version changed; catch up the rest.
+    func catchUpProjections(_ db: Database) throws {
+        let last = try Self.lastPosition(db)
+        for projection in projections {
+            let checkpoint = try Self.checkpoint(projection.name, db)
+            if checkpoint == nil || checkpoint?.version != projection.version {
+                try rebuild(projection, db)
+            } else if let checkpoint, checkpoint.position < last {
+                try catchUp(projection, from: checkpoint.position, db)
+                try Self.setCheckpoint(projection, position: last, db)
+            }
+        }
+    }
+
+    /// Applies every non-rejected event after `position`, in log order.
+    func catchUp(_ projection: any Projection, from position: Int64, _ db: Database) throws {
+        try forEachBatch(
+            db,
+            sql:
+                "SELECT \(StoredEvent.columns) FROM events WHERE position > ? AND status != 'rejected' ORDER BY position",
+            arguments: [position]
+        ) { try projection.apply($0, in: db) }
+    }
+
+    /// Rebuilds a projection inside the current transaction: back to its snapshot, then every non-rejected
+    /// event of the log in canonical order, in batches.
+    func rebuild(_ projection: any Projection, _ db: Database) throws {
+        try projection.restoreSnapshot(streams: nil, in: db)
+        try forEachBatch(
+            db,
+            sql:
+                "SELECT \(StoredEvent.columns) FROM events WHERE status != 'rejected' ORDER BY \(Self.canonicalOrder)"
+        ) { try projection.apply($0, in: db) }
+        try Self.setCheckpoint(projection, position: Self.lastPosition(db), db)
+    }
+
+    /// Re-derives `streams` in every projection: back to their snapshot state, then their remaining
+    /// non-rejected events in canonical order. Used when events are rejected (rollback).
+    func replay(streams: Set<String>, _ db: Database) throws {
+        guard !streams.isEmpty else { return }
+        let list = Array(streams)
+        for projection in projections {
+            try projection.restoreSnapshot(streams: streams, in: db)
+            for chunk in stride(from: 0, to: list.count, by: 500) {
+                let slice = Array(list[chunk..<min(chunk + 500, list.count)])
+                let marks = databaseQuestionMarks(count: slice.count)
+                try forEachBatch(
+                    db,
+                    sql: """
+                        SELECT \(StoredEvent.columns) FROM events
+                        WHERE stream IN (\(marks)) AND status != 'rejected' ORDER BY \(Self.canonicalOrder)
+                        """,
+                    arguments: StatementArguments(slice)
+                ) { try projection.apply($0, in: db) }
+            }
+        }
+    }
+
+    /// Rebuilds one projection from the log and returns how long it took. Runs as one write transaction:
+    /// readers of every projection, this one included, keep reading the previous state until it commits.
+    @discardableResult
+    public func rebuild(projection name: String) async throws -> Duration {
+        guard let projection = projections.first(where: { $0.name == name }) else {
+            throw EventStoreError(code: "projection.unknown", message: "no projection named \(name)")
+        }
+        let start = ContinuousClock.now
+        try await database.writer.write { db in try self.rebuild(projection, db) }
+        let elapsed = ContinuousClock.now - start
+        publish(.rebuilt, [], projections: [name])
+        return elapsed
+    }
+
+    /// Rebuilds every projection in one transaction.
+    @discardableResult
+    public func rebuildAll() async throws -> Duration {
+        let start = ContinuousClock.now
+        try await database.writer.write { db in
+            for projection in self.projections { try self.rebuild(projection, db) }
+        }
+        let elapsed = ContinuousClock.now - start
+        publish(.rebuilt, [])
+        return elapsed
+    }
+
+    func forEachBatch(
+        _ db: Database, sql: String, arguments: StatementArguments = [], _ body: ([StoredEvent]) throws -> Void
+    ) throws {
+        var batch: [StoredEvent] = []
+        batch.reserveCapacity(Self.batchSize)
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        while let row = try rows.next() {
+            batch.append(try StoredEvent(row: row))
+            if batch.count == Self.batchSize {
+                try body(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { try body(batch) }
+    }
+
+    struct Checkpoint {
+        var position: Int64
+        var version: Int
+    }
+
+    static func checkpoint(_ name: String, _ db: Database) throws -> Checkpoint? {
+        try Row.fetchOne(
+            db, sql: "SELECT position, version FROM projection_checkpoint WHERE name = ?", arguments: [name]
+        )
+        .map { Checkpoint(position: $0["position"], version: $0["version"]) }
+    }
+
+    static func setCheckpoint(_ projection: any Projection, position: Int64, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO projection_checkpoint (name, position, version) VALUES (?, ?, ?)
+                ON CONFLICT (name) DO UPDATE SET position = excluded.position, version = excluded.version
+                """,
+            arguments: [projection.name, position, projection.version])
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import GRDB
+import SyncModels
+
+extension EventStore {
+    /// What `applyConfirmed` did with a page.
+    public struct ConfirmedPageResult: Sendable, Hashable {
+        /// Events new to this replica, inserted and applied.
+        public var inserted: Int
+        /// Local pending events the server confirmed (they only got their `seq`).
+        public var confirmedLocal: Int
+        /// Events already confirmed here (a repeated page).
+        public var alreadyKnown: Int
+    }
+
+    /// Applies one page of server events and the cursor that follows it, in one transaction: new events are
+    /// inserted as confirmed and applied to projections; a local pending event coming back just gets its
+    /// `seq`; events already confirmed are skipped. The clock moves past the page's HLCs.
+    /// - Throws: `EventStoreError` `event.invalid` for an event without `seq` or with a broken envelope;
+    ///   nothing of the page is applied then.
+    @discardableResult
+    public func applyConfirmed(_ page: [Event], cursor: String?) async throws -> ConfirmedPageResult {
+        let (result, inserted) = try await database.writer.write { db in
+            try self.applyConfirmed(page, cursor: cursor, db)
+        }
+        publish(.confirmed, inserted)
+        return result
+    }
+
+    func applyConfirmed(_ page: [Event], cursor: String?, _ db: Database) throws -> (
+        ConfirmedPageResult, [StoredEvent]
+    ) {
+        let positionBefore = try Self.lastPosition(db)
+        var result = ConfirmedPageResult(inserted: 0, confirmedLocal: 0, alreadyKnown: 0)
+        var inserted: [StoredEvent] = []
+        var restoredStreams: Set<String> = []
+        for event in page {
+            guard let seq = event.seq else {
+                throw EventStoreError(code: "event.invalid", message: "a confirmed event has no seq")
+            }
+            do {
+                try event.validate()
+            } catch let error as SyncModelsError {
+                throw EventStoreError.from(error)
+            }
+            let existing = try Row.fetchOne(
+                db, sql: "SELECT status FROM events WHERE event_id = ?", arguments: [event.id.description])
+            if let existing {
+                let status = SyncStatus(rawValue: existing["status"]) ?? .pending
+                if status == .confirmed {
+                    result.alreadyKnown += 1
+                    continue
+                }
+                try db.execute(
+                    sql: """
+                        UPDATE events SET status = 'confirmed', seq = ?, received_at = ?, reject_code = NULL,
+                            reject_message = NULL
+                        WHERE event_id = ?
+                        """,
+                    arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.id.description])
+                result.confirmedLocal += 1
+                // The server's word wins: an event refused earlier but accepted now takes effect again.
+                if status == .rejected { restoredStreams.insert(event.stream) }
+            } else {
+                let position = try Self.insert(event, status: .confirmed, db)
+                inserted.append(StoredEvent(position: position, event: event, status: .confirmed))
+                result.inserted += 1
+            }
+        }
+        if let newest = page.map(\.hlc).max() {
+            clock.receive(newest)
+            try Self.setMeta("hlc", clock.last.description, db)
+        }
+        try applyToProjections(inserted, after: positionBefore, db)
+        try replay(streams: restoredStreams, db)
+        if let cursor { try Self.setMeta("cursor", cursor, db) }
+        return (result, inserted)
+    }
+
+    /// Marks pending events as rejected by the server: keeps them (visible, with code and message), removes
+    /// their effects from every projection by re-deriving their streams without them, and notifies.
+    /// Events that are not pending (unknown, already confirmed or rejected) are left as they are.
+    /// - Returns: the events that were rolled back.
+    @discardableResult
+    public func markRejected(_ rejections: [EventID: StoredEvent.Rejection]) async throws -> [StoredEvent] {
+        let rolledBack = try await database.writer.write { db -> [StoredEvent] in
+            var rolledBack: [StoredEvent] = []
+            for (id, rejection) in rejections {
+                guard
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT \(StoredEvent.columns) FROM events WHERE event_id = ? AND status = 'pending'",
+                        arguments: [id.description])
+                else { continue }
+                try db.execute(
+                    sql:
+                        "UPDATE events SET status = 'rejected', reject_code = ?, reject_message = ? WHERE event_id = ?",
+                    arguments: [rejection.code, rejection.message, id.description])
+                var event = try StoredEvent(row: row)
+                event.status = .rejected
+                event.rejection = rejection
+                rolledBack.append(event)
+            }
+            try self.replay(streams: Set(rolledBack.map(\.event.stream)), db)
+            return rolledBack
+        }
+        publish(.rejected, rolledBack)
+        return rolledBack
+    }
+
+    /// The synchronous-looking convenience for one code and message shared by several events.
+    @discardableResult
+    public func markRejected(_ ids: [EventID], code: String, message: String) async throws -> [StoredEvent] {
+        try await markRejected(
+            Dictionary(
+                ids.map { ($0, StoredEvent.Rejection(code: code, message: message)) }, uniquingKeysWith: { a, _ in a }))
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import GRDB
+import SyncModels
+import SyncStorage
+import Synchronization
+
+/// The client's source of truth: an append-only event log in SQLite that is also the sync outbox, with
+/// projections kept current in the same write transaction.
+///
+/// Every write follows one pipeline inside one SQLite transaction —
+/// `validate → assign id/dot/HLC → check stream version → insert → apply projections → commit` — and only
+/// then notifies observers, so a crash at any instant leaves all of it or none of it, and whatever a reader
+/// sees is already queued for sync. No write transaction ever waits on the network.
+///
+/// Canonical order (rebuilds, replays, exports): confirmed events by `(scope, seq)`, then pending events by
+/// local position. Rejected events are kept for the user but never reach projections.
+public final class EventStore: Sendable {
+    public let database: SyncDatabase
+    /// This database's replica id, created with the file.
+    public let replica: ReplicaID
+    public let projections: [any Projection]
+    let validators: [any EventValidator]
+    let clock: HybridLogicalClock
+    let wallClock: @Sendable () -> UInt64
+    let ids = Mutex(EventIDGenerator())
+    let broadcaster = ChangeBroadcaster()
+
+    /// The canonical order as SQL.
+    static let canonicalOrder = "seq IS NULL, scope, seq, position"
+
+    /// Opens the store on `database`: applies the store's and the projections' migrations, loads (or creates)
+    /// the replica id and clock, rebuilds projections whose version changed, and catches the others up from
+    /// their checkpoints.
+    public init(
+        database: SyncDatabase, projections: [any Projection] = [], validators: [any EventValidator] = [],
+        wallClock: @escaping @Sendable () -> UInt64 = HybridLogicalClock.systemMilliseconds
+    ) throws {
+        precondition(Set(projections.map(\.name)).count == projections.count, "projection names must be unique")
+        var migrations = SchemaMigrations()
+        EventStoreSchema.register(into: &migrations)
+        for projection in projections { projection.registerMigrations(into: &migrations) }
+        try database.migrate(migrations)
+
+        let (replica, lastHLC) = try database.writer.write { db -> (ReplicaID, HLCTimestamp) in
+            let replica: ReplicaID
+            if let text = try Self.meta("replica", db) {
+                replica = try ReplicaID(text)
+            } else {
+                replica = ReplicaID.random()
+                try Self.setMeta("replica", replica.description, db)
+            }
+            let last = try Self.meta("hlc", db).map(HLCTimestamp.init) ?? .zero
+            return (replica, last)
+        }
+        self.database = database
+        self.replica = replica
+        self.projections = projections
+        self.validators = validators
+        self.wallClock = wallClock
+        self.clock = HybridLogicalClock(replica: replica, resumingAfter: lastHLC, wallClock: wallClock)
+        try database.writer.write { db in try self.catchUpProjections(db) }
+    }
+
+    /// Opens (creating if needed) a store on the SQLite file at `path`.
+    public convenience init(
+        path: String, projections: [any Projection] = [], validators: [any EventValidator] = [],
+        configuration: StorageConfiguration = StorageConfiguration()
+    ) throws {
+        try self.init(
+            database: SyncDatabase(path: path, configuration: configuration), projections: projections,
+            validators: validators)
+    }
+
+    // MARK: - Append
+
+    /// Appends events atomically: all drafts are written and applied to every projection in one transaction,
+    /// or none are.
+    /// - Returns: the stored events, with their ids, dots, HLCs and stream versions.
+    /// - Throws: `EventStoreError` `conflict.version` when a draft's expected version does not hold,
+    ///   `validation.failed` or `event.invalid` when a draft is refused; nothing is written then.
+    @discardableResult
+    public func append(_ drafts: [EventDraft]) async throws -> [StoredEvent] {
+        let stored = try await database.writer.write { db in try self.append(drafts, in: db) }
+        publish(.appended, stored)
+        return stored
+    }
+
+    /// The synchronous form of `append(_:)`, for callers without an async context.
+    @discardableResult
+    public func appendNow(_ drafts: [EventDraft]) throws -> [StoredEvent] {
+        let stored = try database.writer.write { db in try self.append(drafts, in: db) }
+        publish(.appended, stored)
+        return stored
+    }
+
+    func append(_ drafts: [EventDraft], in db: Database) throws -> [StoredEvent] {
+        guard !drafts.isEmpty else { return [] }
+        let positionBefore = try Self.lastPosition(db)
+        var dotCounter = try Self.meta("dot", db).flatMap { UInt64($0) } ?? 0
+        var versions: [String: Int64] = [:]
+        var stored: [StoredEvent] = []
+        stored.reserveCapacity(drafts.count)
+        for draft in drafts {
+            for validator in validators { try validator.validate(draft, in: db) }
+            let current: Int64
+            if let known = versions[draft.stream] {
+                current = known
+            } else {
+                current =
+                    try Int64.fetchOne(
+                        db, sql: "SELECT max(stream_version) FROM events WHERE stream = ?", arguments: [draft.stream])
+                    ?? 0
+            }
+            try draft.expectedVersion.check(stream: draft.stream, actual: current)
+            dotCounter += 1
+            let wall = wallClock()
+            let event = Event(
+                id: ids.withLock { $0.next(wall: wall) }, scope: draft.scope, stream: draft.stream,
+                streamVersion: current + 1, type: draft.type, schemaVersion: draft.schemaVersion, hlc: clock.now(),
+                dot: Dot(replica: replica, counter: dotCounter), payload: draft.payload)
+            do {
+                try event.validate()
+            } catch let error as SyncModelsError {
+                throw EventStoreError.from(error)
+            }
+            versions[draft.stream] = current + 1
+            let position = try Self.insert(event, status: .pending, db)
+            stored.append(StoredEvent(position: position, event: event, status: .pending))
+        }
+        try Self.setMeta("dot", String(dotCounter), db)
+        try Self.setMeta("hlc", clock.last.description, db)
+        try applyToProjections(stored, after: positionBefore, db)
+        return stored
+    }
+
+    // MARK: - Reading
+
+    /// Events of one stream in canonical order (rejected ones included, marked).
+    public func events(stream: String) async throws -> [StoredEvent] {
+        try await database.writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT \(StoredEvent.columns) FROM events WHERE stream = ? ORDER BY \(Self.canonicalOrder)",
+                arguments: [stream]
+            ).map(StoredEvent.init(row:))
+        }
+    }
+
+    /// Pending events (the outbox) in local order, oldest first.
+    public func pendingEvents(limit: Int = .max) async throws -> [StoredEvent] {
+        try await database.writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql:
+                    "SELECT \(StoredEvent.columns) FROM events WHERE status = 'pending' ORDER BY position LIMIT ?",
+                arguments: [min(limit, Int(Int32.max))]
+            ).map(StoredEvent.init(row:))
+        }
+    }
+
+    /// Rejected events, most recent first, for showing the user what the server refused.
+    public func rejectedEvents() async throws -> [StoredEvent] {
+        try await database.writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT \(StoredEvent.columns) FROM events WHERE status = 'rejected' ORDER BY position DESC"
+            ).map(StoredEvent.init(row:))
+        }
+    }
+
+    /// Counts of events by sync status.
+    public func counts() async throws -> [SyncStatus: Int] {
+        try await database.writer.read { db in
+            var counts: [SyncStatus: Int] = [.pending: 0, .confirmed: 0, .rejected: 0]
+            for row in try Row.fetchAll(db, sql: "SELECT status, count(*) AS n FROM events GROUP BY status") {
+                if let status = SyncStatus(rawValue: row["status"]) { counts[status] = row["n"] }
+            }
+            return counts
+        }
+    }
+
+    /// The pull cursor last stored with a confirmed page (nil before the first pull).
+    public func cursor() async throws -> String? {
+        try await database.writer.read { db in try Self.meta("cursor", db) }
+    }
+
+    /// Every change after it commits. Each subscriber gets its own sequence.
+    public func changes() -> AsyncStream<StoreChange> {
+        broadcaster.subscribe()
+    }
+
+    /// Changes that may affect one projection.
+    public func changes(of projection: String) -> AsyncFilterSequence<AsyncStream<StoreChange>> {
+        broadcaster.subscribe().filter { $0.projections.contains(projection) }
+    }
+
+    func publish(_ kind: StoreChange.Kind, _ events: [StoredEvent], projections names: Set<String>? = nil) {
+        guard !events.isEmpty || kind == .rebuilt || kind == .pruned else { return }
+        broadcaster.publish(
+            StoreChange(
+                kind: kind, streams: Set(events.map(\.event.stream)),
+                projections: names ?? Set(projections.map(\.name))))
+    }
+
+    // MARK: - Rows
+
+    static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> Int64 {
+        try db.execute(
+            sql: """
+                INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
+                    dot_replica, dot_counter, status, seq, received_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                event.id.description, event.scope.name, event.stream, event.streamVersion, event.type,
+                event.schemaVersion, try PayloadCodec.encode(event.payload), event.hlc.description,
+                event.dot.replica.description, Int64(event.dot.counter), status.rawValue, event.seq,
+                event.receivedAt.map(RFC3339.string(from:)),
+            ])
+        return db.lastInsertedRowID
+    }
+
+    static func lastPosition(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0
+    }
+
+    static func meta(_ key: String, _ db: Database) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = ?", arguments: [key])
+    }
+
+    static func setMeta(_ key: String, _ value: String, _ db: Database) throws {
+        try db.execute(
+            sql:
+                "INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            arguments: [key, value])
+    }
+}

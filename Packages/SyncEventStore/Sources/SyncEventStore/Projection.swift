@@ -1,0 +1,29 @@
+import GRDB
+import SyncStorage
+
+/// A read model derived from the event log: read tables plus a checkpoint, kept current in the same
+/// transaction as every write to the log.
+///
+/// Rules, relied on by the store:
+/// - `apply` is **pure** (it reads and writes only its own tables) and **idempotent** (applying an event it
+///   already applied changes nothing), so catch-up after a crash and replays are safe.
+/// - Its tables are **derived**: declare them in `derivedTables` of its migrations; `rebuild` may empty them.
+/// - **Snapshots** make pruning possible: `saveSnapshot` stores the current state as the base that
+///   `restoreSnapshot` returns to. The store only calls `saveSnapshot` when the state is the fold of exactly
+///   the confirmed events it is about to delete from the log, so "restore the snapshot, then replay what is
+///   left in the log" always rebuilds the same state. With no snapshot saved, restoring empties the tables.
+public protocol Projection: Sendable {
+    /// Unique among the store's projections; the key of its checkpoint.
+    var name: String { get }
+    /// Bump when `apply` changes meaning: the store rebuilds the projection the next time it opens.
+    var version: Int { get }
+    /// Registers the projection's schema (its own migration identifiers, prefixed with its name).
+    func registerMigrations(into migrations: inout SchemaMigrations)
+    /// Applies events, in the order given (canonical order during rebuilds, arrival order otherwise).
+    func apply(_ events: [StoredEvent], in db: Database) throws
+    /// Replaces the state of `streams` (all streams when nil) with their snapshot state, or removes it when
+    /// no snapshot holds them.
+    func restoreSnapshot(streams: Set<String>?, in db: Database) throws
+    /// Saves the whole current state as the snapshot (replacing the previous one).
+    func saveSnapshot(in db: Database) throws
+}
