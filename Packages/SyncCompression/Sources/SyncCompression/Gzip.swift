@@ -37,7 +37,8 @@ public enum Gzip {
         var stream = z_stream()
         // windowBits 15 + 16 selects the gzip wrapper.
         let initialized = deflateInit2_(
-            &stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+            &stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)
+        )
         precondition(initialized == Z_OK, "deflateInit2 failed: \(initialized)")
         defer { deflateEnd(&stream) }
         var output = Data(count: Int(deflateBound(&stream, uLong(data.count))) + 32)
