@@ -1,0 +1,40 @@
+/// How pending events are cut into push batches, and when a partial batch is worth sending.
+///
+/// A batch holds at most `maxEvents` events and `maxBytes` of encoded events (the first event always fits,
+/// so one oversized event still goes, alone). A sync cycle sends every full batch at once; a partial
+/// batch goes when its oldest event has waited `maxAge`, or when the cycle was asked for explicitly.
+public struct PushBatchPolicy: Sendable, Hashable {
+    public var maxEvents: Int
+    public var maxBytes: Int
+    public var maxAge: Duration
+
+    public init(maxEvents: Int = 500, maxBytes: Int = 1 << 20, maxAge: Duration = .seconds(2)) {
+        precondition(maxEvents > 0 && maxBytes > 0, "batch bounds must be positive")
+        self.maxEvents = maxEvents
+        self.maxBytes = maxBytes
+        self.maxAge = maxAge
+    }
+
+    /// Splits `sizes` (encoded bytes of each pending event, oldest first) into batch lengths.
+    public func batches(sizes: [Int]) -> [Int] {
+        var batches: [Int] = []
+        var count = 0
+        var bytes = 0
+        for size in sizes {
+            if count > 0 && (count == maxEvents || bytes + size > maxBytes) {
+                batches.append(count)
+                count = 0
+                bytes = 0
+            }
+            count += 1
+            bytes += size
+        }
+        if count > 0 { batches.append(count) }
+        return batches
+    }
+
+    /// Whether a batch of `count` events whose oldest waited `oldestAge` should go now.
+    public func isDue(count: Int, bytes: Int, oldestAge: Duration, explicit: Bool) -> Bool {
+        count > 0 && (explicit || count >= maxEvents || bytes >= maxBytes || oldestAge >= maxAge)
+    }
+}

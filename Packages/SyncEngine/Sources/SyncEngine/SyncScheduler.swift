@@ -1,0 +1,137 @@
+/// The pure decision logic of the sync engine: when to start a sync cycle, given triggers, results and
+/// time. It performs no I/O and reads no clock; the driver feeds it events with the current instant and
+/// carries out the returned actions, so every decision is testable with a manual clock.
+///
+/// Rules:
+/// - At most one cycle runs at a time; triggers during a cycle make one more cycle right after it.
+/// - A local write starts a cycle after `debounce`, unless one is due sooner; explicit, connectivity and
+///   token triggers start one now; the interval trigger is like a local write without debounce.
+/// - A retryable failure waits `BackoffPolicy.delay(attempt:)` (full jitter, capped, at least Retry-After),
+///   with `attempt` growing until a cycle succeeds. Explicit and connectivity triggers skip the wait.
+/// - An authentication failure pauses: nothing starts until `tokenRefreshed`.
+/// - A permanent failure is surfaced and nothing is retried until the next trigger.
+public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+    public enum Phase: Sendable, Hashable {
+        case idle
+        /// A cycle is due at this instant.
+        case scheduled(at: Instant)
+        case running
+        /// Waiting after a retryable failure.
+        case backingOff(until: Instant, attempt: Int)
+        /// Waiting for a new token.
+        case paused
+    }
+
+    public enum Action: Sendable, Hashable {
+        /// Start a sync cycle now.
+        case startCycle
+        /// Call `tick` at this instant.
+        case wake(at: Instant)
+        case none
+    }
+
+    public private(set) var phase: Phase = .idle
+    /// Failures in a row since the last success.
+    public private(set) var consecutiveFailures = 0
+    public private(set) var lastFailure: SyncFailure?
+    private var pendingAfterRun = false
+    private var pendingTrigger: SyncTrigger?
+
+    public let debounce: Duration
+    public let backoff: BackoffPolicy
+
+    public init(debounce: Duration = .milliseconds(250), backoff: BackoffPolicy = BackoffPolicy()) {
+        self.debounce = debounce
+        self.backoff = backoff
+    }
+
+    /// Something asks for a sync.
+    public mutating func trigger(_ trigger: SyncTrigger, now: Instant) -> Action {
+        switch phase {
+        case .running:
+            pendingAfterRun = true
+            pendingTrigger = trigger
+            return .none
+        case .paused:
+            guard trigger == .tokenRefreshed else { return .none }
+            return start()
+        case .backingOff(let until, _):
+            if trigger == .explicit || trigger == .connectivity || trigger == .tokenRefreshed { return start() }
+            return .wake(at: until)
+        case .idle, .scheduled:
+            switch trigger {
+            case .explicit, .connectivity, .tokenRefreshed, .interval:
+                return start()
+            case .localWrite:
+                let due = now.advanced(by: debounce)
+                if case .scheduled(let at) = phase, at <= due { return .wake(at: at) }
+                phase = .scheduled(at: due)
+                return .wake(at: due)
+            }
+        }
+    }
+
+    /// Time passed; starts a due cycle.
+    public mutating func tick(now: Instant) -> Action {
+        switch phase {
+        case .scheduled(let at) where at <= now: return start()
+        case .backingOff(let until, _) where until <= now: return start()
+        case .scheduled(let at): return .wake(at: at)
+        case .backingOff(let until, _): return .wake(at: until)
+        default: return .none
+        }
+    }
+
+    /// The running cycle finished. `failure` is nil on success.
+    public mutating func cycleFinished<R: RandomNumberGenerator>(
+        failure: SyncFailure?, now: Instant, random: inout R
+    ) -> Action {
+        precondition(phase == .running, "cycleFinished without a running cycle")
+        lastFailure = failure
+        switch failure {
+        case nil:
+            consecutiveFailures = 0
+            return afterRun(now: now)
+        case .retryable(_, let retryAfter)?:
+            let delay = backoff.delay(attempt: consecutiveFailures, retryAfter: retryAfter, using: &random)
+            consecutiveFailures += 1
+            let until = now.advanced(by: delay)
+            phase = .backingOff(until: until, attempt: consecutiveFailures)
+            pendingAfterRun = false
+            return .wake(at: until)
+        case .authentication?:
+            consecutiveFailures += 1
+            phase = .paused
+            pendingAfterRun = false
+            return .none
+        case .resetRequired?:
+            // The driver re-bootstraps inside the next cycle; start it at once.
+            consecutiveFailures += 1
+            return start()
+        case .permanent?:
+            consecutiveFailures += 1
+            pendingAfterRun = false
+            phase = .idle
+            return .none
+        }
+    }
+
+    private mutating func afterRun(now: Instant) -> Action {
+        if pendingAfterRun {
+            pendingAfterRun = false
+            let trigger = pendingTrigger ?? .explicit
+            pendingTrigger = nil
+            phase = .idle
+            return self.trigger(trigger, now: now)
+        }
+        phase = .idle
+        return .none
+    }
+
+    private mutating func start() -> Action {
+        phase = .running
+        pendingAfterRun = false
+        pendingTrigger = nil
+        return .startCycle
+    }
+}
