@@ -46,6 +46,7 @@ let package = Package(
             name: "SyncEventStoreTests",
             dependencies: [
                 .product(name: "SyncEventStore", package: "SyncEventStore"),
+                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
                 .product(name: "SyncModels", package: "SyncModels"),
                 .product(name: "SyncStorage", package: "SyncStorage"),
                 .product(name: "GRDB", package: "GRDB.swift"),

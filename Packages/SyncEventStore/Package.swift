@@ -5,7 +5,10 @@ let package = Package(
     name: "SyncEventStore",
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
-        .library(name: "SyncEventStore", targets: ["SyncEventStore"])
+        .library(name: "SyncEventStore", targets: ["SyncEventStore"]),
+        // Fixtures shared by the tests of this and other packages (a small CRDT-style projection, temporary
+        // directories, draft builders). Not for production use.
+        .library(name: "SyncEventStoreTestSupport", targets: ["SyncEventStoreTestSupport"]),
     ],
     dependencies: [
         .package(path: "../SyncModels"),
@@ -20,7 +23,15 @@ let package = Package(
                 "SyncModels", "SyncStorage", "SyncCompression", .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "SyncEventStoreTests", dependencies: ["SyncEventStore"], exclude: ["Fixtures"]),
+        .target(
+            name: "SyncEventStoreTestSupport",
+            dependencies: [
+                "SyncEventStore", "SyncModels", "SyncStorage", .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .testTarget(
+            name: "SyncEventStoreTests", dependencies: ["SyncEventStore", "SyncEventStoreTestSupport"],
+            exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

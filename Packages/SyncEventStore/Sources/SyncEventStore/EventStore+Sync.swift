@@ -48,6 +48,10 @@ extension EventStore {
             if let existing {
                 let status = SyncStatus(rawValue: existing["status"]) ?? .pending
                 if status == .confirmed {
+                    // Confirmed from a push result earlier: the pull brings the time the server received it.
+                    try db.execute(
+                        sql: "UPDATE events SET received_at = ? WHERE event_id = ? AND received_at IS NULL",
+                        arguments: [event.receivedAt.map(RFC3339.string(from:)), event.id.description])
                     result.alreadyKnown += 1
                     continue
                 }
@@ -113,5 +117,34 @@ extension EventStore {
         try await markRejected(
             Dictionary(
                 ids.map { ($0, StoredEvent.Rejection(code: code, message: message)) }, uniquingKeysWith: { a, _ in a }))
+    }
+}
+
+extension EventStore {
+    /// Records the server's acknowledgement of pushed events (`accepted` or `duplicate` with their `seq`),
+    /// so they leave the outbox at once instead of waiting for the pull that brings them back. Events that
+    /// are not pending are left as they are.
+    /// - Returns: how many events were confirmed.
+    @discardableResult
+    public func markConfirmed(_ seqs: [EventID: Int64]) async throws -> Int {
+        guard !seqs.isEmpty else { return 0 }
+        return try await database.writer.write { db in
+            var confirmed = 0
+            for (id, seq) in seqs {
+                try db.execute(
+                    sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE event_id = ? AND status = 'pending'",
+                    arguments: [seq, id.description])
+                confirmed += db.changesCount
+            }
+            return confirmed
+        }
+    }
+
+    /// Forgets the pull cursor, so the next pull starts from the beginning of what the server retains
+    /// (after `reset.required`). Pending events and local state are kept.
+    public func resetCursor() async throws {
+        try await database.writer.write { db in
+            try db.execute(sql: "DELETE FROM store_meta WHERE key = 'cursor'")
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SyncEventStoreTestSupport
 import Testing
 
 @testable import SyncEventStore

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SyncEventStoreTestSupport
 import Testing
 
 @testable import SyncEventStore
@@ -123,6 +124,22 @@ import Testing
         broken.seq = nil
         await #expect(throws: EventStoreError.self) { try await store.applyConfirmed([broken], cursor: "x") }
         #expect(try await store.cursor() == "cursor-1")
+    }
+
+    @Test func pushAcknowledgementsConfirmAtOnceAndThePullFillsInTheTime() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("a.sqlite"), projections: [TitleProjection()])
+        let local = try await store.append([title("note:1", "a"), title("note:2", "b")])
+        #expect(try await store.markConfirmed([local[0].event.id: 7]) == 1)
+        #expect(try await store.pendingEvents().map(\.event.id) == [local[1].event.id])
+        #expect(try await store.markConfirmed([local[0].event.id: 8]) == 0, "only pending events")
+        let pulled = try await store.applyConfirmed(confirmed([local[0]], firstSeq: 7), cursor: "c")
+        #expect(pulled == .init(inserted: 0, confirmedLocal: 0, alreadyKnown: 1))
+        let event = try await store.events(stream: "note:1")[0].event
+        #expect(event.seq == 7 && event.receivedAt != nil)
+        try await store.resetCursor()
+        #expect(try await store.cursor() == nil)
+        #expect(try await store.pendingEvents().count == 1, "a reset keeps pending events")
     }
 
     @Test func rejectionRollsBackProjectionsAndStaysVisible() async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import SyncEventStoreTestSupport
 import Testing
 
 @testable import SyncEventStore

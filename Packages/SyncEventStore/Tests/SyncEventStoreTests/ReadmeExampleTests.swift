@@ -1,5 +1,6 @@
 import Foundation
 import SyncEventStore
+import SyncEventStoreTestSupport
 import SyncModels
 import Testing
 

@@ -6,11 +6,16 @@ import SyncStorage
 
 /// A small CRDT-style projection for tests: per stream, a last-writer-wins title (by HLC) and an add-only
 /// set of tags. Idempotent and order-independent, as the store requires.
-struct TitleProjection: Projection {
-    var name = "titles"
-    var version = 1
+public struct TitleProjection: Projection {
+    public var name = "titles"
+    public var version = 1
 
-    func registerMigrations(into migrations: inout SchemaMigrations) {
+    public init(name: String = "titles", version: Int = 1) {
+        self.name = name
+        self.version = version
+    }
+
+    public func registerMigrations(into migrations: inout SchemaMigrations) {
         migrations.register("titles.v1", derivedTables: ["titles", "titles_snapshot", "tags", "tags_snapshot"]) { db in
             for suffix in ["", "_snapshot"] {
                 try db.execute(sql: "CREATE TABLE titles\(suffix) (stream TEXT PRIMARY KEY, title TEXT, hlc TEXT)")
@@ -19,7 +24,7 @@ struct TitleProjection: Projection {
         }
     }
 
-    func apply(_ events: [StoredEvent], in db: Database) throws {
+    public func apply(_ events: [StoredEvent], in db: Database) throws {
         for stored in events {
             let event = stored.event
             switch event.type {
@@ -41,7 +46,7 @@ struct TitleProjection: Projection {
         }
     }
 
-    func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
+    public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
         for table in ["titles", "tags"] {
             if let streams {
                 let marks = databaseQuestionMarks(count: streams.count)
@@ -57,7 +62,7 @@ struct TitleProjection: Projection {
         }
     }
 
-    func saveSnapshot(in db: Database) throws {
+    public func saveSnapshot(in db: Database) throws {
         for table in ["titles", "tags"] {
             try db.execute(sql: "DELETE FROM \(table)_snapshot")
             try db.execute(sql: "INSERT INTO \(table)_snapshot SELECT * FROM \(table)")
@@ -65,7 +70,7 @@ struct TitleProjection: Projection {
     }
 
     /// The projection's whole state, for comparing two stores.
-    static func dump(_ store: EventStore) async throws -> [String] {
+    public static func dump(_ store: EventStore) async throws -> [String] {
         try await store.database.writer.read { db in
             try String.fetchAll(db, sql: "SELECT stream || '=' || coalesce(title, '') FROM titles ORDER BY stream")
                 + String.fetchAll(db, sql: "SELECT stream || '#' || tag FROM tags ORDER BY stream, tag")
@@ -74,20 +79,20 @@ struct TitleProjection: Projection {
 }
 
 /// A fresh directory per test, removed when released.
-final class TemporaryDirectory: Sendable {
-    let url: URL
+public final class TemporaryDirectory: Sendable {
+    public let url: URL
 
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("EventStoreTests-\(UUID().uuidString)")
+    public init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("SyncTests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+    public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
 
     deinit { try? FileManager.default.removeItem(at: url) }
 }
 
-func title(_ stream: String, _ title: String, scope: Scope = "team-1", expecting: ExpectedVersion = .any)
+public func title(_ stream: String, _ title: String, scope: Scope = "team-1", expecting: ExpectedVersion = .any)
     -> EventDraft
 {
     EventDraft(
@@ -95,12 +100,12 @@ func title(_ stream: String, _ title: String, scope: Scope = "team-1", expecting
         expectedVersion: expecting)
 }
 
-func tag(_ stream: String, _ tag: String, scope: Scope = "team-1") -> EventDraft {
+public func tag(_ stream: String, _ tag: String, scope: Scope = "team-1") -> EventDraft {
     EventDraft(scope: scope, stream: stream, type: "tag.added", payload: .object(["tag": .string(tag)]))
 }
 
 /// Events as a server would send them: confirmed, with seq and receivedAt.
-func confirmed(_ events: [StoredEvent], firstSeq: Int64) -> [Event] {
+public func confirmed(_ events: [StoredEvent], firstSeq: Int64) -> [Event] {
     events.enumerated().map { index, stored in
         var event = stored.event
         event.seq = firstSeq + Int64(index)
