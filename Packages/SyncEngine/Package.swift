@@ -8,13 +8,28 @@ let package = Package(
         .library(name: "SyncEngine", targets: ["SyncEngine"])
     ],
     dependencies: [
-        .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1")
+        .package(path: "../SyncModels"),
+        .package(path: "../SyncEventStore"),
+        .package(path: "../SyncProtocol"),
+        .package(path: "../SyncCompression"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
     ],
     targets: [
-        .target(name: "SyncEngine"),
+        .target(
+            name: "SyncEngine",
+            dependencies: [
+                "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(
             name: "SyncEngineTests",
-            dependencies: ["SyncEngine", .product(name: "PropertyBased", package: "swift-property-based")]
+            dependencies: [
+                "SyncEngine",
+                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

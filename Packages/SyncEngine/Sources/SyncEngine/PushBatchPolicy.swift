@@ -1,8 +1,8 @@
-/// How pending events are cut into push batches, and when a partial batch is worth sending.
+/// How pending events are cut into push batches.
 ///
 /// A batch holds at most `maxEvents` events and `maxBytes` of encoded events (the first event always fits,
-/// so one oversized event still goes, alone). A sync cycle sends every full batch at once; a partial
-/// batch goes when its oldest event has waited `maxAge`, or when the cycle was asked for explicitly.
+/// so one oversized event still goes, alone). No local write waits longer than `maxAge` for its push: the
+/// engine's debounce of local writes never exceeds it.
 public struct PushBatchPolicy: Sendable, Hashable {
     public var maxEvents: Int
     public var maxBytes: Int
@@ -31,10 +31,5 @@ public struct PushBatchPolicy: Sendable, Hashable {
         }
         if count > 0 { batches.append(count) }
         return batches
-    }
-
-    /// Whether a batch of `count` events whose oldest waited `oldestAge` should go now.
-    public func isDue(count: Int, bytes: Int, oldestAge: Duration, explicit: Bool) -> Bool {
-        count > 0 && (explicit || count >= maxEvents || bytes >= maxBytes || oldestAge >= maxAge)
     }
 }

@@ -149,13 +149,4 @@ import Testing
         #expect(policy.batches(sizes: [500, 10]) == [1, 1], "an oversized event still goes, alone")
         #expect(policy.batches(sizes: []) == [])
     }
-
-    @Test func partialBatchesWaitForAgeUnlessExplicit() {
-        let policy = PushBatchPolicy(maxEvents: 100, maxBytes: 1000, maxAge: .seconds(2))
-        #expect(!policy.isDue(count: 5, bytes: 50, oldestAge: .seconds(1), explicit: false))
-        #expect(policy.isDue(count: 5, bytes: 50, oldestAge: .seconds(2), explicit: false))
-        #expect(policy.isDue(count: 5, bytes: 50, oldestAge: .zero, explicit: true))
-        #expect(policy.isDue(count: 100, bytes: 50, oldestAge: .zero, explicit: false))
-        #expect(!policy.isDue(count: 0, bytes: 0, oldestAge: .seconds(9), explicit: true))
-    }
 }

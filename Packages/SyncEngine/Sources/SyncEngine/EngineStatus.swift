@@ -1,0 +1,21 @@
+import Foundation
+
+/// What the engine is doing, for a status bar or `sync-agent status`.
+public struct EngineStatus: Sendable, Hashable, Codable {
+    /// Local events not yet acknowledged by the server.
+    public var pending = 0
+    /// Events in the push now on the wire.
+    public var inFlight = 0
+    /// Events the server refused (kept locally, rolled back).
+    public var rejected = 0
+    public var lastSuccess: Date?
+    public var lastError: String?
+    /// True while waiting for a new token after an authentication failure.
+    public var pausedForAuthentication = false
+    /// Completed cycles since the engine started.
+    public var cycles = 0
+    /// Bytes moved since the engine started.
+    public var traffic = Traffic()
+
+    public init() {}
+}

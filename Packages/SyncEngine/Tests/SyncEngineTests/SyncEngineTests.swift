@@ -1,0 +1,172 @@
+import Foundation
+import SyncEventStore
+import SyncEventStoreTestSupport
+import SyncModels
+import SyncProtocol
+import Testing
+
+@testable import SyncEngine
+
+@Suite struct SyncEngineTests {
+    struct Replica {
+        let store: EventStore
+        let transport: InMemoryTransport
+        let engine: SyncEngine
+    }
+
+    static func replica(_ directory: TemporaryDirectory, _ name: String, server: InMemorySyncServer) throws -> Replica {
+        let store = try EventStore(path: directory.path("\(name).sqlite"), projections: [TitleProjection()])
+        let transport = InMemoryTransport(server: server)
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = 7  // small pages exercise paging
+        configuration.batch = PushBatchPolicy(maxEvents: 5)
+        return Replica(
+            store: store, transport: transport,
+            engine: try SyncEngine(store: store, transport: transport, configuration: configuration))
+    }
+
+    @Test func twoReplicasConvergeThroughTheServer() async throws {
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        let a = try Self.replica(directory, "a", server: server)
+        let b = try Self.replica(directory, "b", server: server)
+        try await a.store.append((0..<12).map { title("note:\($0 % 4)", "a\($0)") })
+        try await b.store.append((0..<9).map { tag("note:\($0 % 4)", "b\($0)") })
+        try await a.engine.syncNow()
+        try await b.engine.syncNow()
+        try await a.engine.syncNow()
+        #expect(try await TitleProjection.dump(a.store) == TitleProjection.dump(b.store))
+        #expect(try await a.store.counts() == [.pending: 0, .confirmed: 21, .rejected: 0])
+        #expect(try await b.store.counts() == [.pending: 0, .confirmed: 21, .rejected: 0])
+        #expect(await server.events(in: "team-1").map(\.seq) == (1...21).map { Int64($0) })
+        let status = a.engine.status
+        #expect(status.pending == 0 && status.lastSuccess != nil && status.traffic.sentRaw > 0)
+        let kinds = try await a.engine.journal.entries().map(\.kind)
+        #expect(kinds.contains("push.ok") && kinds.contains("pull.ok") && kinds.first == "start")
+    }
+
+    @Test func aLostResponseAfterCommitIsRetriedWithoutDuplicates() async throws {
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        let a = try Self.replica(directory, "a", server: server)
+        let events = try await a.store.append((0..<3).map { title("note:\($0)", "x\($0)") })
+        a.transport.inject([.dropResponse, .duplicate])
+        await #expect(throws: SyncFailure.retryable(reason: "network: response lost", retryAfter: nil)) {
+            try await a.engine.syncNow()
+        }
+        #expect(await server.events(in: "team-1").count == 3, "the server committed")
+        #expect(try await a.store.pendingEvents().count == 3, "the client does not know yet")
+        try await a.engine.syncNow()
+        #expect(await server.events(in: "team-1").map(\.id) == events.map(\.event.id), "no duplicates")
+        let local = try await a.store.events(stream: "note:1")
+        #expect(local.map(\.event.seq) == [2] && local[0].status == .confirmed)
+    }
+
+    @Test func serverErrorsAndRateLimitsAreRetryable() async throws {
+        let directory = try TemporaryDirectory()
+        let a = try Self.replica(directory, "a", server: InMemorySyncServer())
+        try await a.store.append([title("note:1", "x")])
+        a.transport.inject([.serverError, .rateLimited(retryAfter: .seconds(7)), .dropRequest])
+        await #expect(throws: SyncFailure.self) { try await a.engine.syncNow() }
+        await #expect(throws: SyncFailure.retryable(reason: "rate.limited: injected", retryAfter: .seconds(7))) {
+            try await a.engine.syncNow()
+        }
+        await #expect(throws: SyncFailure.self) { try await a.engine.syncNow() }
+        #expect(a.engine.status.lastError != nil && a.engine.status.pending == 1)
+        try await a.engine.syncNow()
+        #expect(a.engine.status.lastError == nil && a.engine.status.pending == 0)
+        #expect(try await a.engine.journal.entries().filter { $0.kind == "retry" }.count == 3)
+    }
+
+    @Test func rejectedEventsRollBackAndShowInStatus() async throws {
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer { event in
+            event.payload["title"]?.stringValue == "forbidden"
+                ? EventRejection(ErrorCode(rawValue: "validation.failed"), "the quota is full") : nil
+        }
+        let a = try Self.replica(directory, "a", server: server)
+        try await a.store.append([title("note:1", "fine")])
+        try await a.engine.syncNow()
+        try await a.store.append([title("note:1", "forbidden"), tag("note:1", "kept")])
+        #expect(try await TitleProjection.dump(a.store).contains("note:1=forbidden"))
+        try await a.engine.syncNow()
+        #expect(try await TitleProjection.dump(a.store) == ["note:1=fine", "note:1#kept"])
+        #expect(a.engine.status.rejected == 1 && a.engine.status.pending == 0)
+        let rejected = try await a.store.rejectedEvents()
+        #expect(rejected.first?.rejection == .init(code: "validation.failed", message: "the quota is full"))
+        #expect(try await a.engine.journal.entries().contains { $0.kind == "rejection" })
+    }
+
+    @Test func anExpiredTokenPausesWithoutTouchingLocalData() async throws {
+        let directory = try TemporaryDirectory()
+        let a = try Self.replica(directory, "a", server: InMemorySyncServer())
+        try await a.store.append([title("note:1", "offline edit")])
+        a.transport.inject([.tokenExpired])
+        await #expect(throws: SyncFailure.authentication(code: "auth.expired", message: "the token has expired")) {
+            try await a.engine.syncNow()
+        }
+        #expect(a.engine.status.pausedForAuthentication)
+        #expect(try await a.store.pendingEvents().count == 1)
+        #expect(try await TitleProjection.dump(a.store) == ["note:1=offline edit"])
+        try await a.engine.syncNow()
+        #expect(!a.engine.status.pausedForAuthentication && a.engine.status.pending == 0)
+    }
+
+    @Test func runSyncsLocalWritesInTheBackground() async throws {
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        let a = try Self.replica(directory, "a", server: server)
+        let running = Task { await a.engine.run() }
+        defer { running.cancel() }
+        try await a.store.append([title("note:1", "typed offline")])
+        for _ in 0..<200 where await server.events(in: "team-1").isEmpty {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(await server.events(in: "team-1").count == 1)
+        running.cancel()
+        await running.value
+    }
+
+    /// Three replicas edit and sync through random faults; after a last fault-free round they hold the same
+    /// state, the server holds each event once, and nothing local is lost.
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    func convergesUnderRandomFaults(seed: UInt64) async throws {
+        var random = SplitMix64(seed: seed)
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        let replicas = try (0..<3).map { try Self.replica(directory, "r\($0)", server: server) }
+        let faults: [InMemoryTransport.Fault] = [
+            .dropRequest, .dropResponse, .duplicate, .serverError, .rateLimited(retryAfter: .seconds(1)),
+            .tokenExpired, .delay(.milliseconds(1)),
+        ]
+        var made = 0
+        for _ in 0..<30 {
+            let replica = replicas[Int.random(in: 0..<3, using: &random)]
+            if Bool.random(using: &random) {
+                let stream = "note:\(Int.random(in: 0..<5, using: &random))"
+                let drafts = (0..<Int.random(in: 1...4, using: &random)).map { index in
+                    index % 2 == 0 ? title(stream, "s\(seed)-\(made + index)") : tag(stream, "t\(made % 7)")
+                }
+                made += try await replica.store.append(drafts).count
+            } else {
+                if Int.random(in: 0..<3, using: &random) > 0 {
+                    replica.transport.inject([faults[Int.random(in: 0..<faults.count, using: &random)]])
+                }
+                try? await replica.engine.syncNow()
+            }
+        }
+        for _ in 0..<2 {
+            for replica in replicas {
+                replica.transport.inject([])
+                try await replica.engine.syncNow()
+            }
+        }
+        let expected = try await TitleProjection.dump(replicas[0].store)
+        for replica in replicas {
+            #expect(try await TitleProjection.dump(replica.store) == expected, "seed \(seed)")
+            #expect(try await replica.store.counts() == [.pending: 0, .confirmed: made, .rejected: 0], "seed \(seed)")
+        }
+        let stored = await server.events(in: "team-1")
+        #expect(stored.count == made && Set(stored.map(\.id)).count == made, "seed \(seed): each event once")
+    }
+}
