@@ -7,7 +7,9 @@ import PackageDescription
 let package = Package(
     name: "offline-sync",
     platforms: [.macOS(.v15), .iOS(.v18)],
-    products: [],
+    products: [
+        .executable(name: "sync-server", targets: ["sync-server"]),
+    ],
     dependencies: [
         .package(path: "Packages/SyncModels"),
         .package(path: "Packages/SyncStorage"),
@@ -15,6 +17,18 @@ let package = Package(
         .package(path: "Packages/SyncEventStore"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
+        // sync-server (Apps/SyncServer) and the protocol package.
+        .package(path: "Packages/SyncProtocol"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", exact: "5.8.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", exact: "6.4.0"),
     ],
     targets: [
         .testTarget(name: "RepositoryTests", path: "Tests/RepositoryTests"),
@@ -53,6 +67,48 @@ let package = Package(
             ],
             path: "Packages/SyncEventStore/Tests/SyncEventStoreTests",
             exclude: ["Fixtures"]
+        ),
+
+        // sync-server: the HTTP sync API on Hummingbird and PostgreSQL.
+        .target(
+            name: "SyncServer",
+            dependencies: [
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Apps/SyncServer/Sources/SyncServer"
+        ),
+        .executableTarget(
+            name: "sync-server",
+            dependencies: ["SyncServer"],
+            path: "Apps/SyncServer/Sources/sync-server"
+        ),
+        .testTarget(
+            name: "SyncProtocolTests",
+            dependencies: [
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "OpenAPIKit", package: "OpenAPIKit"),
+            ],
+            path: "Packages/SyncProtocol/Tests/SyncProtocolTests"
+        ),
+        .testTarget(
+            name: "SyncServerTests",
+            dependencies: [
+                "SyncServer",
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "OpenAPIKit", package: "OpenAPIKit"),
+            ],
+            path: "Apps/SyncServer/Tests/SyncServerTests"
         ),
     ],
     swiftLanguageModes: [.v6]

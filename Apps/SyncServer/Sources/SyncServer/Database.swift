@@ -1,0 +1,162 @@
+import Logging
+import Metrics
+import PostgresNIO
+import SyncProtocol
+import Synchronization
+
+/// The server's access to PostgreSQL: a PostgresNIO connection pool plus admission control.
+///
+/// Every operation goes through `withConnection`/`withTransaction`, which (1) refuses new work with
+/// 503 `server.unavailable` once `queueLimit` operations are already waiting or running, (2) gives up with
+/// 503 when no connection is leased within `acquireTimeout` (database down or pool exhausted), and
+/// (3) maps connection-level failures to 503. It also keeps the pool-usage gauges of `/metrics`.
+final class Database: Sendable {
+    let client: PostgresClient
+    let queueLimit: Int
+    let acquireTimeout: Duration
+    private let admitted = Mutex(0)
+    private let inUseGauge = Gauge(label: "sync_db_connections_in_use")
+    private let waitingGauge = Gauge(label: "sync_db_operations_admitted")
+
+    init(client: PostgresClient, queueLimit: Int, acquireTimeout: Duration) {
+        self.client = client
+        self.queueLimit = queueLimit
+        self.acquireTimeout = acquireTimeout
+    }
+
+    /// The configuration of a pool for `url`.
+    static func clientConfiguration(_ url: DatabaseURL, poolSize: Int) -> PostgresClient.Configuration {
+        var configuration = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.username, password: url.password,
+            database: url.database, tls: .disable)
+        configuration.options.maximumConnections = poolSize
+        configuration.options.minimumConnections = 0
+        configuration.options.connectTimeout = .seconds(5)
+        return configuration
+    }
+
+    /// Runs `body` with a leased connection.
+    /// - Throws: `SyncProtocolError` `server.unavailable` when the database cannot serve, otherwise what
+    ///   `body` throws.
+    func withConnection<Result: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let count = admitted.withLock { count in
+            count += 1
+            return count
+        }
+        waitingGauge.record(count)
+        defer {
+            let count = admitted.withLock { count in
+                count -= 1
+                return count
+            }
+            waitingGauge.record(count)
+        }
+        guard count <= queueLimit else {
+            throw SyncProtocolError(.serverUnavailable, "the server is saturated; retry later")
+        }
+        let leased = LeaseFlag()
+        do {
+            return try await withThrowingTaskGroup(of: Result?.self) { group in
+                group.addTask { [client, inUseGauge] in
+                    try await client.withConnection { connection in
+                        leased.set()
+                        inUseGauge.record(leased.inUse(+1))
+                        defer { inUseGauge.record(leased.inUse(-1)) }
+                        return try await body(connection)
+                    }
+                }
+                group.addTask { [acquireTimeout] in
+                    try await Task.sleep(for: acquireTimeout)
+                    if leased.isSet { return nil }
+                    throw SyncProtocolError(.serverUnavailable, "no database connection became available in time")
+                }
+                while let value = try await group.next() {
+                    if let value {
+                        group.cancelAll()
+                        return value
+                    }
+                }
+                throw SyncProtocolError(.serverInternal, "a database operation ended without a result")
+            }
+        } catch {
+            throw Self.classify(error)
+        }
+    }
+
+    /// Runs `body` in a transaction (committed when it returns, rolled back when it throws).
+    func withTransaction<Result: Sendable>(
+        logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withConnection { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                try await body(connection)
+            }
+        }
+    }
+
+    /// Connection-level failures become 503 `server.unavailable`; protocol errors pass through; anything
+    /// else is left as is (and becomes a 500 if it reaches the client).
+    static func classify(_ error: any Error) -> any Error {
+        if error is SyncProtocolError { return error }
+        // PostgresNIO surfaces some pool failures (e.g. its connection circuit breaker) as
+        // `_ConnectionPoolModule.ConnectionPoolError`, a type of an underscored module: matched by name.
+        if String(describing: type(of: error)) == "ConnectionPoolError" { return unavailable }
+        if let transaction = error as? PostgresTransactionError {
+            if let closure = transaction.closureError { return classify(closure) }
+            if let begin = transaction.beginError { return classify(begin) }
+            if let commit = transaction.commitError { return classify(commit) }
+        }
+        if let error = error as? PSQLError {
+            switch error.code {
+            case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed, .uncleanShutdown,
+                .queryCancelled:
+                return unavailable
+            case .server:
+                let state = error.serverInfo?[.sqlState] ?? ""
+                // 08: connection exception, 53: insufficient resources, 57: operator intervention.
+                if state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57") { return unavailable }
+                return error
+            default:
+                return error
+            }
+        }
+        if error is CancellationError { return unavailable }
+        return error
+    }
+
+    /// Whether a database error is worth retrying the whole transaction for (serialization failure or
+    /// deadlock, both rolled back by PostgreSQL).
+    static func isRetryable(_ error: any Error) -> Bool {
+        if error is AppendRace { return true }
+        if let transaction = error as? PostgresTransactionError, let closure = transaction.closureError {
+            return isRetryable(closure)
+        }
+        guard let error = error as? PSQLError, error.code == .server else { return false }
+        let state = error.serverInfo?[.sqlState] ?? ""
+        return state == "40001" || state == "40P01"
+    }
+
+    static let unavailable = SyncProtocolError(.serverUnavailable, "the database is unavailable; retry later")
+}
+
+/// Another transaction stored one of this batch's ids between the lookup and the insert; the batch is
+/// rolled back and retried, which then sees it as a duplicate.
+struct AppendRace: Error {}
+
+/// Set once a connection is leased; also counts leased connections for the gauge.
+final class LeaseFlag: Sendable {
+    private let state = Mutex(false)
+    private static let leased = Mutex(0)
+
+    func set() { state.withLock { $0 = true } }
+    var isSet: Bool { state.withLock { $0 } }
+
+    func inUse(_ delta: Int) -> Int {
+        Self.leased.withLock { count in
+            count += delta
+            return count
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Hummingbird
+import Logging
+import SyncProtocol
+
+/// Turns every error into the protocol's JSON error body (`{"error": {"code", "message"}}`) with its
+/// status, adds the request id to every response, and logs failures without payloads or tokens.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            let failure = Self.protocolError(for: error)
+            if failure.httpStatus >= 500 {
+                context.logger.error(
+                    "request failed",
+                    metadata: [
+                        "sync.error.code": "\(failure.code)", "error.type": "\(String(reflecting: type(of: error)))",
+                    ])
+            } else {
+                context.logger.debug("request refused", metadata: ["sync.error.code": "\(failure.code)"])
+            }
+            response = Self.response(for: failure)
+        }
+        response.headers[.init("X-Request-Id")!] = context.id
+        return response
+    }
+
+    /// The protocol error an error is answered with.
+    static func protocolError(for error: any Error) -> SyncProtocolError {
+        switch Database.classify(error) {
+        case let error as SyncProtocolError:
+            return error
+        case let error as HTTPError where error.status == .notFound:
+            return SyncProtocolError(.routeNotFound, "no such route")
+        case let error as HTTPError where error.status == .methodNotAllowed:
+            return SyncProtocolError(.methodNotAllowed, "this route does not accept that method")
+        case let error as HTTPError where error.status == .contentTooLarge:
+            return SyncProtocolError(.requestTooLarge, "the body is too large")
+        case let error as HTTPError where (400..<500).contains(error.status.code):
+            return SyncProtocolError(.requestInvalid, "the request is not valid")
+        default:
+            return SyncProtocolError(.serverInternal, "internal error")
+        }
+    }
+
+    static func response(for error: SyncProtocolError) -> Response {
+        let body = (try? WireCodec().encode(error.body)) ?? Data()
+        var response = SyncAPI.json(body, status: .init(code: error.httpStatus))
+        if error.code == .rateLimited { response.headers[.init("Retry-After")!] = "1" }
+        return response
+    }
+}

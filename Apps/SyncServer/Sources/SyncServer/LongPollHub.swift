@@ -1,0 +1,122 @@
+import Logging
+import Metrics
+import PostgresNIO
+import ServiceLifecycle
+import SyncModels
+import Synchronization
+
+/// Wakes long-polling pulls when events commit in their scopes.
+///
+/// Signals come from PostgreSQL `LISTEN sync_events` (every server's commits, including other replicas of
+/// the server) and directly from this process's own pushes. A notification is only a hint: a woken pull
+/// re-reads the database, and a pull that is never woken still answers at its deadline, so correctness
+/// never depends on notifications arriving. As a `Service` it keeps the LISTEN connection open
+/// (reconnecting with backoff) and on graceful shutdown wakes every waiter so shutdown is not held up.
+final class LongPollHub: Service, Sendable {
+    private let state = Mutex(LongPollState<CheckedContinuation<Void, Never>>())
+    private let client: PostgresClient
+    private let logger: Logger
+    private let activeGauge = Gauge(label: "sync_longpolls_active")
+    private let active = Mutex(0)
+
+    init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Registers interest in `scopes`; nil when shutting down.
+    func register(_ scopes: Set<Scope>) -> Int? {
+        let id = state.withLock { $0.register(scopes) }
+        if id != nil {
+            activeGauge.record(
+                active.withLock {
+                    $0 += 1; return $0
+                })
+        }
+        return id
+    }
+
+    func unregister(_ id: Int) {
+        state.withLock { $0.unregister(id) }?.resume()
+        activeGauge.record(
+            active.withLock {
+                $0 -= 1; return $0
+            })
+    }
+
+    /// Waits until a signal for the waiter's scopes, `deadline`, cancellation or shutdown, whichever is
+    /// first. Returns at once if a signal arrived since the last wait.
+    func wait(_ id: Int, until deadline: ContinuousClock.Instant) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        if case .resumeNow = self.state.withLock({ $0.wait(id, continuation) }) {
+                            continuation.resume()
+                        }
+                    }
+                } onCancel: {
+                    self.state.withLock { $0.stopWaiting(id) }?.resume()
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Events committed in `scopes`.
+    func signal(_ scopes: [Scope]) {
+        let scopes = Set(scopes)
+        for continuation in state.withLock({ $0.signal(scopes) }) { continuation.resume() }
+    }
+
+    func signalAll() {
+        for continuation in state.withLock({ $0.signalAll() }) { continuation.resume() }
+    }
+
+    /// Wakes every waiter and refuses new ones.
+    func close() {
+        for continuation in state.withLock({ $0.close() }) { continuation.resume() }
+    }
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await cancelWhenGracefulShutdown {
+                await self.listen()
+            }
+        } onGracefulShutdown: {
+            self.close()
+        }
+        close()
+    }
+
+    /// Keeps a LISTEN open, turning notifications into signals; reconnects with capped backoff.
+    private func listen() async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: EventRepository.channel) { notifications in
+                        failures = 0
+                        // Anything committed while not listening was missed: let every waiter re-read.
+                        self.signalAll()
+                        for try await notification in notifications {
+                            if let scope = try? Scope(notification.payload) { self.signal([scope]) }
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                logger.warning(
+                    "long-poll listener lost its connection; retrying",
+                    metadata: ["sync.listen.failures": "\(failures)", "error.type": "\(type(of: error))"])
+            }
+            let delay = min(5_000, 100 * (1 << min(failures, 6)))
+            try? await Task.sleep(for: .milliseconds(delay))
+        }
+    }
+}

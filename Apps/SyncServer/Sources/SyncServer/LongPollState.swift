@@ -1,0 +1,95 @@
+import SyncModels
+
+/// The pure state of the long-poll waiters: who waits for which scopes, and who must be woken.
+///
+/// A waiter registers before it re-reads the database and only then waits, so a signal that arrives in
+/// between is remembered (`pending`) and the wait returns at once: no commit can slip between the last
+/// read and the wait unnoticed. Signals are hints; a woken waiter always re-reads.
+/// Generic over the continuation type so that it is tested without tasks.
+struct LongPollState<Continuation> {
+    struct Waiter {
+        var scopes: Set<Scope>
+        var pending = false
+        var continuation: Continuation?
+    }
+
+    enum WaitAction {
+        /// A signal already arrived (or the hub is closed): do not suspend.
+        case resumeNow
+        /// Suspended until a signal, a timeout or cancellation resumes the continuation.
+        case suspended
+    }
+
+    private(set) var waiters: [Int: Waiter] = [:]
+    private(set) var closed = false
+    private var nextID = 0
+
+    /// Registers a waiter for `scopes`; nil once the hub is closed (shutting down).
+    mutating func register(_ scopes: Set<Scope>) -> Int? {
+        guard !closed else { return nil }
+        nextID += 1
+        waiters[nextID] = Waiter(scopes: scopes)
+        return nextID
+    }
+
+    /// Removes a waiter; returns its continuation if it was suspended (to resume).
+    mutating func unregister(_ id: Int) -> Continuation? {
+        waiters.removeValue(forKey: id)?.continuation
+    }
+
+    /// Suspends `id` with `continuation` unless a signal is pending or the hub is closed.
+    mutating func wait(_ id: Int, _ continuation: Continuation) -> WaitAction {
+        guard !closed, var waiter = waiters[id] else { return .resumeNow }
+        if waiter.pending {
+            waiter.pending = false
+            waiters[id] = waiter
+            return .resumeNow
+        }
+        waiter.continuation = continuation
+        waiters[id] = waiter
+        return .suspended
+    }
+
+    /// Takes back a suspended waiter's continuation (its timeout passed or it was cancelled).
+    mutating func stopWaiting(_ id: Int) -> Continuation? {
+        guard var waiter = waiters[id], let continuation = waiter.continuation else { return nil }
+        waiter.continuation = nil
+        waiters[id] = waiter
+        return continuation
+    }
+
+    /// Events were committed in `scopes`: returns the continuations to resume; waiters of those scopes
+    /// that are not suspended yet remember the signal.
+    mutating func signal(_ scopes: some Sequence<Scope>) -> [Continuation] {
+        let scopes = Set(scopes)
+        var woken: [Continuation] = []
+        for (id, var waiter) in waiters where !waiter.scopes.isDisjoint(with: scopes) {
+            if let continuation = waiter.continuation {
+                woken.append(continuation)
+                waiter.continuation = nil
+            } else {
+                waiter.pending = true
+            }
+            waiters[id] = waiter
+        }
+        return woken
+    }
+
+    /// Wakes every waiter (after missing notifications, e.g. when the LISTEN connection was re-established).
+    mutating func signalAll() -> [Continuation] {
+        signal(Set(waiters.values.flatMap(\.scopes)))
+    }
+
+    /// Shutting down: wakes everyone and refuses new waiters.
+    mutating func close() -> [Continuation] {
+        closed = true
+        var woken: [Continuation] = []
+        for (id, var waiter) in waiters {
+            if let continuation = waiter.continuation { woken.append(continuation) }
+            waiter.continuation = nil
+            waiter.pending = true
+            waiters[id] = waiter
+        }
+        return woken
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SyncModels
+import SyncProtocol
+
+/// Reads pages of events after a cursor, in `(scope, seq)` order, with optional long-polling.
+///
+/// Because a scope's seqs become visible in order (DESIGN §4), reading `seq > position` per scope never
+/// skips an event that commits later, and the cursor returned moves each scope to the last seq returned.
+struct PullService: Sendable {
+    let database: Database
+    let repository = EventRepository()
+    let limits: ProtocolLimits
+    let hub: LongPollHub
+
+    /// One page.
+    struct Page: Sendable {
+        var events: [StoredEvent]
+        var cursor: ScopeCursor
+        var hasMore: Bool
+    }
+
+    /// The scopes a request reads: those it names (each must be in the token), or all of the token's.
+    /// - Throws: `SyncProtocolError` `scope.forbidden` for a named scope the token does not grant.
+    static func scopes(requested: [Scope]?, identity: TokenIdentity) throws(SyncProtocolError) -> [Scope] {
+        guard let requested else { return identity.scopes.sorted() }
+        for scope in requested where !identity.scopes.contains(scope) {
+            throw SyncProtocolError(.scopeForbidden, "scope \(scope) is not in the token")
+        }
+        return requested.sorted()
+    }
+
+    /// Reads the page after `request.cursor`, long-polling up to `request.wait` seconds when it is empty.
+    /// - Throws: `SyncProtocolError` `scope.forbidden`, `reset.required`, `server.unavailable`.
+    func pull(_ request: PullRequest, identity: TokenIdentity, replica: ReplicaID?, logger: Logger) async throws
+        -> Page
+    {
+        let scopes = try Self.scopes(requested: request.scopes, identity: identity)
+        let limit = min(request.limit ?? limits.defaultPullLimit, limits.maxPullLimit)
+        var page = try await read(
+            scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, logger: logger)
+        guard page.events.isEmpty, request.wait > 0, !scopes.isEmpty else { return page }
+
+        let deadline = ContinuousClock.now + .seconds(min(request.wait, limits.maxWaitSeconds))
+        guard let waiter = hub.register(Set(scopes)) else { return page }
+        defer { hub.unregister(waiter) }
+        while true {
+            // Registered before this read: a commit after it signals the waiter, so none is missed.
+            page = try await read(scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, logger: logger)
+            if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled { return page }
+            await hub.wait(waiter, until: deadline)
+            if ContinuousClock.now >= deadline {
+                return try await read(
+                    scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, logger: logger)
+            }
+        }
+    }
+
+    /// One read: head rows (for retention and `hasMore`), then each scope with news in order until the page
+    /// is full. Records `replica`'s progress when given.
+    func read(scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, logger: Logger) async throws
+        -> Page
+    {
+        try await database.withConnection { [repository] connection in
+            let heads = try await repository.selectHeads(
+                scopes.map(\.name), lock: false, on: connection, logger: logger)
+            for scope in scopes {
+                let position = cursor[scope]
+                let head = heads[scope] ?? EventRepository.ScopeHead(head: 0, retainedFromSeq: 1)
+                if position < head.retainedFromSeq - 1 {
+                    throw SyncProtocolError(
+                        .resetRequired,
+                        "the cursor for scope \(scope) is older than its retained history; bootstrap from a snapshot")
+                }
+                if position > head.head {
+                    throw SyncProtocolError(
+                        .resetRequired, "the cursor for scope \(scope) is ahead of the server's history")
+                }
+            }
+            var events: [StoredEvent] = []
+            var next = cursor
+            var remaining = limit
+            for scope in scopes where remaining > 0 {
+                guard let head = heads[scope], head.head > cursor[scope] else { continue }
+                let batch = try await repository.events(
+                    in: scope, after: cursor[scope], limit: remaining, on: connection, logger: logger)
+                if let last = batch.last { next.advance(scope, to: last.seq) }
+                remaining -= batch.count
+                events += batch
+            }
+            let hasMore = scopes.contains { scope in (heads[scope]?.head ?? 0) > next[scope] }
+            if let replica {
+                let positions = Dictionary(uniqueKeysWithValues: scopes.map { ($0, cursor[$0]) })
+                try await repository.recordProgress(
+                    replica: replica, positions: positions, on: connection, logger: logger)
+            }
+            return Page(events: events, cursor: next, hasMore: hasMore)
+        }
+    }
+}

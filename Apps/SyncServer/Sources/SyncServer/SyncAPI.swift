@@ -1,0 +1,137 @@
+import Foundation
+import Hummingbird
+import Logging
+import Prometheus
+import SyncModels
+import SyncProtocol
+
+/// The HTTP routes of protocol v1 and the operations endpoints, over the services that do the work.
+struct SyncAPI: Sendable {
+    let tokens: TokenVerifier
+    let limiter: RequestLimiter
+    let push: PushService
+    let pull: PullService
+    let codec: WireCodec
+    let gzipLevel: Int32
+    let metrics: ServerMetrics
+    let registry: PrometheusCollectorRegistry
+    let readiness: Readiness
+
+    /// The routes, as `"METHOD /path"`, that the OpenAPI document must describe exactly.
+    func register(on router: Router<BasicRequestContext>) {
+        router.post("/v1/push") { request, context in try await self.handlePush(request, context: context) }
+        router.get("/v1/pull") { request, context in try await self.handlePull(request, context: context) }
+        router.post("/v1/sync") { request, context in try await self.handleSync(request, context: context) }
+        router.get("/healthz") { _, _ in Self.json(Data(#"{"status":"ok"}"#.utf8)) }
+        router.get("/readyz") { _, context in try await self.handleReady(context: context) }
+        router.get("/metrics") { _, _ in self.handleMetrics() }
+        router.get("/openapi.json") { _, _ in Self.json(Data(OpenAPIDocument.json.utf8)) }
+    }
+
+    // MARK: Handlers
+
+    func handlePush(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let identity = try await tokens.identity(authorization: request.headers[.authorization])
+        return try await limiter.withSlot(for: identity.subject) {
+            let body = try await readBody(request)
+            let push = try codec.decode(PushRequest.self, from: body)
+            let results = try await self.push.push(
+                push.events, replica: push.replica, identity: identity, logger: context.logger)
+            context.logger.debug(
+                "push", metadata: ["sync.push.events": "\(push.events.count)", "sync.replica": "\(push.replica)"])
+            return try respond(try codec.encode(PushResponse(results: results)), to: request)
+        }
+    }
+
+    func handlePull(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let identity = try await tokens.identity(authorization: request.headers[.authorization])
+        return try await limiter.withSlot(for: identity.subject) {
+            let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
+            let pullRequest = try PullRequest(query: query, limits: codec.limits)
+            let replica = try query.last { $0.name == "replica" }.map { item throws(SyncProtocolError) in
+                do { return try ReplicaID(item.value) } catch {
+                    throw .invalid("replica must be 32 hexadecimal digits")
+                }
+            }
+            let page = try await pull.pull(pullRequest, identity: identity, replica: replica, logger: context.logger)
+            metrics.recordPulled(page.events.count)
+            let bytes = EventJSONWriter.page(events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore)
+            return try respond(Data(bytes), to: request)
+        }
+    }
+
+    func handleSync(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let identity = try await tokens.identity(authorization: request.headers[.authorization])
+        return try await limiter.withSlot(for: identity.subject) {
+            let body = try await readBody(request)
+            let sync = try codec.decode(SyncRequest.self, from: body)
+            let pullRequest = try sync.pullRequest(limits: codec.limits)
+            // Checked before the push so that a forbidden pull changes nothing.
+            _ = try PullService.scopes(requested: pullRequest.scopes, identity: identity)
+            let results = try await push.push(
+                sync.events, replica: sync.replica, identity: identity, logger: context.logger)
+            let page = try await pull.pull(
+                pullRequest, identity: identity, replica: sync.replica, logger: context.logger)
+            metrics.recordPulled(page.events.count)
+            let bytes = EventJSONWriter.page(
+                events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
+                results: try codec.encode(results))
+            return try respond(Data(bytes), to: request)
+        }
+    }
+
+    func handleReady(context: BasicRequestContext) async throws -> Response {
+        guard await readiness.check(logger: context.logger) else {
+            throw SyncProtocolError(.serverUnavailable, "the database is unreachable or not migrated yet")
+        }
+        return Self.json(Data(#"{"status":"ready"}"#.utf8))
+    }
+
+    func handleMetrics() -> Response {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(16 * 1024)
+        registry.emit(into: &buffer)
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+    }
+
+    // MARK: Bodies
+
+    /// Reads the request body up to the limit of its `Content-Encoding`, then inflates and measures it.
+    /// Stops reading at the limit: an oversized body is never held in memory.
+    func readBody(_ request: Request) async throws -> Data {
+        let coding = try ContentCoding(header: request.headers[.contentEncoding])
+        let cap = coding.maxWireBytes(codec.limits)
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > cap {
+            throw SyncProtocolError.tooLarge("the body is larger than \(cap) bytes")
+        }
+        var wire = Data()
+        for try await chunk in request.body {
+            guard wire.count + chunk.readableBytes <= cap else {
+                throw SyncProtocolError.tooLarge("the body is larger than \(cap) bytes")
+            }
+            chunk.withUnsafeReadableBytes { wire.append(contentsOf: $0) }
+        }
+        let raw = try codec.inflate(wire, coding: coding)
+        metrics.recordRequestBody(wire: wire.count, raw: raw.count)
+        return raw
+    }
+
+    /// A JSON `200`, gzip-compressed when the request accepts it and the body is worth it.
+    func respond(_ body: Data, to request: Request) throws -> Response {
+        let (bytes, coding) = codec.compressIfWorthIt(
+            body, acceptEncoding: request.headers[.acceptEncoding], level: gzipLevel)
+        metrics.recordResponseBody(raw: body.count, wire: bytes.count)
+        var response = Self.json(bytes)
+        if coding == .gzip { response.headers[.contentEncoding] = "gzip" }
+        response.headers[.vary] = "Accept-Encoding"
+        return response
+    }
+
+    static func json(_ body: Data, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}

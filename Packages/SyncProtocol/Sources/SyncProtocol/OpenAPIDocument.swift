@@ -1,0 +1,263 @@
+/// The OpenAPI 3.1 description of protocol v1, as the server serves it at `GET /openapi.json`.
+///
+/// Kept in this package so that clients in any language can generate code from the same text the server
+/// serves; tests check that it is valid OpenAPI 3.1, that its paths are exactly the server's routes, and
+/// that its error codes and limits are those of `ErrorCode` and `ProtocolLimits.standard`.
+public enum OpenAPIDocument {
+    /// The paths the document describes, with their methods, as `"METHOD /path"`.
+    public static let operations: [String] = [
+        "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /healthz", "GET /readyz", "GET /metrics",
+        "GET /openapi.json",
+    ]
+
+    /// The document as JSON text.
+    public static let json: String = #"""
+        {
+          "openapi": "3.1.0",
+          "info": {
+            "title": "offline-sync protocol",
+            "version": "1.0.0",
+            "description": "Sync protocol v1. JSON bodies in UTF-8; requests may be gzip (Content-Encoding: gzip) and responses larger than 1 KiB are gzip when the request sends Accept-Encoding: gzip. Limits (defaults, configurable per server): 8 MiB gzip body on the wire, 64 MiB after decompression (also the most for an identity body), 5000 events per push, 256 KiB per event payload; past a limit the answer is 413 request.tooLarge. Every error is a 4xx or 5xx with an Error body; bad input never gets a 500. Ordering: each scope has a gap-free sequence seq equal to commit order. Stream versions: an event whose type is not declared commutative by the server (the reference domain declares note.* commutative, since its payloads are CRDT operations) asks for an optimistic-concurrency check, and is rejected with conflict.version when its stream already holds an event with a streamVersion at least as high; the result carries the stream's currentVersion. Reference domain: note.created on a stream note:<uuid> adds a live note to its scope and note.deleted removes it; a note.created past the scope's quota of live notes is rejected with validation.failed."
+          },
+          "servers": [{"url": "/"}],
+          "security": [{"bearer": []}],
+          "paths": {
+            "/v1/push": {
+              "post": {
+                "operationId": "push",
+                "summary": "Append events; one result per event, in request order.",
+                "parameters": [{"$ref": "#/components/parameters/ContentEncoding"}],
+                "requestBody": {
+                  "required": true,
+                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PushRequest"}}}
+                },
+                "responses": {
+                  "200": {
+                    "description": "Each event accepted (with seq), duplicate (with its original seq) or rejected (with a code).",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PushResponse"}}}
+                  },
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "413": {"$ref": "#/components/responses/TooLarge"},
+                  "415": {"$ref": "#/components/responses/UnsupportedEncoding"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/pull": {
+              "get": {
+                "operationId": "pull",
+                "summary": "Read events after a cursor, ordered by (scope, seq); optionally long-poll.",
+                "parameters": [
+                  {"name": "cursor", "in": "query", "required": false, "description": "Opaque cursor from an earlier answer; absent or empty is the beginning.", "schema": {"type": "string"}},
+                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names; default every scope in the token. A scope not in the token is 403 scope.forbidden.", "schema": {"type": "string"}},
+                  {"name": "limit", "in": "query", "required": false, "description": "Events per page.", "schema": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}},
+                  {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}}
+                ],
+                "responses": {
+                  "200": {
+                    "description": "A page of events, the cursor to send next, and whether more are waiting.",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PullResponse"}}}
+                  },
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "403": {"$ref": "#/components/responses/Forbidden"},
+                  "410": {"$ref": "#/components/responses/ResetRequired"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/sync": {
+              "post": {
+                "operationId": "sync",
+                "summary": "Push, then pull, in one round trip.",
+                "parameters": [{"$ref": "#/components/parameters/ContentEncoding"}],
+                "requestBody": {
+                  "required": true,
+                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SyncRequest"}}}
+                },
+                "responses": {
+                  "200": {
+                    "description": "The push results and a page of events.",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SyncResponse"}}}
+                  },
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "403": {"$ref": "#/components/responses/Forbidden"},
+                  "410": {"$ref": "#/components/responses/ResetRequired"},
+                  "413": {"$ref": "#/components/responses/TooLarge"},
+                  "415": {"$ref": "#/components/responses/UnsupportedEncoding"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/healthz": {
+              "get": {
+                "operationId": "healthz",
+                "summary": "The process is alive.",
+                "security": [],
+                "responses": {"200": {"description": "Alive.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}}
+              }
+            },
+            "/readyz": {
+              "get": {
+                "operationId": "readyz",
+                "summary": "The database is reachable and the migrations are applied.",
+                "security": [],
+                "responses": {
+                  "200": {"description": "Ready.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/metrics": {
+              "get": {
+                "operationId": "metrics",
+                "summary": "Prometheus metrics in the text exposition format.",
+                "security": [],
+                "responses": {"200": {"description": "Metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}}
+              }
+            },
+            "/openapi.json": {
+              "get": {
+                "operationId": "openapi",
+                "summary": "This document.",
+                "security": [],
+                "responses": {"200": {"description": "OpenAPI 3.1 document.", "content": {"application/json": {"schema": {"type": "object"}}}}}
+              }
+            }
+          },
+          "components": {
+            "securitySchemes": {
+              "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "HS256 JWT with claims sub (user), scopes (array of scope names the bearer may read and write) and exp."}
+            },
+            "parameters": {
+              "ContentEncoding": {"name": "Content-Encoding", "in": "header", "required": false, "schema": {"type": "string", "enum": ["gzip", "identity"]}}
+            },
+            "responses": {
+              "BadRequest": {"description": "request.malformed (not JSON, or a bad gzip stream) or request.invalid (wrong types, missing fields, bad ids, bad query parameters).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "Unauthorized": {"description": "auth.missing, auth.invalid or auth.expired.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "Forbidden": {"description": "scope.forbidden: a requested scope is not in the token.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "ResetRequired": {"description": "reset.required: the cursor is older than the scope's retained history; bootstrap from a snapshot.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "TooLarge": {"description": "request.tooLarge: a body, decompressed body, event count or payload past its limit.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "UnsupportedEncoding": {"description": "request.unsupportedEncoding: a Content-Encoding other than gzip or identity.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "RateLimited": {"description": "rate.limited: too many concurrent requests for this token; see Retry-After.", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "Unavailable": {"description": "server.unavailable: the database is unreachable or saturated.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            },
+            "schemas": {
+              "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {
+                  "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {
+                      "code": {"type": "string", "enum": ["auth.missing", "auth.invalid", "auth.expired", "scope.forbidden", "request.malformed", "request.invalid", "request.tooLarge", "request.unsupportedEncoding", "route.notFound", "route.methodNotAllowed", "reset.required", "rate.limited", "server.unavailable", "server.internal"]},
+                      "message": {"type": "string"}
+                    }
+                  }
+                }
+              },
+              "Health": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
+              "Dot": {
+                "type": "object",
+                "required": ["replica", "counter"],
+                "properties": {
+                  "replica": {"$ref": "#/components/schemas/ReplicaID"},
+                  "counter": {"type": "integer", "minimum": 1}
+                }
+              },
+              "ReplicaID": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"},
+              "Scope": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+              "Event": {
+                "type": "object",
+                "required": ["id", "scope", "stream", "streamVersion", "type", "schemaVersion", "hlc", "dot", "payload"],
+                "properties": {
+                  "id": {"type": "string", "format": "uuid", "description": "UUIDv7 made by the client; the idempotency key."},
+                  "scope": {"$ref": "#/components/schemas/Scope"},
+                  "stream": {"type": "string", "minLength": 1, "maxLength": 256},
+                  "streamVersion": {"type": "integer", "minimum": 1},
+                  "type": {"type": "string", "minLength": 1, "maxLength": 128},
+                  "schemaVersion": {"type": "integer", "minimum": 1},
+                  "hlc": {"type": "string", "pattern": "^[0-9a-fA-F]{16}:[0-9a-fA-F]{4}:[0-9a-fA-F]{16}$"},
+                  "dot": {"$ref": "#/components/schemas/Dot"},
+                  "payload": {"description": "Any JSON value, at most 256 KiB encoded."}
+                }
+              },
+              "StoredEvent": {
+                "allOf": [
+                  {"$ref": "#/components/schemas/Event"},
+                  {
+                    "type": "object",
+                    "required": ["seq", "receivedAt"],
+                    "properties": {
+                      "seq": {"type": "integer", "minimum": 1, "description": "Position in the scope: gap-free, in commit order."},
+                      "receivedAt": {"type": "string", "format": "date-time"}
+                    }
+                  }
+                ]
+              },
+              "PushRequest": {
+                "type": "object",
+                "required": ["replica", "events"],
+                "properties": {
+                  "replica": {"$ref": "#/components/schemas/ReplicaID"},
+                  "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/Event"}}
+                }
+              },
+              "PushResult": {
+                "type": "object",
+                "required": ["id", "status"],
+                "properties": {
+                  "id": {"type": "string", "format": "uuid"},
+                  "status": {"type": "string", "enum": ["accepted", "duplicate", "rejected"]},
+                  "seq": {"type": "integer", "minimum": 1, "description": "For accepted and duplicate: the event's seq (for a duplicate, the one it got the first time)."},
+                  "code": {"type": "string", "enum": ["scope.forbidden", "validation.failed", "conflict.version", "event.invalid"]},
+                  "message": {"type": "string"},
+                  "currentVersion": {"type": "integer", "description": "For conflict.version: the stream's highest stored streamVersion."}
+                }
+              },
+              "PushResponse": {
+                "type": "object",
+                "required": ["results"],
+                "properties": {"results": {"type": "array", "items": {"$ref": "#/components/schemas/PushResult"}}}
+              },
+              "PullResponse": {
+                "type": "object",
+                "required": ["events", "cursor", "hasMore"],
+                "properties": {
+                  "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}},
+                  "cursor": {"type": "string"},
+                  "hasMore": {"type": "boolean"}
+                }
+              },
+              "SyncRequest": {
+                "type": "object",
+                "required": ["replica", "events"],
+                "properties": {
+                  "replica": {"$ref": "#/components/schemas/ReplicaID"},
+                  "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/Event"}},
+                  "cursor": {"type": "string"},
+                  "scopes": {"type": "array", "items": {"$ref": "#/components/schemas/Scope"}},
+                  "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}
+                }
+              },
+              "SyncResponse": {
+                "type": "object",
+                "required": ["results", "events", "cursor", "hasMore"],
+                "properties": {
+                  "results": {"type": "array", "items": {"$ref": "#/components/schemas/PushResult"}},
+                  "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}},
+                  "cursor": {"type": "string"},
+                  "hasMore": {"type": "boolean"}
+                }
+              }
+            }
+          }
+        }
+        """#
+}

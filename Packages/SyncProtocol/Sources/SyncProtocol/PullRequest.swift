@@ -1,0 +1,92 @@
+import SyncModels
+
+/// The query of `GET /v1/pull?cursor=&scopes=&limit=&wait=`.
+///
+/// `scopes` nil means every scope in the token; `limit` nil means the server's default page size.
+public struct PullRequest: Hashable, Sendable {
+    public var cursor: ScopeCursor
+    public var scopes: [Scope]?
+    public var limit: Int?
+    /// Seconds to long-poll when nothing is new (0 answers at once).
+    public var wait: Int
+
+    public init(cursor: ScopeCursor = ScopeCursor(), scopes: [Scope]? = nil, limit: Int? = nil, wait: Int = 0) {
+        self.cursor = cursor
+        self.scopes = scopes
+        self.limit = limit
+        self.wait = wait
+    }
+
+    /// The query items a client sends, in a stable order; empty values are left out.
+    public var queryItems: [(name: String, value: String)] {
+        var items: [(name: String, value: String)] = []
+        let encoded = cursor.encoded
+        if !encoded.isEmpty { items.append(("cursor", encoded)) }
+        if let scopes { items.append(("scopes", scopes.map(\.name).joined(separator: ","))) }
+        if let limit { items.append(("limit", String(limit))) }
+        if wait > 0 { items.append(("wait", String(wait))) }
+        return items
+    }
+
+    /// Parses the query a server received.
+    /// - Throws: `SyncProtocolError` `request.invalid` for a bad cursor, a bad scope name, a repeated scope,
+    ///   or a `limit` or `wait` that is not an integer in range (`limit` 1...`maxPullLimit`, `wait`
+    ///   0...`maxWaitSeconds`).
+    public init(query: [(name: String, value: String)], limits: ProtocolLimits = .standard) throws(SyncProtocolError) {
+        self.init()
+        for (name, value) in query {
+            switch name {
+            case "cursor":
+                do {
+                    cursor = try ScopeCursor(encoded: value)
+                } catch {
+                    throw .invalid("cursor is not one this server issued")
+                }
+            case "scopes":
+                if value.isEmpty { continue }
+                scopes = try Self.parseScopes(
+                    value.split(separator: ",", omittingEmptySubsequences: false).map(String.init))
+            case "limit":
+                guard let number = Int(value), (1...limits.maxPullLimit).contains(number) else {
+                    throw .invalid("limit must be an integer from 1 to \(limits.maxPullLimit)")
+                }
+                limit = number
+            case "wait":
+                guard let number = Int(value), (0...limits.maxWaitSeconds).contains(number) else {
+                    throw .invalid("wait must be an integer from 0 to \(limits.maxWaitSeconds)")
+                }
+                wait = number
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Validates scope names from a query or a body: valid names, no repeats.
+    static func parseScopes(_ names: [String]) throws(SyncProtocolError) -> [Scope] {
+        var scopes: [Scope] = []
+        var seen: Set<Scope> = []
+        for name in names {
+            guard let scope = try? Scope(name) else {
+                throw .invalid("scopes must be names of 1-128 characters of A-Z a-z 0-9 . _ : -")
+            }
+            guard seen.insert(scope).inserted else { throw .invalid("scope \(scope) is listed twice") }
+            scopes.append(scope)
+        }
+        return scopes
+    }
+}
+
+/// The body of a `200` answer to `GET /v1/pull`: events ordered by `(scope, seq)`, the cursor to send
+/// next, and whether more events were already waiting.
+public struct PullResponse: Codable, Hashable, Sendable {
+    public var events: [Event]
+    public var cursor: String
+    public var hasMore: Bool
+
+    public init(events: [Event], cursor: String, hasMore: Bool) {
+        self.events = events
+        self.cursor = cursor
+        self.hasMore = hasMore
+    }
+}

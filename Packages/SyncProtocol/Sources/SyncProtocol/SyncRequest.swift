@@ -1,0 +1,57 @@
+import SyncModels
+
+/// The body of `POST /v1/sync`: a push and a pull in one round trip. The pull runs after the push, so it
+/// can return the events just accepted.
+public struct SyncRequest: Codable, Hashable, Sendable {
+    public var replica: ReplicaID
+    public var events: [Event]
+    /// The opaque cursor of an earlier answer; absent or empty is the beginning.
+    public var cursor: String?
+    /// The scopes to pull; absent means every scope in the token.
+    public var scopes: [Scope]?
+    /// Events per page; absent means the server's default.
+    public var limit: Int?
+
+    public init(
+        replica: ReplicaID, events: [Event], cursor: String? = nil, scopes: [Scope]? = nil, limit: Int? = nil
+    ) {
+        self.replica = replica
+        self.events = events
+        self.cursor = cursor
+        self.scopes = scopes
+        self.limit = limit
+    }
+
+    /// The pull half as a `PullRequest` (no long-poll).
+    /// - Throws: `SyncProtocolError` `request.invalid` for a bad cursor, repeated scopes or a limit out of range.
+    public func pullRequest(limits: ProtocolLimits = .standard) throws(SyncProtocolError) -> PullRequest {
+        let parsedCursor: ScopeCursor
+        do {
+            parsedCursor = try ScopeCursor(encoded: cursor)
+        } catch {
+            throw .invalid("cursor is not one this server issued")
+        }
+        if let limit, !(1...limits.maxPullLimit).contains(limit) {
+            throw .invalid("limit must be an integer from 1 to \(limits.maxPullLimit)")
+        }
+        let checkedScopes = try scopes.map { scopes throws(SyncProtocolError) in
+            try PullRequest.parseScopes(scopes.map(\.name))
+        }
+        return PullRequest(cursor: parsedCursor, scopes: checkedScopes, limit: limit, wait: 0)
+    }
+}
+
+/// The body of a `200` answer to `POST /v1/sync`.
+public struct SyncResponse: Codable, Hashable, Sendable {
+    public var results: [PushResult]
+    public var events: [Event]
+    public var cursor: String
+    public var hasMore: Bool
+
+    public init(results: [PushResult], events: [Event], cursor: String, hasMore: Bool) {
+        self.results = results
+        self.events = events
+        self.cursor = cursor
+        self.hasMore = hasMore
+    }
+}
