@@ -1,0 +1,113 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Metrics
+import NIOCore
+import Prometheus
+import SyncCompression
+import SyncModels
+import SyncProtocol
+import Testing
+
+@testable import SyncServer
+
+/// A running sync server on a fresh database, and helpers to talk protocol v1 to it.
+struct TestServer: Sendable {
+    static let secret = "test-secret-0123456789abcdef-0123456789abcdef"
+
+    /// One registry for the whole test process: `MetricsSystem` can be bootstrapped only once.
+    static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+
+    let client: any TestClientProtocol
+    let database: TestDatabase
+    let tokens: TokenVerifier
+    let codec = WireCodec()
+
+    /// Starts a server on a new database, runs `test`, stops it and drops the database.
+    /// - Parameters:
+    ///   - live: serve real HTTP on a loopback port (`client.port`), instead of calling the router directly.
+    ///   - configure: changes to the test configuration (pool of 4, the standard limits).
+    static func run(
+        live: Bool = false, configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
+        _ test: @Sendable (TestServer) async throws -> Void
+    ) async throws {
+        try await TestDatabase.with { database in
+            var configuration = ServerConfiguration()
+            configuration.port = 0
+            configuration.databaseURL = database.url.urlString
+            configuration.jwtSecret = secret
+            configuration.databasePoolSize = 4
+            configure(&configuration)
+            var logger = Logger(label: "sync-server-test")
+            logger.logLevel = .warning
+            var server = SyncServerApp(configuration: configuration, logger: logger, registry: registry)
+            server.acquireTimeout = .seconds(2)
+            let app = try await server.makeApplication()
+            let tokens = await TokenVerifier(secret: secret)
+            try await app.test(live ? .live : .router) { client in
+                try await test(TestServer(client: client, database: database, tokens: tokens))
+            }
+        }
+    }
+
+    // MARK: Tokens
+
+    func token(_ scopes: [String], subject: String = "alice", ttl: TimeInterval = 600) async throws -> String {
+        try await tokens.mint(subject: subject, scopes: scopes, ttl: ttl)
+    }
+
+    func bearer(_ scopes: [String], subject: String = "alice") async throws -> HTTPFields {
+        [.authorization: "Bearer " + (try await token(scopes, subject: subject))]
+    }
+
+    // MARK: Requests
+
+    /// Sends a request and returns the response.
+    func send(
+        _ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields = [:], body: Data? = nil
+    ) async throws -> TestResponse {
+        try await client.executeRequest(
+            uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) })
+    }
+
+    /// Pushes events with a token for `scopes`; expects 200.
+    func push(_ events: [Event], scopes: [String], replica: ReplicaID = Fixtures.replica) async throws
+        -> [PushResult]
+    {
+        let body = try codec.encode(PushRequest(replica: replica, events: events))
+        let response = try await send(.post, "/v1/push", headers: try await bearer(scopes), body: body)
+        #expect(response.status == .ok, "push answered \(response.status): \(String(buffer: response.body))")
+        return try decode(PushResponse.self, response).results
+    }
+
+    /// Pulls one page; expects 200.
+    func pull(_ request: PullRequest, scopes: [String]) async throws -> PullResponse {
+        let response = try await send(.get, Self.uri(request), headers: try await bearer(scopes))
+        #expect(response.status == .ok, "pull answered \(response.status): \(String(buffer: response.body))")
+        return try decode(PullResponse.self, response)
+    }
+
+    static func uri(_ request: PullRequest) -> String {
+        var components = URLComponents()
+        components.path = "/v1/pull"
+        components.queryItems = request.queryItems.map { URLQueryItem(name: $0.name, value: $0.value) }
+        return components.string ?? "/v1/pull"
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, _ response: TestResponse) throws -> T {
+        var data = Data(buffer: response.body)
+        if response.headers[.contentEncoding] == "gzip" { data = try Gzip.decompress(data) }
+        return try codec.decode(type, from: data)
+    }
+
+    /// The error body of a failed response.
+    func error(_ response: TestResponse) throws -> ErrorBody.Detail {
+        try JSONDecoder().decode(ErrorBody.self, from: Data(buffer: response.body)).error
+    }
+}
