@@ -1,0 +1,35 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "SyncCRDT",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "SyncCRDT", targets: ["SyncCRDT"]),
+        // Loads the real editing traces (gzip through the system zlib) and replays them into SyncCRDT types.
+        // Used by the tests and by sync-bench only; the SyncCRDT library itself never links zlib.
+        .library(name: "EditingTraces", targets: ["EditingTraces"]),
+    ],
+    dependencies: [
+        .package(path: "../SyncModels"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
+    ],
+    targets: [
+        .target(name: "SyncCRDT", dependencies: [.product(name: "SyncModels", package: "SyncModels")]),
+        .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        .target(
+            name: "EditingTraces",
+            dependencies: ["SyncCRDT", "CZlib", .product(name: "SyncModels", package: "SyncModels")]
+        ),
+        .testTarget(
+            name: "SyncCRDTTests",
+            dependencies: [
+                "SyncCRDT",
+                "EditingTraces",
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

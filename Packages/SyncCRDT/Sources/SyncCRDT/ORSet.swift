@@ -1,0 +1,196 @@
+import SyncModels
+
+/// How an observed-remove set resolves an add and a remove of the same element made concurrently.
+public protocol ORSetBias: Sendable {
+    /// `true` when a concurrent remove beats an add.
+    static var removeWins: Bool { get }
+}
+
+/// Concurrent add and remove: the element stays (the usual choice for tags).
+public enum AddWins: ORSetBias {
+    public static var removeWins: Bool { false }
+}
+
+/// Concurrent add and remove: the element goes.
+public enum RemoveWins: ORSetBias {
+    public static var removeWins: Bool { true }
+}
+
+/// An add-wins observed-remove set.
+public typealias AddWinsSet<Element: Sendable & Hashable & Codable> = ORSet<Element, AddWins>
+/// A remove-wins observed-remove set.
+public typealias RemoveWinsSet<Element: Sendable & Hashable & Codable> = ORSet<Element, RemoveWins>
+
+/// An observed-remove set over dots and a causal context (not ever-growing tag sets).
+///
+/// Each element holds the dots of the operations that touched it and are still current; an operation replaces
+/// the dots it observed. In the add-wins variant every dot is an add and an element is present while it holds
+/// one. In the remove-wins variant a remove also leaves a dot, and an element is present only if all its
+/// current dots are adds, so a remove concurrent with an add wins. Removed dots are not kept: the causal
+/// context remembers them.
+public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: OperationCRDT, Compactable,
+    EmptyInitializable
+{
+    /// Current dots of each element, each marked add (`true`) or remove (`false`).
+    public private(set) var entries: [Element: [Dot: Bool]]
+    /// Every dot this set has seen.
+    public private(set) var context: CausalContext
+
+    /// The empty set.
+    public init() {
+        entries = [:]
+        context = CausalContext()
+    }
+
+    /// Whether `element` is in the set.
+    public func contains(_ element: Element) -> Bool {
+        guard let tokens = entries[element], !tokens.isEmpty else { return false }
+        return !Bias.removeWins || tokens.values.allSatisfy { $0 }
+    }
+
+    /// The elements in the set.
+    public var elements: Set<Element> { Set(entries.keys.filter(contains)) }
+
+    /// One add or remove: the element, the operation's dot, and the dots of the element it observed.
+    public struct Operation: Hashable, Sendable, Codable {
+        public var element: Element
+        public var dot: Dot
+        public var isAdd: Bool
+        public var observed: [Dot]
+
+        public init(element: Element, dot: Dot, isAdd: Bool, observed: [Dot]) {
+            self.element = element
+            self.dot = dot
+            self.isAdd = isAdd
+            self.observed = observed
+        }
+    }
+
+    /// Adds `element` on behalf of `replica`, with the next dot of this set's own context; returns the operation
+    /// to ship.
+    @discardableResult
+    public mutating func add(_ element: Element, replica: ReplicaID) -> Operation {
+        add(element, dot: context.nextDot(for: replica))
+    }
+
+    /// Adds `element` with `dot`, a dot never used before (an event's dot, or one from an enclosing map);
+    /// returns the operation to ship.
+    @discardableResult
+    public mutating func add(_ element: Element, dot: Dot) -> Operation {
+        let operation = Operation(element: element, dot: dot, isAdd: true, observed: observed(element))
+        apply(operation)
+        return operation
+    }
+
+    /// Removes `element` on behalf of `replica` (removing an absent element still records the intent in the
+    /// remove-wins variant); returns the operation to ship.
+    @discardableResult
+    public mutating func remove(_ element: Element, replica: ReplicaID) -> Operation {
+        remove(element, dot: context.nextDot(for: replica))
+    }
+
+    /// Removes `element` with `dot`, a dot never used before; returns the operation to ship.
+    @discardableResult
+    public mutating func remove(_ element: Element, dot: Dot) -> Operation {
+        let operation = Operation(element: element, dot: dot, isAdd: false, observed: observed(element))
+        apply(operation)
+        return operation
+    }
+
+    private func observed(_ element: Element) -> [Dot] {
+        (entries[element]?.keys).map { $0.sorted() } ?? []
+    }
+
+    /// The delta that `operation` stands for.
+    public static func delta(of operation: Operation) -> ORSet {
+        var delta = ORSet()
+        if operation.isAdd || Bias.removeWins {
+            delta.entries[operation.element] = [operation.dot: operation.isAdd]
+        }
+        delta.context = CausalContext(dots: operation.observed + [operation.dot])
+        return delta
+    }
+
+    public mutating func apply(_ operation: Operation) {
+        merge(Self.delta(of: operation))
+    }
+
+    public mutating func merge(_ other: ORSet) {
+        var result: [Element: [Dot: Bool]] = [:]
+        for element in Set(entries.keys).union(other.entries.keys) {
+            let joined = DotStore.join(entries[element] ?? [:], context, other.entries[element] ?? [:], other.context)
+            if !joined.isEmpty { result[element] = joined }
+        }
+        entries = result
+        context.merge(other.context)
+    }
+
+    /// Drops the dots no later operation can need: a remove-wins tombstone whose dots are all stable goes with
+    /// its element, and a present element keeps a single stable add (plus any unstable dots). A stable remove
+    /// that still cancels an unstable concurrent add is kept, so the value never changes.
+    public mutating func compact(stableAt stable: VersionVector) {
+        for (element, tokens) in entries {
+            let stableTokens = tokens.filter { stable.contains($0.key) }
+            guard !stableTokens.isEmpty else { continue }
+            let unstable = tokens.filter { !stable.contains($0.key) }
+            if unstable.isEmpty {
+                if contains(element) {
+                    let keep = stableTokens.keys.max()!
+                    entries[element] = [keep: true]
+                } else {
+                    entries[element] = nil
+                }
+            } else if !stableTokens.values.contains(false) {
+                // Only stable adds: the unstable dots keep the element's state.
+                entries[element] = unstable
+            }
+        }
+        context.compact(stableAt: stable)
+    }
+}
+
+extension ORSet: Equatable {}
+
+extension ORSet: Codable {
+    private enum CodingKeys: String, CodingKey { case version, removeWins, entries, context }
+    private struct Token: Codable {
+        var dot: Dot
+        var isAdd: Bool
+    }
+    private struct Entry: Codable {
+        var element: Element
+        var tokens: [Token]
+    }
+
+    /// `{"version": 1, "removeWins": Bool, "entries": [{"element": …, "tokens": [{"dot", "isAdd"}]}], "context"}`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(CodableVersion.current, forKey: .version)
+        try container.encode(Bias.removeWins, forKey: .removeWins)
+        let list = entries.map { element, tokens in
+            Entry(
+                element: element, tokens: tokens.sorted { $0.key < $1.key }.map { Token(dot: $0.key, isAdd: $0.value) })
+        }.sorted {
+            ($0.tokens.first?.dot.counter ?? 0, $0.tokens.first?.dot.replica ?? ReplicaID(high: 0, low: 0)) < (
+                $1.tokens.first?.dot.counter ?? 0, $1.tokens.first?.dot.replica ?? ReplicaID(high: 0, low: 0)
+            )
+        }
+        try container.encode(list, forKey: .entries)
+        try container.encode(context, forKey: .context)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        try CodableVersion.check(container, key: .version)
+        guard try container.decode(Bool.self, forKey: .removeWins) == Bias.removeWins else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .removeWins, in: container, debugDescription: "set bias does not match the type")
+        }
+        entries = [:]
+        for entry in try container.decode([Entry].self, forKey: .entries) {
+            entries[entry.element] = Dictionary(
+                entry.tokens.map { ($0.dot, $0.isAdd) }, uniquingKeysWith: { first, _ in first })
+        }
+        context = try container.decode(CausalContext.self, forKey: .context)
+    }
+}

@@ -1,0 +1,194 @@
+import SyncModels
+
+extension FugueList {
+    /// The operations a replica that has seen `version` is missing, in an order it can apply them in (pass nil
+    /// for everything). This is the delta a sync ships.
+    public func operations(since version: CausalContext? = nil) -> [Operation] {
+        var result: [Operation] = []
+        let needsSnapshot =
+            !compactedVersion.isEmpty && !(version.map { compactedVersion.isCovered(by: $0.versionVector) } ?? false)
+        if needsSnapshot { result += snapshotOperations() }
+        for entry in log {
+            if let version, isCovered(entry, by: version) { continue }
+            result.append(operation(for: entry))
+        }
+        result += pending
+        return result
+    }
+
+    /// The delta a replica that has seen `version` is missing, as a list (its operations wait in it until it
+    /// is merged into a replica that has their anchors).
+    public func delta(since version: CausalContext?) -> FugueList {
+        var delta = FugueList()
+        delta.pending = operations(since: version)
+        return delta
+    }
+
+    func isCovered(_ entry: LogEntry, by version: CausalContext) -> Bool {
+        let replica = replicas[entry.id.agent]
+        return version.contains(Dot(replica: replica, counter: entry.id.counter))
+            && version.contains(Dot(replica: replica, counter: entry.id.counter + UInt64(entry.count) - 1))
+    }
+
+    func operation(for entry: LogEntry) -> Operation {
+        switch entry.kind {
+        case .insert:
+            return .insert(
+                Insertion(
+                    id: dot(entry.id), count: entry.count, elements: content(of: entry.id, count: entry.count),
+                    originLeft: optionalDot(entry.target), rightParent: optionalDot(entry.rightParent)))
+        case .delete:
+            let first = entry.isReversed ? entry.target.advanced(by: 1 - entry.count) : entry.target
+            return .delete(
+                Deletion(
+                    id: dot(entry.id),
+                    targets: [
+                        DotRange(replica: replicas[first.agent], first: first.counter, count: UInt64(entry.count))
+                    ]))
+        }
+    }
+
+    /// The content of `count` elements from `first`, or nil if any of it was dropped.
+    func content(of first: ItemID, count: Int) -> [Element]? {
+        var result: [Element] = []
+        result.reserveCapacity(count)
+        while result.count < count {
+            let item = first.advanced(by: result.count)
+            guard tree.contains(item) else { return nil }
+            let cursor = tree.find(item)
+            let run = tree[cursor.leaf, cursor.run]
+            guard run.contentOffset >= 0 else { return nil }
+            let take = min(count - result.count, run.count - cursor.offset)
+            let start = Int(run.contentOffset) + cursor.offset
+            result.append(contentsOf: contents[start..<start + take])
+        }
+        return result
+    }
+
+    /// Every run of the tree as an insertion (tombstones without content), in an order where each comes after
+    /// the elements it is anchored to.
+    func snapshotOperations() -> [Operation] {
+        var all: [Run] = []
+        var leafBase: [Int: Int] = [:]
+        var leaf = tree.firstLeaf
+        while leaf >= 0 {
+            leafBase[leaf] = all.count
+            for index in 0..<tree.runCount(inLeaf: leaf) { all.append(tree[leaf, index]) }
+            leaf = tree.nextLeaf(leaf)
+        }
+        func runIndex(_ item: ItemID) -> Int? {
+            guard !item.isNone, tree.contains(item) else { return nil }
+            let cursor = tree.find(item)
+            return leafBase[cursor.leaf]! + cursor.run
+        }
+        var waitingOn = [Int](repeating: 0, count: all.count)
+        var dependents = [[Int]](repeating: [], count: all.count)
+        for (index, run) in all.enumerated() {
+            for anchor in [run.originLeft, run.rightParent] {
+                if let dependency = runIndex(anchor), dependency != index {
+                    waitingOn[index] += 1
+                    dependents[dependency].append(index)
+                }
+            }
+        }
+        var ready = (0..<all.count).filter { waitingOn[$0] == 0 }.reversed().map { $0 }
+        var result: [Operation] = []
+        result.reserveCapacity(all.count)
+        while let index = ready.popLast() {
+            let run = all[index]
+            var elements: [Element]?
+            if !run.isDeleted {
+                let start = Int(run.contentOffset)
+                elements = Array(contents[start..<start + run.count])
+            }
+            result.append(
+                .insert(
+                    Insertion(
+                        id: dot(run.id), count: run.count, elements: elements, originLeft: optionalDot(run.originLeft),
+                        rightParent: optionalDot(run.rightParent))))
+            for dependent in dependents[index] {
+                waitingOn[dependent] -= 1
+                if waitingOn[dependent] == 0 { ready.append(dependent) }
+            }
+        }
+        return result
+    }
+
+    /// Joins `other` into this list: applies every operation of `other` this list has not seen.
+    public mutating func merge(_ other: FugueList) {
+        let missesCompactedPart =
+            !other.compactedVersion.isEmpty && !other.compactedVersion.isCovered(by: version.versionVector)
+        apply(contentsOf: other.operations(since: version))
+        if missesCompactedPart { deleteFoldedElements(of: other) }
+    }
+
+    /// After merging a compacted state this replica was behind: elements `other` folded away (deleted and
+    /// compacted before this replica saw the deletion) are deleted here too.
+    mutating func deleteFoldedElements(of other: FugueList) {
+        var doomed: [(ItemID, Int)] = []
+        tree.forEachRun { run in
+            guard !run.isDeleted else { return }
+            for offset in 0..<run.count {
+                let item = run.id.advanced(by: offset)
+                let dot = dot(item)
+                guard other.compactedVersion.contains(dot) else { continue }
+                if let theirs = other.item(dot), other.tree.contains(theirs) { continue }
+                doomed.append((item, 1))
+            }
+        }
+        for (item, _) in doomed {
+            let cursor = tree.find(item)
+            _ = tree.delete(at: cursor, count: 1)
+        }
+        cursorCache.leaf = -1
+    }
+}
+
+extension FugueList: Equatable {
+    /// Logical equality: the same elements and tombstones in the same order with the same content, the same
+    /// seen dots and the same waiting operations, whatever the run layout and the order histories arrived in.
+    public static func == (lhs: FugueList, rhs: FugueList) -> Bool {
+        guard lhs.tree.totalCount == rhs.tree.totalCount, lhs.tree.visibleCount == rhs.tree.visibleCount,
+            lhs.version == rhs.version, Set(lhs.pending) == Set(rhs.pending)
+        else { return false }
+        let left = lhs.chunks()
+        let right = rhs.chunks()
+        var leftIndex = 0
+        var rightIndex = 0
+        var leftOffset = 0
+        var rightOffset = 0
+        while leftIndex < left.count && rightIndex < right.count {
+            let a = (run: left[leftIndex], ())
+            let b = (run: right[rightIndex], ())
+            let take = min(a.run.count - leftOffset, b.run.count - rightOffset)
+            let aID = a.run.id.advanced(by: leftOffset)
+            let bID = b.run.id.advanced(by: rightOffset)
+            guard lhs.replicas[aID.agent] == rhs.replicas[bID.agent], aID.counter == bID.counter,
+                a.run.isDeleted == b.run.isDeleted
+            else { return false }
+            if !a.run.isDeleted {
+                let aStart = Int(a.run.contentOffset) + leftOffset
+                let bStart = Int(b.run.contentOffset) + rightOffset
+                guard lhs.contents[aStart..<aStart + take].elementsEqual(rhs.contents[bStart..<bStart + take])
+                else { return false }
+            }
+            leftOffset += take
+            rightOffset += take
+            if leftOffset == a.run.count {
+                leftIndex += 1
+                leftOffset = 0
+            }
+            if rightOffset == b.run.count {
+                rightIndex += 1
+                rightOffset = 0
+            }
+        }
+        return leftIndex == left.count && rightIndex == right.count
+    }
+
+    private func chunks() -> [Run] {
+        var result: [Run] = []
+        tree.forEachRun { result.append($0) }
+        return result
+    }
+}
