@@ -15,6 +15,7 @@ let package = Package(
         .package(path: "Packages/SyncStorage"),
         .package(path: "Packages/SyncCompression"),
         .package(path: "Packages/SyncEventStore"),
+        .package(path: "Packages/SyncEngine"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
         // sync-server (Apps/SyncServer) and the protocol package.
@@ -67,6 +68,15 @@ let package = Package(
             ],
             path: "Packages/SyncEventStore/Tests/SyncEventStoreTests",
             exclude: ["Fixtures"]
+        ),
+        .testTarget(
+            name: "SyncEngineTests",
+            dependencies: [
+                .product(name: "SyncEngine", package: "SyncEngine"),
+                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            path: "Packages/SyncEngine/Tests/SyncEngineTests"
         ),
 
         // sync-server: the HTTP sync API on Hummingbird and PostgreSQL.

@@ -93,6 +93,18 @@ public final class EventStore: Sendable {
         return stored
     }
 
+    /// Appends the drafts that `build` makes from the current state, read in the same write transaction, so
+    /// no other write can slip between reading and appending (a command that diffs text or removes the tags
+    /// it saw needs this).
+    @discardableResult
+    public func append(building build: @escaping @Sendable (Database) throws -> [EventDraft]) async throws
+        -> [StoredEvent]
+    {
+        let stored = try await database.writer.write { db in try self.append(build(db), in: db) }
+        publish(.appended, stored)
+        return stored
+    }
+
     func append(_ drafts: [EventDraft], in db: Database) throws -> [StoredEvent] {
         guard !drafts.isEmpty else { return [] }
         let positionBefore = try Self.lastPosition(db)
