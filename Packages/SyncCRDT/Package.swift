@@ -6,20 +6,23 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "SyncCRDT", targets: ["SyncCRDT"]),
-        // Loads the real editing traces (gzip through the system zlib) and replays them into SyncCRDT types.
+        // Loads the real editing traces (gzip through SyncCompression) and replays them into SyncCRDT types.
         // Used by the tests and by sync-bench only; the SyncCRDT library itself never links zlib.
         .library(name: "EditingTraces", targets: ["EditingTraces"]),
     ],
     dependencies: [
         .package(path: "../SyncModels"),
+        .package(path: "../SyncCompression"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
     ],
     targets: [
         .target(name: "SyncCRDT", dependencies: [.product(name: "SyncModels", package: "SyncModels")]),
-        .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         .target(
             name: "EditingTraces",
-            dependencies: ["SyncCRDT", "CZlib", .product(name: "SyncModels", package: "SyncModels")]
+            dependencies: [
+                "SyncCRDT", .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncCompression", package: "SyncCompression"),
+            ]
         ),
         .testTarget(
             name: "SyncCRDTTests",

@@ -1,4 +1,5 @@
 import Foundation
+import SyncCompression
 import SyncModels
 
 /// One edit of a trace: delete `deleteCount` scalars at `position`, then insert `insert` there.
@@ -89,7 +90,7 @@ public enum EditingTraces {
     /// The bytes of `url`, gunzipped when it ends in `.gz`.
     public static func data(at url: URL) throws -> Data {
         let raw = try Data(contentsOf: url)
-        return url.pathExtension == "gz" ? try Gunzip.decompress(raw) : raw
+        return url.pathExtension == "gz" ? try Gzip.decompress(raw) : raw
     }
 
     public static func sequential(at url: URL) throws -> SequentialTrace {
