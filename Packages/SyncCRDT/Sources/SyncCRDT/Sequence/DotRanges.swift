@@ -2,7 +2,7 @@
 ///
 /// A replica's own operations arrive in order, so this is almost always one range; operations relayed out of
 /// order leave short-lived gaps.
-struct DotRanges: Hashable {
+struct DotRanges: Hashable, Sendable {
     private(set) var ranges: [Range<UInt64>] = []
 
     /// The highest counter seen (0 when none).

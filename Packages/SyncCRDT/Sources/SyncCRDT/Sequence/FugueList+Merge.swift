@@ -6,9 +6,10 @@ extension FugueList {
     public func operations(since version: CausalContext? = nil) -> [Operation] {
         var result: [Operation] = []
         let needsSnapshot =
-            !compactedVersion.isEmpty && !(version.map { compactedVersion.isCovered(by: $0.versionVector) } ?? false)
+            !core.compactedVersion.isEmpty
+            && !(version.map { core.compactedVersion.isCovered(by: $0.versionVector) } ?? false)
         if needsSnapshot { result += snapshotOperations() }
-        for entry in log {
+        for entry in core.log {
             if let version, isCovered(entry, by: version) { continue }
             result.append(operation(for: entry))
         }
@@ -25,7 +26,7 @@ extension FugueList {
     }
 
     func isCovered(_ entry: LogEntry, by version: CausalContext) -> Bool {
-        let replica = replicas[entry.id.agent]
+        let replica = core.replicas[entry.id.agent]
         return version.contains(Dot(replica: replica, counter: entry.id.counter))
             && version.contains(Dot(replica: replica, counter: entry.id.counter + UInt64(entry.count) - 1))
     }
@@ -35,15 +36,15 @@ extension FugueList {
         case .insert:
             return .insert(
                 Insertion(
-                    id: dot(entry.id), count: entry.count, elements: content(of: entry.id, count: entry.count),
-                    originLeft: optionalDot(entry.target), rightParent: optionalDot(entry.rightParent)))
+                    id: core.dot(entry.id), count: entry.count, elements: content(of: entry.id, count: entry.count),
+                    originLeft: core.optionalDot(entry.target), rightParent: core.optionalDot(entry.rightParent)))
         case .delete:
             let first = entry.isReversed ? entry.target.advanced(by: 1 - entry.count) : entry.target
             return .delete(
                 Deletion(
-                    id: dot(entry.id),
+                    id: core.dot(entry.id),
                     targets: [
-                        DotRange(replica: replicas[first.agent], first: first.counter, count: UInt64(entry.count))
+                        DotRange(replica: core.replicas[first.agent], first: first.counter, count: UInt64(entry.count))
                     ]))
         }
     }
@@ -54,9 +55,9 @@ extension FugueList {
         result.reserveCapacity(count)
         while result.count < count {
             let item = first.advanced(by: result.count)
-            guard tree.contains(item) else { return nil }
-            let cursor = tree.find(item)
-            let run = tree[cursor.leaf, cursor.run]
+            guard core.tree.contains(item) else { return nil }
+            let cursor = core.tree.find(item)
+            let run = core.tree[cursor.leaf, cursor.run]
             guard run.contentOffset >= 0 else { return nil }
             let take = min(count - result.count, run.count - cursor.offset)
             let start = Int(run.contentOffset) + cursor.offset
@@ -65,20 +66,20 @@ extension FugueList {
         return result
     }
 
-    /// Every run of the tree as an insertion (tombstones without content), in an order where each comes after
+    /// Every run of the core.tree as an insertion (tombstones without content), in an order where each comes after
     /// the elements it is anchored to.
     func snapshotOperations() -> [Operation] {
         var all: [Run] = []
         var leafBase: [Int: Int] = [:]
-        var leaf = tree.firstLeaf
+        var leaf = core.tree.firstLeaf
         while leaf >= 0 {
             leafBase[leaf] = all.count
-            for index in 0..<tree.runCount(inLeaf: leaf) { all.append(tree[leaf, index]) }
-            leaf = tree.nextLeaf(leaf)
+            for index in 0..<core.tree.runCount(inLeaf: leaf) { all.append(core.tree[leaf, index]) }
+            leaf = core.tree.nextLeaf(leaf)
         }
         func runIndex(_ item: ItemID) -> Int? {
-            guard !item.isNone, tree.contains(item) else { return nil }
-            let cursor = tree.find(item)
+            guard !item.isNone, core.tree.contains(item) else { return nil }
+            let cursor = core.tree.find(item)
             return leafBase[cursor.leaf]! + cursor.run
         }
         var waitingOn = [Int](repeating: 0, count: all.count)
@@ -104,8 +105,9 @@ extension FugueList {
             result.append(
                 .insert(
                     Insertion(
-                        id: dot(run.id), count: run.count, elements: elements, originLeft: optionalDot(run.originLeft),
-                        rightParent: optionalDot(run.rightParent))))
+                        id: core.dot(run.id), count: run.count, elements: elements,
+                        originLeft: core.optionalDot(run.originLeft),
+                        rightParent: core.optionalDot(run.rightParent))))
             for dependent in dependents[index] {
                 waitingOn[dependent] -= 1
                 if waitingOn[dependent] == 0 { ready.append(dependent) }
@@ -117,7 +119,7 @@ extension FugueList {
     /// Joins `other` into this list: applies every operation of `other` this list has not seen.
     public mutating func merge(_ other: FugueList) {
         let missesCompactedPart =
-            !other.compactedVersion.isEmpty && !other.compactedVersion.isCovered(by: version.versionVector)
+            !other.core.compactedVersion.isEmpty && !other.core.compactedVersion.isCovered(by: version.versionVector)
         apply(contentsOf: other.operations(since: version))
         if missesCompactedPart { deleteFoldedElements(of: other) }
     }
@@ -126,21 +128,21 @@ extension FugueList {
     /// compacted before this replica saw the deletion) are deleted here too.
     mutating func deleteFoldedElements(of other: FugueList) {
         var doomed: [(ItemID, Int)] = []
-        tree.forEachRun { run in
+        core.tree.forEachRun { run in
             guard !run.isDeleted else { return }
             for offset in 0..<run.count {
                 let item = run.id.advanced(by: offset)
-                let dot = dot(item)
-                guard other.compactedVersion.contains(dot) else { continue }
-                if let theirs = other.item(dot), other.tree.contains(theirs) { continue }
+                let dot = core.dot(item)
+                guard other.core.compactedVersion.contains(dot) else { continue }
+                if let theirs = other.core.item(dot), other.core.tree.contains(theirs) { continue }
                 doomed.append((item, 1))
             }
         }
         for (item, _) in doomed {
-            let cursor = tree.find(item)
-            _ = tree.delete(at: cursor, count: 1)
+            let cursor = core.tree.find(item)
+            _ = core.tree.delete(at: cursor, count: 1)
         }
-        cursorCache.leaf = -1
+        core.cursorCache.leaf = -1
     }
 }
 
@@ -148,7 +150,8 @@ extension FugueList: Equatable {
     /// Logical equality: the same elements and tombstones in the same order with the same content, the same
     /// seen dots and the same waiting operations, whatever the run layout and the order histories arrived in.
     public static func == (lhs: FugueList, rhs: FugueList) -> Bool {
-        guard lhs.tree.totalCount == rhs.tree.totalCount, lhs.tree.visibleCount == rhs.tree.visibleCount,
+        guard lhs.core.tree.totalCount == rhs.core.tree.totalCount,
+            lhs.core.tree.visibleCount == rhs.core.tree.visibleCount,
             lhs.version == rhs.version, Set(lhs.pending) == Set(rhs.pending)
         else { return false }
         let left = lhs.chunks()
@@ -163,7 +166,7 @@ extension FugueList: Equatable {
             let take = min(a.run.count - leftOffset, b.run.count - rightOffset)
             let aID = a.run.id.advanced(by: leftOffset)
             let bID = b.run.id.advanced(by: rightOffset)
-            guard lhs.replicas[aID.agent] == rhs.replicas[bID.agent], aID.counter == bID.counter,
+            guard lhs.core.replicas[aID.agent] == rhs.core.replicas[bID.agent], aID.counter == bID.counter,
                 a.run.isDeleted == b.run.isDeleted
             else { return false }
             if !a.run.isDeleted {
@@ -188,7 +191,7 @@ extension FugueList: Equatable {
 
     private func chunks() -> [Run] {
         var result: [Run] = []
-        tree.forEachRun { result.append($0) }
+        core.tree.forEachRun { result.append($0) }
         return result
     }
 }

@@ -17,35 +17,26 @@ import SyncModels
 /// (operations whose anchors have not arrived yet wait in `pendingCount`). `merge(_:)` joins whole states and
 /// `operations(since:)` gives the delta another replica is missing.
 public struct FugueList<Element: Sendable & Hashable>: Sendable {
-    var tree = RunTree()
-    var contents: ContiguousArray<Element> = []
-    var replicas: [ReplicaID] = []
-    var agents: [ReplicaID: Int] = [:]
-    /// Counters seen per agent: inserted and deleted elements alike.
-    var seen: [DotRanges] = []
-    /// Operations in the order they were applied here (a causal order), run-length encoded.
-    var log: [LogEntry] = []
+    @usableFromInline var core = SequenceCore()
+    /// The elements' content, in the order it arrived; runs point into it.
+    @usableFromInline var contents: ContiguousArray<Element> = []
     /// Operations waiting for an element they refer to.
     var pending: [Operation] = []
-    /// The stable version of the last compaction: operations up to it are folded into the tree, not the log.
-    var compactedVersion = VersionVector()
-    /// The last local edit's leaf and its visible start, to skip the tree descent for nearby edits.
-    var cursorCache = CursorCache()
 
     /// The empty list.
     public init() {}
 
     /// The number of visible elements.
-    public var count: Int { tree.visibleCount }
+    public var count: Int { core.tree.visibleCount }
 
     /// Whether there are no visible elements.
-    public var isEmpty: Bool { tree.visibleCount == 0 }
+    public var isEmpty: Bool { core.tree.visibleCount == 0 }
 
     /// The visible elements in order.
     public var elements: [Element] {
         var result: [Element] = []
         result.reserveCapacity(count)
-        tree.forEachRun { run in
+        core.tree.forEachRun { run in
             if !run.isDeleted {
                 let start = Int(run.contentOffset)
                 result.append(contentsOf: contents[start..<start + run.count])
@@ -57,82 +48,36 @@ public struct FugueList<Element: Sendable & Hashable>: Sendable {
     /// The visible element at `position`.
     public subscript(position: Int) -> Element {
         precondition(position >= 0 && position < count, "position out of range")
-        let (cursor, _) = tree.findVisible(position)
-        return contents[Int(tree[cursor.leaf, cursor.run].contentOffset) + cursor.offset]
+        let (cursor, _) = core.tree.findVisible(position)
+        return contents[Int(core.tree[cursor.leaf, cursor.run].contentOffset) + cursor.offset]
     }
 
     /// The id of the visible element at `position`: a stable reference that survives concurrent edits.
     public func id(at position: Int) -> Dot {
         precondition(position >= 0 && position < count, "position out of range")
-        let (cursor, _) = tree.findVisible(position)
-        return dot(tree[cursor.leaf, cursor.run].id.advanced(by: cursor.offset))
+        let (cursor, _) = core.tree.findVisible(position)
+        return core.dot(core.tree[cursor.leaf, cursor.run].id.advanced(by: cursor.offset))
     }
 
     /// The visible position of the element `id`, or nil if it is deleted or unknown.
     public func position(of id: Dot) -> Int? {
-        guard let agent = agents[id.replica] else { return nil }
-        let item = ItemID(agent: agent, counter: id.counter)
-        guard tree.contains(item) else { return nil }
-        let cursor = tree.find(item)
-        let run = tree[cursor.leaf, cursor.run]
-        guard !run.isDeleted else { return nil }
-        var position = tree.visibleStart(ofLeaf: cursor.leaf) + cursor.offset
-        for index in 0..<cursor.run { position += tree[cursor.leaf, index].visibleCount }
-        return position
+        core.item(id).flatMap { core.visiblePosition(of: $0) }
     }
 
     /// Every dot this list has seen (inserted and deleted elements).
-    public var version: CausalContext {
-        var dots: [Dot] = []
-        var vector = VersionVector()
-        for (agent, ranges) in seen.enumerated() {
-            let replica = replicas[agent]
-            vector[replica] = ranges.contiguous
-            for range in ranges.ranges where range.lowerBound > ranges.contiguous + 1 {
-                for counter in range { dots.append(Dot(replica: replica, counter: counter)) }
-            }
-        }
-        return CausalContext(versionVector: vector, dots: dots)
-    }
+    public var version: CausalContext { core.version }
 
     /// The number of remote operations waiting for an element they refer to.
     public var pendingCount: Int { pending.count }
 
     /// Elements in the document, tombstones included.
-    public var totalCount: Int { tree.totalCount }
+    public var totalCount: Int { core.tree.totalCount }
 
     /// Runs in the document, tombstones included: the size of the in-memory layout.
-    public var runCount: Int { tree.runCount }
+    public var runCount: Int { core.tree.runCount }
 
-    // MARK: Internal helpers
-
-    func dot(_ item: ItemID) -> Dot { Dot(replica: replicas[item.agent], counter: item.counter) }
-
-    func optionalDot(_ item: ItemID) -> Dot? { item.isNone ? nil : dot(item) }
-
-    mutating func agent(for replica: ReplicaID) -> Int {
-        if let agent = agents[replica] { return agent }
-        let agent = replicas.count
-        replicas.append(replica)
-        agents[replica] = agent
-        seen.append(DotRanges())
-        return agent
-    }
-
-    /// The internal id of `dot` if its replica is known.
-    func item(_ dot: Dot) -> ItemID? {
-        agents[dot.replica].map { ItemID(agent: $0, counter: dot.counter) }
-    }
-
-    func isSeen(_ item: ItemID) -> Bool {
-        item.agent < seen.count && seen[item.agent].contains(item.counter)
-    }
-}
-
-/// Where the last local edit happened, so the next one nearby can skip the descent from the root.
-struct CursorCache {
-    var leaf = -1
-    var leafStart = 0
+    /// Entries in the history (runs of consecutive operations).
+    public var historyCount: Int { core.log.count }
 }
 
 /// A range of consecutive dots of one replica.
@@ -198,28 +143,4 @@ extension FugueList {
         case insert(Insertion)
         case delete(Deletion)
     }
-}
-
-/// One entry of a list's history: a run of inserts or deletes with consecutive counters.
-struct LogEntry {
-    enum Kind: UInt8 {
-        case insert
-        case delete
-    }
-
-    var kind: Kind
-    /// Made here with a position (encoded positionally) rather than received.
-    var isLocal: Bool
-    /// For deletes: the k-th counter deleted `target - k` rather than `target + k`.
-    var isReversed: Bool
-    var id: ItemID
-    var length: Int32
-    /// Insert: the left origin of the first element. Delete: the first target.
-    var target: ItemID
-    /// Insert: the right parent of the first element.
-    var rightParent: ItemID
-    /// Local edits: the visible position they were made at.
-    var position: Int
-
-    var count: Int { Int(length) }
 }

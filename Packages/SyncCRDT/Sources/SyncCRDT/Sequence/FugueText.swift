@@ -7,7 +7,7 @@ extension FugueList where Element == Unicode.Scalar {
     /// The visible text.
     public var text: String {
         var scalars = String.UnicodeScalarView()
-        tree.forEachRun { run in
+        core.tree.forEachRun { run in
             if !run.isDeleted {
                 let start = Int(run.contentOffset)
                 scalars.append(contentsOf: contents[start..<start + run.count])

@@ -2,7 +2,7 @@
 /// replica table) and that agent's counter, packed in 64 bits.
 ///
 /// Counters of a replica are contiguous per document: each inserted element and each deleted element takes one.
-struct ItemID: Hashable, Comparable {
+struct ItemID: Hashable, Comparable, Sendable {
     static let counterBits: UInt64 = 40
     static let counterMask: UInt64 = (1 << counterBits) - 1
     /// The largest counter an element can have.
@@ -31,7 +31,7 @@ struct ItemID: Hashable, Comparable {
 /// A run of elements inserted one after the other by one agent: consecutive counters, each element's left
 /// origin the element before it, and no right parent after the first. Only the first element's origins are
 /// stored. Runs are the unit of the tree; they split when an edit lands inside them.
-struct Run {
+struct Run: Sendable {
     /// The first element.
     var id: ItemID
     /// Its left origin (`.none`: the start of the document).

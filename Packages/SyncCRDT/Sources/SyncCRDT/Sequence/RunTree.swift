@@ -5,13 +5,13 @@
 /// index (tombstones included) is found in O(log n). `leafOf` maps every element to its leaf, so an element is
 /// found by id in O(1) plus a scan of one leaf. Everything lives in flat arrays indexed by integers, so the
 /// tree is a plain value with copy-on-write.
-struct RunTree {
+struct RunTree: Sendable {
     static let leafCapacity = 32
     static let branchCapacity = 16
 
     /// A position in the tree: a run in a leaf and an element offset in that run (which may equal the run's
     /// length: just after it).
-    struct Cursor {
+    struct Cursor: Sendable {
         var leaf: Int
         var run: Int
         var offset: Int
