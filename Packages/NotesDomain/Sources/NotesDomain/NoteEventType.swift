@@ -1,0 +1,55 @@
+import Foundation
+import SyncModels
+
+/// The event types of the reference Notes domain. Every payload is a CRDT operation, so replicas converge
+/// whatever order events arrive in:
+///
+/// | type | payload | field it changes (CRDT) |
+/// |---|---|---|
+/// | `note.created` | `{"title"}` | the note exists; title (LWW) |
+/// | `note.titleSet` | `{"title"}` | title (LWW register by HLC) |
+/// | `note.bodyEdited` | `{"ops": [...]}` | body (text sequence, FugueMax) |
+/// | `note.tagAdded` | `{"tag"}` | tags (add-wins OR-Set; the event's dot tags the add) |
+/// | `note.tagRemoved` | `{"tag", "observed": [dot]}` | tags (removes the adds it observed) |
+/// | `note.pinnedSet` | `{"pinned"}` | pinned (LWW) |
+/// | `note.viewed` | `{"count"}` | view count (PN-counter, the event's dot) |
+/// | `note.checklistItemAdded` | `{"item", "text", "op"}` | checklist (sequence of item ids) |
+/// | `note.checklistItemRemoved` | `{"item", "op"}` | checklist |
+/// | `note.checklistItemTextSet` | `{"item", "text"}` | the item's text (LWW) |
+/// | `note.checklistItemDoneSet` | `{"item", "done"}` | the item's done flag (LWW) |
+/// | `note.deleted` | `{}` | deleted (LWW) |
+public enum NoteEventType: String, Sendable, Hashable, CaseIterable, Codable {
+    case created = "note.created"
+    case titleSet = "note.titleSet"
+    case bodyEdited = "note.bodyEdited"
+    case tagAdded = "note.tagAdded"
+    case tagRemoved = "note.tagRemoved"
+    case pinnedSet = "note.pinnedSet"
+    case viewed = "note.viewed"
+    case checklistItemAdded = "note.checklistItemAdded"
+    case checklistItemRemoved = "note.checklistItemRemoved"
+    case checklistItemTextSet = "note.checklistItemTextSet"
+    case checklistItemDoneSet = "note.checklistItemDoneSet"
+    case deleted = "note.deleted"
+
+    /// The prefix of every type of this domain; other types are not this domain's business.
+    public static let prefix = "note."
+}
+
+/// A note's id; its stream is `note:<id>`.
+public struct NoteID: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+    public let uuid: UUID
+
+    public init(uuid: UUID = UUID()) { self.uuid = uuid }
+
+    /// Parses a note id or its stream name (`note:<uuid>`).
+    public init?(_ text: String) {
+        let raw = text.hasPrefix("note:") ? String(text.dropFirst(5)) : text
+        guard let uuid = UUID(uuidString: raw) else { return nil }
+        self.uuid = uuid
+    }
+
+    public var stream: String { "note:\(description)" }
+    public var description: String { uuid.uuidString.lowercased() }
+    public static func < (lhs: NoteID, rhs: NoteID) -> Bool { lhs.description < rhs.description }
+}

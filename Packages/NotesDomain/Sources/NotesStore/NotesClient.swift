@@ -1,0 +1,196 @@
+import Foundation
+import GRDB
+import NotesDomain
+import SyncCRDT
+import SyncEventStore
+import SyncModels
+
+/// The commands of the Notes app over an event store: each reads the note's current CRDT state and appends
+/// the events that express the change, in one write transaction, offline and at once.
+public struct NotesClient: Sendable {
+    public let store: EventStore
+
+    public init(store: EventStore) {
+        self.store = store
+    }
+
+    /// Opens a store at `path` with the notes projection and the domain's validation.
+    public static func open(path: String) throws -> NotesClient {
+        NotesClient(store: try EventStore(path: path, projections: [NotesProjection()], validators: [NotesValidator()]))
+    }
+
+    var replica: ReplicaID { store.replica }
+
+    /// Creates a note; returns its id.
+    @discardableResult
+    public func create(scope: Scope, title: String, body: String = "", tags: [String] = []) async throws -> NoteID {
+        let id = NoteID()
+        let replica = replica
+        try await store.append { _ in
+            var state = NoteState()
+            var drafts = [Self.draft(scope, id, .created, ["title": .string(title)], expecting: .noStream)]
+            if !body.isEmpty {
+                drafts.append(
+                    Self.draft(
+                        scope, id, .bodyEdited,
+                        ["ops": NotePayload.encode(state.body.replace(with: body, replica: replica))]))
+            }
+            for tag in tags {
+                drafts.append(
+                    Self.draft(
+                        scope, id, .tagAdded,
+                        ["tag": .string(tag), "op": NotePayload.encode(state.tags.add(tag, replica: replica))]))
+            }
+            return drafts
+        }
+        return id
+    }
+
+    public func setTitle(_ id: NoteID, _ title: String) async throws {
+        try await change(id) { _, scope in [Self.draft(scope, id, .titleSet, ["title": .string(title)])] }
+    }
+
+    /// Replaces the body's text: the change is expressed as the minimal edit (common prefix and suffix
+    /// kept), so concurrent edits elsewhere in the text survive.
+    public func setBody(_ id: NoteID, _ text: String) async throws {
+        let replica = replica
+        try await change(id) { state, scope in
+            let ops = state.body.replace(with: text, replica: replica)
+            return ops.isEmpty ? [] : [Self.draft(scope, id, .bodyEdited, ["ops": NotePayload.encode(ops)])]
+        }
+    }
+
+    public func addTag(_ id: NoteID, _ tag: String) async throws {
+        let replica = replica
+        try await change(id) { state, scope in
+            [
+                Self.draft(
+                    scope, id, .tagAdded,
+                    ["tag": .string(tag), "op": NotePayload.encode(state.tags.add(tag, replica: replica))])
+            ]
+        }
+    }
+
+    /// Removes the tag as this replica sees it; an add made concurrently elsewhere survives (add-wins).
+    public func removeTag(_ id: NoteID, _ tag: String) async throws {
+        let replica = replica
+        try await change(id) { state, scope in
+            let op = state.tags.remove(tag, replica: replica)
+            return [
+                Self.draft(
+                    scope, id, .tagRemoved,
+                    [
+                        "tag": .string(tag), "observed": .array(op.observed.map(NotePayload.encode)),
+                        "op": NotePayload.encode(op),
+                    ])
+            ]
+        }
+    }
+
+    public func setPinned(_ id: NoteID, _ pinned: Bool) async throws {
+        try await change(id) { _, scope in [Self.draft(scope, id, .pinnedSet, ["pinned": .bool(pinned)])] }
+    }
+
+    /// Counts a view (PN-counter: concurrent views on several devices all count).
+    public func view(_ id: NoteID) async throws {
+        let replica = replica
+        try await change(id) { state, scope in
+            let next = state.views.increments[replica] + 1
+            let op = state.views.add(1, at: Dot(replica: replica, counter: next))
+            return [Self.draft(scope, id, .viewed, ["count": 1, "op": NotePayload.encode(op)])]
+        }
+    }
+
+    /// Adds a checklist item after `after` (at the start when nil); returns the item's id.
+    @discardableResult
+    public func addChecklistItem(_ id: NoteID, text: String, after: String? = nil) async throws -> String {
+        let item = NoteID().description
+        let replica = replica
+        try await change(id) { state, scope in
+            let position: Int
+            if let after {
+                guard let index = state.checklist.elements.firstIndex(of: after) else {
+                    throw EventStoreError.invalid("no checklist item \(after) in note \(id)")
+                }
+                position = index + 1
+            } else {
+                position = 0
+            }
+            let op = state.checklist.insertElement(item, at: position, replica: replica)
+            return [
+                Self.draft(
+                    scope, id, .checklistItemAdded,
+                    ["item": .string(item), "text": .string(text), "op": NotePayload.encode(op)])
+            ]
+        }
+        return item
+    }
+
+    public func removeChecklistItem(_ id: NoteID, item: String) async throws {
+        let replica = replica
+        try await change(id) { state, scope in
+            guard let op = state.checklist.removeElement(item, replica: replica) else {
+                throw EventStoreError.invalid("no checklist item \(item) in note \(id)")
+            }
+            return [
+                Self.draft(scope, id, .checklistItemRemoved, ["item": .string(item), "op": NotePayload.encode(op)])
+            ]
+        }
+    }
+
+    public func setChecklistItemDone(_ id: NoteID, item: String, done: Bool) async throws {
+        try await change(id) { _, scope in
+            [Self.draft(scope, id, .checklistItemDoneSet, ["item": .string(item), "done": .bool(done)])]
+        }
+    }
+
+    public func delete(_ id: NoteID) async throws {
+        try await change(id) { _, scope in [Self.draft(scope, id, .deleted, [:])] }
+    }
+
+    // MARK: - Reading
+
+    public func note(_ id: NoteID) async throws -> NoteView? {
+        try await store.database.writer.read { db in try NotesProjection.state(of: id, in: db)?.view }
+    }
+
+    /// Canonical JSON of every note (see `NotesProjection.exportState`).
+    public func exportState() async throws -> Data {
+        try await store.database.writer.read { db in try NotesProjection.exportState(in: db) }
+    }
+
+    // MARK: - Drafts
+
+    private func change(
+        _ id: NoteID, _ build: @escaping @Sendable (inout NoteState, Scope) throws -> [EventDraft]
+    ) async throws {
+        try await store.append { db in
+            guard var state = try NotesProjection.state(of: id, in: db), state.created,
+                let scopeName = try String.fetchOne(
+                    db, sql: "SELECT scope FROM notes WHERE id = ?", arguments: [id.description])
+            else {
+                throw EventStoreError(code: "note.unknown", message: "no note \(id) on this device")
+            }
+            return try build(&state, try Scope(scopeName))
+        }
+    }
+
+    static func draft(
+        _ scope: Scope, _ id: NoteID, _ type: NoteEventType, _ payload: [String: JSONValue],
+        expecting: ExpectedVersion = .any
+    ) -> EventDraft {
+        EventDraft(
+            scope: scope, stream: id.stream, type: type.rawValue, payload: .object(payload), expectedVersion: expecting)
+    }
+}
+
+/// Refuses note events that break `NoteRules` before they are written.
+public struct NotesValidator: EventValidator {
+    public init() {}
+
+    public func validate(_ draft: EventDraft, in db: Database) throws {
+        if let violation = NoteRules.violation(type: draft.type, stream: draft.stream, payload: draft.payload) {
+            throw EventStoreError.invalid(violation)
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import GRDB
+import NotesDomain
+import SyncEventStore
+import SyncModels
+import SyncStorage
+
+/// The `notes` projection: per note, its CRDT state (`state`, canonical JSON of `NoteState`) and plain read
+/// columns an app can query with SQL (`title`, `body`, `tags` as a JSON array, `pinned`, `view_count`,
+/// `checklist` as JSON, `deleted`).
+///
+/// Applying a batch loads each touched note once, applies its events in memory and writes it back once,
+/// so rebuilds cost one read and one write per note per batch rather than per event.
+public struct NotesProjection: Projection {
+    public let name = "notes"
+    public let version = NoteState.version
+
+    public init() {}
+
+    static let columns = "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state"
+
+    public func registerMigrations(into migrations: inout SchemaMigrations) {
+        migrations.register("notes.v1", derivedTables: ["notes", "notes_snapshot"]) { db in
+            for table in ["notes", "notes_snapshot"] {
+                try db.execute(
+                    sql: """
+                        CREATE TABLE \(table) (
+                            id TEXT PRIMARY KEY,
+                            scope TEXT NOT NULL,
+                            title TEXT NOT NULL DEFAULT '',
+                            body TEXT NOT NULL DEFAULT '',
+                            tags TEXT NOT NULL DEFAULT '[]',
+                            pinned INTEGER NOT NULL DEFAULT 0,
+                            view_count INTEGER NOT NULL DEFAULT 0,
+                            checklist TEXT NOT NULL DEFAULT '[]',
+                            deleted INTEGER NOT NULL DEFAULT 0,
+                            created INTEGER NOT NULL DEFAULT 0,
+                            state BLOB NOT NULL
+                        )
+                        """)
+            }
+            try db.execute(sql: "CREATE INDEX notes_by_scope ON notes (scope, deleted)")
+        }
+    }
+
+    public func apply(_ events: [StoredEvent], in db: Database) throws {
+        var touched: [String: (scope: String, state: NoteState)] = [:]
+        var order: [String] = []
+        let ids = Set(
+            events.compactMap { $0.event.type.hasPrefix(NoteEventType.prefix) ? NoteID($0.event.stream) : nil })
+        guard !ids.isEmpty else { return }
+        let decoder = JSONDecoder()
+        let list = ids.map(\.description)
+        for chunk in stride(from: 0, to: list.count, by: 500) {
+            let slice = Array(list[chunk..<min(chunk + 500, list.count)])
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT id, scope, state FROM notes WHERE id IN (\(databaseQuestionMarks(count: slice.count)))",
+                arguments: StatementArguments(slice))
+            for row in rows {
+                let data: Data = row["state"]
+                touched[row["id"]] = (row["scope"], try decoder.decode(NoteState.self, from: data))
+            }
+        }
+        for stored in events {
+            let event = stored.event
+            guard event.type.hasPrefix(NoteEventType.prefix), let id = NoteID(event.stream)?.description else {
+                continue
+            }
+            if touched[id] == nil {
+                touched[id] = (event.scope.name, NoteState())
+            }
+            if !order.contains(id) { order.append(id) }
+            touched[id]!.state.apply(type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
+        }
+        let encoder = CanonicalJSON.encoder()
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO notes (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
+                    pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
+                    deleted = excluded.deleted, created = excluded.created, state = excluded.state
+                """)
+        for id in order {
+            let (scope, state) = touched[id]!
+            let view = state.view
+            try statement.execute(arguments: [
+                id, scope, view.title, view.body, String(decoding: try encoder.encode(view.tags), as: UTF8.self),
+                view.pinned, view.viewCount, String(decoding: try encoder.encode(view.checklist), as: UTF8.self),
+                view.deleted, state.created, try encoder.encode(state),
+            ])
+        }
+    }
+
+    public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
+        if let streams {
+            let ids = streams.compactMap { NoteID($0)?.description }
+            guard !ids.isEmpty else { return }
+            let marks = databaseQuestionMarks(count: ids.count)
+            try db.execute(sql: "DELETE FROM notes WHERE id IN (\(marks))", arguments: StatementArguments(ids))
+            try db.execute(
+                sql: "INSERT INTO notes SELECT * FROM notes_snapshot WHERE id IN (\(marks))",
+                arguments: StatementArguments(ids))
+        } else {
+            try db.execute(sql: "DELETE FROM notes")
+            try db.execute(sql: "INSERT INTO notes SELECT * FROM notes_snapshot")
+        }
+    }
+
+    public func saveSnapshot(in db: Database) throws {
+        try db.execute(sql: "DELETE FROM notes_snapshot")
+        try db.execute(sql: "INSERT INTO notes_snapshot SELECT * FROM notes")
+    }
+
+    // MARK: - Reading
+
+    /// The CRDT state of one note, or nil if no event of it was applied.
+    public static func state(of id: NoteID, in db: Database) throws -> NoteState? {
+        guard let data = try Data.fetchOne(db, sql: "SELECT state FROM notes WHERE id = ?", arguments: [id.description])
+        else { return nil }
+        return try JSONDecoder().decode(NoteState.self, from: data)
+    }
+
+    /// Every note's plain values, keyed by note id.
+    public static func views(in db: Database) throws -> [String: NoteView] {
+        var views: [String: NoteView] = [:]
+        let decoder = JSONDecoder()
+        for row in try Row.fetchAll(db, sql: "SELECT id, state FROM notes") {
+            let data: Data = row["state"]
+            views[row["id"]] = try decoder.decode(NoteState.self, from: data).view
+        }
+        return views
+    }
+
+    /// Canonical JSON (sorted keys) of every note's plain values: two replicas that converged print
+    /// identical bytes.
+    public static func exportState(in db: Database) throws -> Data {
+        try CanonicalJSON.encode(views(in: db))
+    }
+
+    /// Live (created and not deleted) notes of `scope`.
+    public static func liveCount(scope: Scope, in db: Database) throws -> Int {
+        try Int.fetchOne(
+            db, sql: "SELECT count(*) FROM notes WHERE scope = ? AND created = 1 AND deleted = 0",
+            arguments: [scope.name]
+        ) ?? 0
+    }
+}
