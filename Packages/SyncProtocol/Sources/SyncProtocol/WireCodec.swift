@@ -67,6 +67,9 @@ public struct WireCodec: Sendable {
     /// Parses JSON into `type`.
     /// - Throws: `SyncProtocolError` `request.malformed` or `request.invalid`.
     public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(SyncProtocolError) -> T {
+        // The event-carrying bodies have a fast path that yields exactly what JSONDecoder would, or nil.
+        if T.self == PushRequest.self, let request = FastEventDecoding.pushRequest(data) as? T { return request }
+        if T.self == SyncRequest.self, let request = FastEventDecoding.syncRequest(data) as? T { return request }
         do {
             return try Self.decoder.decode(type, from: data)
         } catch let error as DecodingError {

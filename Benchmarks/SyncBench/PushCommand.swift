@@ -1,0 +1,264 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import SyncCompression
+import SyncModels
+import SyncProtocol
+import Synchronization
+
+/// `sync-bench push`: how many events per second a running sync-server accepts.
+///
+/// Generates every batch before the clock starts (so the benchmark measures the server, not the client's
+/// JSON encoding), then `--concurrency` workers push them as fast as the server answers. Prints events/s
+/// accepted, push latency percentiles, and the request bytes raw vs gzip; with `--database-url` it then runs
+/// the raw `COPY` baseline of `pg-baseline` on the same database for the same number of rows and prints
+/// the ratio.
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push", abstract: "Measure events/s accepted by a running sync-server.")
+
+    @Option(help: "Base URL of the server, e.g. http://127.0.0.1:8080.")
+    var server: String = "http://127.0.0.1:8080"
+
+    @Option(help: "Bearer token with the benchmark's scopes (or SYNC_TOKEN); mint one with sync-server token.")
+    var token: String?
+
+    @Option(help: "Events to push in total.")
+    var events: Int = 100_000
+
+    @Option(help: "Events per push.")
+    var batch: Int = 500
+
+    @Option(help: "Pushes in flight at once.")
+    var concurrency: Int = 8
+
+    @Option(help: "Scopes to spread events over (named bench-0, bench-1, …; the token must grant them).")
+    var scopes: Int = 16
+
+    @Option(help: "Approximate payload size per event, in bytes.")
+    var payloadBytes: Int = 120
+
+    @Flag(inversion: .prefixedNo, help: "Send request bodies gzip-compressed.")
+    var gzip: Bool = true
+
+    @Option(help: "Also time a raw COPY of as many rows into this database (the server's) and print the ratio.")
+    var databaseURL: String?
+
+    @Flag(help: "Print one JSON object instead of text.")
+    var json: Bool = false
+
+    func validate() throws {
+        guard events > 0, batch > 0, concurrency > 0, scopes > 0 else {
+            throw ValidationError("--events, --batch, --concurrency and --scopes must be positive")
+        }
+    }
+
+    func run() async throws {
+        guard let token = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"] else {
+            throw ValidationError("pass --token or set SYNC_TOKEN (sync-server token --sub bench --scopes bench-0,…)")
+        }
+        let bodies = try Self.makeBodies(
+            events: events, batch: batch, scopes: scopes, payloadBytes: payloadBytes, gzip: gzip)
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(
+                connectionPool: .init(
+                    idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
+        let url = server.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/push"
+        let started = ContinuousClock.now
+        let outcome: Outcome
+        do {
+            outcome = try await Self.push(
+                bodies, to: url, token: token, gzip: gzip, concurrency: concurrency, http: http)
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        let elapsed = ContinuousClock.now - started
+        try await http.shutdown()
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        var report = PushReport(
+            events: events, batch: batch, concurrency: concurrency, scopes: scopes, gzip: gzip,
+            accepted: outcome.accepted, duplicate: outcome.duplicate, rejected: outcome.rejected, seconds: seconds,
+            eventsPerSecond: Double(outcome.accepted) / seconds,
+            p50Milliseconds: Self.percentile(outcome.latencies, 0.50),
+            p99Milliseconds: Self.percentile(outcome.latencies, 0.99),
+            requestBytesRaw: bodies.reduce(0) { $0 + $1.raw },
+            requestBytesWire: bodies.reduce(0) { $0 + $1.wire.readableBytes },
+            responseBytesWire: outcome.responseBytes)
+        if let databaseURL {
+            let baseline = try await PGBaselineCommand.measure(
+                databaseURL: databaseURL, rows: events, payloadBytes: payloadBytes)
+            report.copyRowsPerSecond = baseline.rowsPerSecond
+            report.ratioToCopy = report.eventsPerSecond / baseline.rowsPerSecond
+        }
+        if json {
+            print(String(decoding: try JSONEncoder().encode(report), as: UTF8.self))
+        } else {
+            print(report.text)
+        }
+    }
+
+    /// One pre-encoded push.
+    struct Body: Sendable {
+        var wire: ByteBuffer
+        var raw: Int
+        var count: Int
+    }
+
+    static func makeBodies(events: Int, batch: Int, scopes: Int, payloadBytes: Int, gzip: Bool) throws -> [Body] {
+        let replica = ReplicaID.random()
+        var ids = EventIDGenerator()
+        let codec = WireCodec()
+        let filler = String(repeating: "x", count: max(0, payloadBytes - 60))
+        var bodies: [Body] = []
+        var made = 0
+        var counter: UInt64 = 0
+        while made < events {
+            let count = min(batch, events - made)
+            var batchEvents: [Event] = []
+            batchEvents.reserveCapacity(count)
+            for _ in 0..<count {
+                counter += 1
+                let wall = UInt64(Date().timeIntervalSince1970 * 1000)
+                let id = ids.next(wall: wall)
+                batchEvents.append(
+                    Event(
+                        id: id, scope: try Scope("bench-\(made % scopes)"),
+                        stream: "note:\(UUID().uuidString.lowercased())",
+                        streamVersion: 1, type: "note.titleSet",
+                        hlc: HLCTimestamp(physical: id.milliseconds, counter: 0, node: replica.high),
+                        dot: Dot(replica: replica, counter: counter),
+                        payload: .object(["title": .string(filler), "n": .int(Int64(made))])))
+                made += 1
+            }
+            let json = try codec.encode(PushRequest(replica: replica, events: batchEvents))
+            let wire = gzip ? Gzip.compress(json, level: 5) : json
+            bodies.append(Body(wire: ByteBuffer(bytes: wire), raw: json.count, count: count))
+        }
+        return bodies
+    }
+
+    struct Outcome: Sendable {
+        var accepted = 0
+        var duplicate = 0
+        var rejected = 0
+        var latencies: [Double] = []
+        var responseBytes = 0
+    }
+
+    static func push(
+        _ bodies: [Body], to url: String, token: String, gzip: Bool, concurrency: Int, http: HTTPClient
+    ) async throws -> Outcome {
+        let next = NextIndex()
+        return try await withThrowingTaskGroup(of: Outcome.self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    var outcome = Outcome()
+                    while let index = next.take(below: bodies.count) {
+                        var request = HTTPClientRequest(url: url)
+                        request.method = .POST
+                        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        if gzip {
+                            request.headers.add(name: "Content-Encoding", value: "gzip")
+                            request.headers.add(name: "Accept-Encoding", value: "gzip")
+                        }
+                        request.body = .bytes(bodies[index].wire)
+                        let start = ContinuousClock.now
+                        let response = try await http.execute(request, timeout: .seconds(120))
+                        var body = try await response.body.collect(upTo: 64 << 20)
+                        let latency = ContinuousClock.now - start
+                        outcome.latencies.append(
+                            Double(latency.components.seconds) * 1000 + Double(latency.components.attoseconds) / 1e15)
+                        outcome.responseBytes += body.readableBytes
+                        guard response.status == .ok else {
+                            throw ValidationError(
+                                "push answered \(response.status): \(body.readString(length: body.readableBytes) ?? "")"
+                            )
+                        }
+                        var data = Data(buffer: body)
+                        if response.headers["Content-Encoding"].first == "gzip" { data = try Gzip.decompress(data) }
+                        for result in try WireCodec().decode(PushResponse.self, from: data).results {
+                            switch result.status {
+                            case .accepted: outcome.accepted += 1
+                            case .duplicate: outcome.duplicate += 1
+                            case .rejected: outcome.rejected += 1
+                            }
+                        }
+                    }
+                    return outcome
+                }
+            }
+            var total = Outcome()
+            for try await part in group {
+                total.accepted += part.accepted
+                total.duplicate += part.duplicate
+                total.rejected += part.rejected
+                total.latencies += part.latencies
+                total.responseBytes += part.responseBytes
+            }
+            return total
+        }
+    }
+
+    static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+        guard !values.isEmpty else { return 0 }
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * fraction).rounded()))]
+    }
+}
+
+/// Hands out batch indexes to the workers.
+final class NextIndex: Sendable {
+    private let value = Mutex(0)
+
+    func take(below count: Int) -> Int? {
+        value.withLock { next in
+            guard next < count else { return nil }
+            defer { next += 1 }
+            return next
+        }
+    }
+}
+
+/// What `sync-bench push` measured.
+struct PushReport: Codable, Sendable {
+    var events: Int
+    var batch: Int
+    var concurrency: Int
+    var scopes: Int
+    var gzip: Bool
+    var accepted: Int
+    var duplicate: Int
+    var rejected: Int
+    var seconds: Double
+    var eventsPerSecond: Double
+    var p50Milliseconds: Double
+    var p99Milliseconds: Double
+    var requestBytesRaw: Int
+    var requestBytesWire: Int
+    var responseBytesWire: Int
+    var copyRowsPerSecond: Double?
+    var ratioToCopy: Double?
+
+    var text: String {
+        var lines = [
+            "push: \(events) events, batch \(batch), concurrency \(concurrency), \(scopes) scopes, gzip \(gzip)",
+            String(
+                format: "  accepted %d (duplicate %d, rejected %d) in %.2f s: %.0f events/s", accepted, duplicate,
+                rejected, seconds, eventsPerSecond),
+            String(format: "  push latency p50 %.1f ms, p99 %.1f ms", p50Milliseconds, p99Milliseconds),
+            String(
+                format: "  request bytes raw %d, on the wire %d (%.1fx smaller); response bytes on the wire %d",
+                requestBytesRaw, requestBytesWire, Double(requestBytesRaw) / Double(max(1, requestBytesWire)),
+                responseBytesWire),
+        ]
+        if let copyRowsPerSecond, let ratioToCopy {
+            lines.append(
+                String(format: "  raw COPY baseline %.0f rows/s; server / COPY = %.2f", copyRowsPerSecond, ratioToCopy))
+        }
+        return lines.joined(separator: "\n")
+    }
+}
