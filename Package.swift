@@ -9,6 +9,7 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "sync-server", targets: ["sync-server"]),
+        .executable(name: "sync-agent", targets: ["sync-agent"]),
     ],
     dependencies: [
         .package(path: "Packages/SyncModels"),
@@ -16,6 +17,7 @@ let package = Package(
         .package(path: "Packages/SyncCompression"),
         .package(path: "Packages/SyncEventStore"),
         .package(path: "Packages/SyncEngine"),
+        .package(path: "Packages/NotesDomain"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
         // sync-server (Apps/SyncServer) and the protocol package.
@@ -77,6 +79,38 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Packages/SyncEngine/Tests/SyncEngineTests"
+        ),
+        .testTarget(
+            name: "NotesDomainTests",
+            dependencies: [
+                .product(name: "NotesDomain", package: "NotesDomain"),
+                .product(name: "NotesStore", package: "NotesDomain"),
+                .product(name: "SyncEventStore", package: "SyncEventStore"),
+                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Packages/NotesDomain/Tests/NotesDomainTests"
+        ),
+
+        // sync-agent: a headless replica of the Notes app with a CLI.
+        .executableTarget(
+            name: "sync-agent",
+            dependencies: [
+                .product(name: "NotesDomain", package: "NotesDomain"),
+                .product(name: "NotesStore", package: "NotesDomain"),
+                .product(name: "SyncEngine", package: "SyncEngine"),
+                .product(name: "SyncEventStore", package: "SyncEventStore"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Apps/SyncAgent/Sources/sync-agent"
+        ),
+        // End-to-end: PostgreSQL, sync-server and sync-agent as real processes on loopback.
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["sync-server", "sync-agent"],
+            path: "Tests/EndToEndTests"
         ),
 
         // sync-server: the HTTP sync API on Hummingbird and PostgreSQL.

@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import NotesDomain
+import NotesStore
+import SyncEngine
+import SyncEventStore
+import SyncModels
+
+/// A headless replica: the Notes app on a SQLite file, with a CLI. Edits work offline and return at once;
+/// `sync` and `run` talk to a sync-server.
+@main
+struct SyncAgent: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-agent",
+        abstract: "A headless offline-first replica of the Notes app on a SQLite file.",
+        subcommands: [
+            NoteCommand.self, SyncCommand.self, RunCommand.self, StatusCommand.self, ExportCommand.self,
+            ReplayCommand.self, RebuildCommand.self,
+        ])
+
+    /// The same options as every subcommand, so they may also come before the subcommand's name
+    /// (`sync-agent --db FILE --server URL --token TOKEN note create …`).
+    @OptionGroup var options: AgentOptions
+}
+
+/// Options every command takes.
+struct AgentOptions: ParsableArguments {
+    @Option(help: "The replica's SQLite file (created if missing).")
+    var db: String
+
+    @Option(help: "The sync server's base URL, e.g. http://127.0.0.1:8080.")
+    var server: String?
+
+    @Option(help: "The bearer token (JWT); defaults to the SYNC_TOKEN environment variable.")
+    var token: String?
+
+    func client() throws -> NotesClient {
+        try NotesClient.open(path: db)
+    }
+
+    func engine(for client: NotesClient, scopes: [Scope]? = nil) throws -> SyncEngine {
+        guard let server, let url = URL(string: server) else {
+            throw ValidationError("--server URL is required to sync")
+        }
+        let bearer = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
+        return try SyncEngine(
+            store: client.store, transport: HTTPTransport(baseURL: url, token: bearer),
+            configuration: SyncEngine.Configuration(scopes: scopes))
+    }
+}
+
+/// Writes a line to standard error.
+func report(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}
+
+/// Writes canonical JSON to standard output.
+func printJSON<T: Encodable>(_ value: T) throws {
+    FileHandle.standardOutput.write(try CanonicalJSON.encode(value) + Data("\n".utf8))
+}

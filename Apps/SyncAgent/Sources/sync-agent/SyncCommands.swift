@@ -1,0 +1,175 @@
+import ArgumentParser
+import Foundation
+import NotesDomain
+import NotesStore
+import SyncEngine
+import SyncEventStore
+import SyncModels
+
+/// `sync-agent sync`: push and pull until nothing is left, then exit.
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync", abstract: "Push pending edits and pull until both sides are drained; exit 1 on failure.")
+    @OptionGroup var options: AgentOptions
+
+    func run() async throws {
+        let client = try options.client()
+        let engine = try options.engine(for: client)
+        do {
+            try await engine.syncNow()
+        } catch {
+            report("sync failed: \(error)")
+            throw ExitCode(1)
+        }
+        let status = engine.status
+        report("synced: \(status.pending) pending, \(status.rejected) rejected")
+    }
+}
+
+/// `sync-agent run`: stay up and sync continuously; optionally edit like a user.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "Sync continuously until interrupted (Ctrl-C); optionally simulate a user.")
+    @OptionGroup var options: AgentOptions
+    @Option(help: "Simulated edits per second (0: none).") var simulate: Double = 0
+    @Option(help: "The scope simulated edits go to.") var scope: String = "demo"
+    @Option(help: "Stop after this many seconds (0: run until interrupted).") var duration: Double = 0
+
+    func run() async throws {
+        let client = try options.client()
+        let engine = try options.engine(for: client)
+        let scope = try Scope(scope)
+        let simulate = simulate
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await engine.run() }
+            group.addTask {
+                var updates = engine.statusUpdates().makeAsyncIterator()
+                while let status = await updates.next() {
+                    report(
+                        "status: pending \(status.pending), rejected \(status.rejected), cycles \(status.cycles)"
+                            + (status.lastError.map { ", last error: \($0)" } ?? ""))
+                }
+            }
+            if simulate > 0 {
+                group.addTask { try await UserSimulator(client: client, scope: scope).run(ratePerSecond: simulate) }
+            }
+            group.addTask {
+                await InterruptSignal.wait(seconds: duration)
+                throw CancellationError()
+            }
+            do {
+                try await group.next()
+            } catch is CancellationError {}
+            group.cancelAll()
+        }
+        report("stopped; \(engine.status.pending) edits pending")
+    }
+}
+
+/// `sync-agent status`: JSON of the replica's sync state, read from its database.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Print the sync state as JSON.")
+    @OptionGroup var options: AgentOptions
+
+    struct Status: Encodable {
+        struct Rejected: Encodable {
+            var id: String
+            var stream: String
+            var type: String
+            var code: String
+            var message: String
+        }
+        var replica: String
+        var pending: Int
+        var confirmed: Int
+        var rejected: [Rejected]
+        var cursor: String?
+        var lastSuccess: Date?
+        var lastError: String?
+        var journal: [SyncJournal.Entry]
+    }
+
+    func run() async throws {
+        let client = try options.client()
+        let store = client.store
+        let journal = try SyncEngine(store: store, transport: InMemoryTransport(server: InMemorySyncServer())).journal
+        let entries = try await journal.entries(limit: 20)
+        let counts = try await store.counts()
+        let lastSuccess = entries.last { $0.kind == "push.ok" || $0.kind == "pull.ok" }?.at
+        let lastFailure = entries.last { ["retry", "pause", "error", "reset"].contains($0.kind) }
+        try printJSON(
+            Status(
+                replica: store.replica.description, pending: counts[.pending] ?? 0, confirmed: counts[.confirmed] ?? 0,
+                rejected: try await store.rejectedEvents().map {
+                    .init(
+                        id: $0.event.id.description, stream: $0.event.stream, type: $0.event.type,
+                        code: $0.rejection?.code ?? "", message: $0.rejection?.message ?? "")
+                },
+                cursor: try await store.cursor(), lastSuccess: lastSuccess,
+                lastError: lastFailure.flatMap { failure in
+                    (lastSuccess.map { failure.at > $0 } ?? true) ? "\(failure.kind): \(failure.detail)" : nil
+                },
+                journal: entries))
+    }
+}
+
+/// `sync-agent export`: the notes' state, or the whole event log.
+struct ExportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export", abstract: "Print the notes' state as canonical JSON, or write the event log.")
+    @OptionGroup var options: AgentOptions
+    @Flag(help: "Print every note's state as canonical JSON (identical bytes on converged replicas).")
+    var state = false
+    @Option(help: "Write the event log as gzip JSON Lines to this file.") var events: String?
+
+    func validate() throws {
+        guard state != (events != nil) else { throw ValidationError("give exactly one of --state or --events FILE") }
+    }
+
+    func run() async throws {
+        let client = try options.client()
+        if state {
+            FileHandle.standardOutput.write(try await client.exportState() + Data("\n".utf8))
+        } else if let events {
+            let count = try await client.store.export(to: URL(fileURLWithPath: events))
+            report("exported \(count) events to \(events)")
+        }
+    }
+}
+
+/// `sync-agent replay --until SEQ`: the notes as they were at a point of the server's order.
+struct ReplayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Print the notes' state as of server sequence SEQ (on a scratch copy; the replica is untouched).")
+    @OptionGroup var options: AgentOptions
+    @Option(help: "The last server seq to include (per scope).") var until: Int64
+
+    func run() async throws {
+        let client = try options.client()
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("sync-agent-replay-\(UUID())")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let log = scratch.appendingPathComponent("log.jsonl.gz")
+        try await client.store.export(to: log)
+        let copy = try NotesClient.open(path: scratch.appendingPathComponent("replay.sqlite").path)
+        try await copy.store.importLog(from: log)
+        try await copy.store.replay(until: .seq(until))
+        FileHandle.standardOutput.write(try await copy.exportState() + Data("\n".utf8))
+    }
+}
+
+/// `sync-agent rebuild`: rebuild the projections from the log and print the time it took.
+struct RebuildCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rebuild", abstract: "Rebuild the notes projection from the event log and print how long it took.")
+    @OptionGroup var options: AgentOptions
+
+    func run() async throws {
+        let client = try options.client()
+        let counts = try await client.store.counts()
+        let elapsed = try await client.store.rebuildAll()
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        print(String(format: "rebuilt %d events in %.1f ms", counts.values.reduce(0, +), milliseconds))
+    }
+}

@@ -1,0 +1,221 @@
+import ArgumentParser
+import Foundation
+import GRDB
+import NotesDomain
+import NotesStore
+import SyncCRDT
+import SyncEventStore
+import SyncModels
+
+/// `sync-bench rebuild --events N`: builds a log of N reference-domain (Notes) events, then times a full
+/// rebuild of the notes projection against a plain SQLite insert of the same rows in one transaction,
+/// measured in the same run, and an incremental update of 10 events.
+struct RebuildCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rebuild",
+        abstract: "Time a full rebuild of the notes projection from N events, next to a plain SQLite insert baseline.")
+
+    @Option(help: "Events in the log.") var events: Int = 100_000
+    @Option(help: "Distinct notes the events touch.") var notes: Int = 2_000
+    @Option(help: "Timed runs of each measurement; the median is reported.") var runs: Int = 5
+    @Option(help: "Directory for the database files (a temporary one by default).") var directory: String?
+
+    struct Result: Codable {
+        var events: Int
+        var notes: Int
+        var runs: Int
+        var rebuild_ms: Double
+        var events_per_s: Double
+        var baseline_insert_ms: Double
+        var rebuild_to_baseline: Double
+        var incremental_10_ms: Double
+        var database_bytes: Int
+    }
+
+    func run() async throws {
+        let folder =
+            directory.map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("sync-bench-rebuild-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { if directory == nil { try? FileManager.default.removeItem(at: folder) } }
+
+        let log = NotesWorkload(notes: notes, seed: 42).events(count: events)
+        let store = try EventStore(
+            path: folder.appendingPathComponent("rebuild.sqlite").path, projections: [NotesProjection()])
+        for start in stride(from: 0, to: log.count, by: 10_000) {
+            try await store.applyConfirmed(Array(log[start..<min(start + 10_000, log.count)]), cursor: nil)
+        }
+
+        var rebuilds: [Double] = []
+        for _ in 0..<runs {
+            rebuilds.append(milliseconds(try await store.rebuild(projection: "notes")))
+        }
+        var baselines: [Double] = []
+        for run in 0..<runs {
+            baselines.append(
+                try baselineInsert(log, path: folder.appendingPathComponent("baseline-\(run).sqlite").path))
+        }
+        var incrementals: [Double] = []
+        let extra = NotesWorkload(notes: notes, seed: 7).events(count: 10 * runs, firstSeq: Int64(log.count) + 1)
+        for run in 0..<runs {
+            let page = Array(extra[(run * 10)..<(run * 10 + 10)])
+            let start = ContinuousClock.now
+            try await store.applyConfirmed(page, cursor: nil)
+            incrementals.append(milliseconds(ContinuousClock.now - start))
+        }
+        let rebuild = median(rebuilds)
+        let baseline = median(baselines)
+        let result = Result(
+            events: log.count, notes: notes, runs: runs, rebuild_ms: rebuild,
+            events_per_s: Double(log.count) / (rebuild / 1000), baseline_insert_ms: baseline,
+            rebuild_to_baseline: rebuild / baseline, incremental_10_ms: median(incrementals),
+            database_bytes: try store.database.maintenance.statistics().fileBytes)
+        print(
+            String(
+                format:
+                    "rebuild of %d events (%d notes): %.1f ms median of %d (%.0f events/s); baseline insert %.1f ms (%.2f×); incremental 10 events %.3f ms",
+                result.events, notes, rebuild, runs, result.events_per_s, baseline, result.rebuild_to_baseline,
+                result.incremental_10_ms))
+        print(String(decoding: try JSONEncoder.sortedKeys.encode(result), as: UTF8.self))
+    }
+
+    /// A plain SQLite insert of the same rows (same columns, one transaction, prepared statement).
+    func baselineInsert(_ events: [Event], path: String) throws -> Double {
+        try? FileManager.default.removeItem(atPath: path)
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE events (position INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, scope TEXT NOT NULL,
+                        stream TEXT NOT NULL, stream_version INTEGER NOT NULL, type TEXT NOT NULL,
+                        schema_version INTEGER NOT NULL, payload BLOB NOT NULL, hlc TEXT NOT NULL,
+                        dot_replica TEXT NOT NULL, dot_counter INTEGER NOT NULL, seq INTEGER)
+                    """)
+        }
+        let encoder = CanonicalJSON.encoder()
+        let rows = try events.map { event in
+            [
+                event.id.description, event.scope.name, event.stream, event.streamVersion, event.type,
+                event.schemaVersion, try encoder.encode(event.payload), event.hlc.description,
+                event.dot.replica.description, Int64(event.dot.counter), event.seq,
+            ] as [(any DatabaseValueConvertible)?]
+        }
+        let start = ContinuousClock.now
+        try queue.write { db in
+            let statement = try db.makeStatement(
+                sql: """
+                    INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
+                        dot_replica, dot_counter, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            for row in rows { try statement.execute(arguments: StatementArguments(row)) }
+        }
+        return milliseconds(ContinuousClock.now - start)
+    }
+}
+
+/// A reproducible stream of Notes events from several devices, made the way the app makes them: each
+/// event is an operation on the note's CRDT state (typing into bodies, retitling, tagging, viewing, pinning,
+/// checklist items).
+struct NotesWorkload {
+    let notes: Int
+    let seed: UInt64
+
+    func events(count: Int, firstSeq: Int64 = 1) -> [Event] {
+        var random = SplitMix64(seed: seed)
+        let replicas = (0..<4).map { _ in ReplicaID.random(using: &random) }
+        var states = [NoteState](repeating: NoteState(), count: notes)
+        let ids = (0..<notes).map { _ in NoteID(uuid: UUID()) }
+        var versions = [Int64](repeating: 0, count: notes)
+        var counters = [UInt64](repeating: 0, count: replicas.count)
+        var generator = EventIDGenerator()
+        var physical: UInt64 = 1_700_000_000_000
+        var events: [Event] = []
+        events.reserveCapacity(count)
+        let words = ["milk", "plan", "call", "draft", "trip", "fix", "idea", "read"]
+        for index in 0..<count {
+            let note = Int.random(in: 0..<notes, using: &random)
+            let device = Int.random(in: 0..<replicas.count, using: &random)
+            let replica = replicas[device]
+            counters[device] += 1
+            physical += 1
+            let dot = Dot(replica: replica, counter: counters[device])
+            let hlc = HLCTimestamp(physical: physical, counter: 0, node: replica.high)
+            var type = NoteEventType.created
+            var payload: [String: JSONValue] = ["title": .string("note \(note)")]
+            if states[note].created {
+                let word = words[Int.random(in: 0..<words.count, using: &random)]
+                switch Int.random(in: 0..<100, using: &random) {
+                case 0..<30:
+                    type = .titleSet
+                    payload = ["title": .string("\(word) \(index)")]
+                case 30..<60:
+                    type = .bodyEdited
+                    let at = states[note].body.count
+                    let op = states[note].body.insert(" \(word)", at: at, replica: replica)
+                    payload = ["ops": NotePayload.encode(op.map { [$0] } ?? [])]
+                case 60..<70:
+                    type = .tagAdded
+                    payload = [
+                        "tag": .string(word), "op": NotePayload.encode(states[note].tags.add(word, replica: replica)),
+                    ]
+                case 70..<85:
+                    type = .viewed
+                    let next = states[note].views.increments[replica] + 1
+                    payload = [
+                        "count": 1,
+                        "op": NotePayload.encode(states[note].views.add(1, at: Dot(replica: replica, counter: next))),
+                    ]
+                case 85..<90:
+                    type = .pinnedSet
+                    payload = ["pinned": .bool(Bool.random(using: &random))]
+                default:
+                    type = .checklistItemAdded
+                    let item = NoteID(uuid: UUID()).description
+                    let op = states[note].checklist.insertElement(
+                        item, at: states[note].checklist.count, replica: replica)
+                    payload = ["item": .string(item), "text": .string(word), "op": NotePayload.encode(op)]
+                }
+            }
+            states[note].apply(type: type.rawValue, payload: .object(payload), hlc: hlc, dot: dot)
+            versions[note] += 1
+            events.append(
+                Event(
+                    id: generator.next(wall: physical, using: &random), scope: "bench", stream: ids[note].stream,
+                    streamVersion: versions[note], type: type.rawValue, hlc: hlc, dot: dot, payload: .object(payload),
+                    seq: firstSeq + Int64(index), receivedAt: Date(timeIntervalSince1970: Double(physical) / 1000)))
+        }
+        return events
+    }
+}
+
+/// A small seeded generator, so workloads are the same run after run.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func milliseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted.count % 2 == 1
+        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+extension JSONEncoder {
+    static var sortedKeys: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+}

@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// The performance suite. Build it with `swift build -c release` at the repository root and run
+/// `.build/release/sync-bench <subcommand>`; every subcommand prints human-readable numbers and a JSON line.
+@main
+struct SyncBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-bench",
+        abstract: "Benchmarks of the offline-sync stack: CRDT traces, projection rebuilds, sync throughput.",
+        subcommands: [RebuildCommand.self, PushCommand.self, PGBaselineCommand.self])
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+
+/// Real processes: PostgreSQL, `sync-server`, `sync-agent`s, on loopback. Serialized: each test starts its
+/// own server, and two cores do not stretch further.
+@Suite(.serialized) struct EndToEndTests {
+    @Test func concurrentOfflineEditsConvergeWithTheDomainSemantics() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+
+        let note = try a(
+            "note", "create", "--scope", "team-1", "--title", "Groceries", "--body", "milk", "--tag", "food")
+        let first = try a("note", "checklist", note, "add", "eggs")
+        try a("note", "view", note)
+        try a("sync")
+        try b("sync")
+        #expect(try b.state()[note]?.title == "Groceries")
+
+        // Both offline now: concurrent edits of the same note.
+        try a("note", "set-title", note, "Groceries (A)")
+        try b("note", "set-title", note, "Groceries (B)")
+        try a("note", "tag", note, "remove", "food")
+        try b("note", "tag", note, "add", "food")  // concurrent re-add: add wins
+        try b("note", "tag", note, "add", "weekly")
+        try a("note", "checklist", note, "add", "bread", "--after", first)
+        try b("note", "checklist", note, "add", "butter", "--after", first)
+        for _ in 0..<2 { try a("note", "view", note) }
+        for _ in 0..<3 { try b("note", "view", note) }
+        try a("note", "pin", note, "true")
+
+        try a("sync")
+        try b("sync")
+        try a("sync")
+        let exportA = try a("export", "--state")
+        let exportB = try b("export", "--state")
+        #expect(exportA == exportB, "converged replicas print identical bytes")
+
+        let merged = try #require(try a.state()[note])
+        #expect(["Groceries (A)", "Groceries (B)"].contains(merged.title), "one title wins on both, by HLC")
+        #expect(merged.tags == ["food", "weekly"], "add-wins: the concurrent re-add of food survives the remove")
+        #expect(merged.viewCount == 1 + 2 + 3, "every view on every device counts")
+        #expect(merged.pinned)
+        #expect(merged.body == "milk")
+        let texts = merged.checklist.map(\.text)
+        #expect(texts.first == "eggs" && Set(texts.dropFirst()) == ["bread", "butter"] && texts.count == 3)
+    }
+
+    @Test func aNoteCreatedPastTheQuotaIsRejectedRolledBackAndShown() async throws {
+        let stack = try await Stack(noteQuota: 2)
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        _ = try a("note", "create", "--scope", "team-1", "--title", "one")
+        try a("sync")
+        // Offline, each creates the note that reaches the quota; A arrives first.
+        let second = try a("note", "create", "--scope", "team-1", "--title", "two (A)")
+        let third = try b("note", "create", "--scope", "team-1", "--title", "two (B)")
+        #expect(try b.state()[third] != nil, "B sees its note at once, offline")
+        try a("sync")
+        try b("sync")
+        #expect(try b.state()[third] == nil, "B's note was rolled back")
+        #expect(try b.state()[second]?.title == "two (A)")
+        let status = try b.status()
+        #expect(status.pending == 0)
+        #expect(status.rejected.count == 1 && status.rejected.first?.code == "validation.failed")
+        #expect(status.rejected.first?.message.contains("notes") == true)
+        try a("sync")
+        #expect(try a("export", "--state") == b("export", "--state"))
+    }
+
+    @Test func killingTheAgentMidSyncLosesAndDuplicatesNothing() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        var notes: [String] = []
+        for index in 0..<40 {
+            notes.append(
+                try a(
+                    "note", "create", "--scope", "team-1", "--title", "note \(index)", "--body",
+                    String(repeating: "x", count: 2000)))
+        }
+        for round in 0..<3 {
+            let syncing = try a.start(["sync"])
+            try await Task.sleep(for: .milliseconds(20 + 40 * round))
+            kill(syncing.processIdentifier, SIGKILL)
+            syncing.waitUntilExit()
+        }
+        try a("sync")
+        #expect(try a.status().pending == 0)
+        let counts = try stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events")
+        let eventCount = try #require(Int(counts.first?.split(separator: " ").first ?? ""))
+        #expect(counts.first == "\(eventCount) \(eventCount)", "no event stored twice")
+        let b = stack.agent("b", token: token)
+        try b("sync")
+        #expect(try b.state().keys.sorted() == notes.sorted())
+        #expect(try a("export", "--state") == b("export", "--state"))
+    }
+
+    @Test func killingTheServerMidPushLosesAndDuplicatesNothing() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        for index in 0..<40 {
+            _ = try a(
+                "note", "create", "--scope", "team-1", "--title", "n\(index)", "--body",
+                String(repeating: "y", count: 3000))
+        }
+        let syncing = try a.start(["sync"])
+        try await Task.sleep(for: .milliseconds(30))
+        stack.killServer()
+        syncing.waitUntilExit()
+        try await stack.startServer()
+        try a("sync")
+        #expect(try a.status().pending == 0)
+        let rows = try stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) || ' ' || max(seq) FROM events")
+        let parts = rows.first?.split(separator: " ").map(String.init) ?? []
+        #expect(
+            parts.count == 3 && parts[0] == parts[1] && parts[0] == parts[2], "each event once, seq gap-free: \(rows)")
+        let b = stack.agent("b", token: token)
+        try b("sync")
+        #expect(try a("export", "--state") == b("export", "--state"))
+    }
+
+    @Test func anExpiredTokenPausesSyncWithoutLosingLocalEdits() async throws {
+        let stack = try await Stack()
+        let shortLived = try stack.token(scopes: ["team-1"], ttl: 1)
+        var a = stack.agent("a", token: shortLived)
+        let note = try a("note", "create", "--scope", "team-1", "--title", "draft")
+        try await Task.sleep(for: .seconds(2))
+        let failed = try a.capturing(["sync"])
+        #expect(failed.status != 0)
+        #expect(failed.stderr.contains("auth.expired"))
+        #expect(try a.state()[note]?.title == "draft", "the local edit is intact")
+        #expect(try a.status().pending == 1, "the create is still queued")
+        a.token = try stack.token(scopes: ["team-1"])
+        try a("sync")
+        #expect(try a.status().pending == 0)
+        let b = stack.agent("b", token: a.token)
+        try b("sync")
+        #expect(try b.state()[note]?.title == "draft")
+    }
+}

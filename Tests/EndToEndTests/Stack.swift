@@ -1,0 +1,246 @@
+import Foundation
+import Testing
+
+/// A real stack for one test: a fresh PostgreSQL database on the test PostgreSQL server, a `sync-server`
+/// process on a free loopback port, and `sync-agent` invocations on SQLite files in a temporary directory.
+/// Everything is stopped and removed when the test ends.
+final class Stack: @unchecked Sendable {
+    // @unchecked: `server` is only touched from the owning test's task (start/kill/restart are sequential).
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The directory holding the built executables: the test binary's own directory.
+    static let productsDirectory: URL = {
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        while url.pathComponents.count > 1 {
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("sync-server").path) { return url }
+            url.deleteLastPathComponent()
+        }
+        return repositoryRoot.appendingPathComponent(".build/debug")
+    }()
+
+    static let secret = "end-to-end-test-secret-0123456789abcdef"
+
+    let directory: URL
+    let databaseName: String
+    let databaseURL: String
+    let adminURL: String
+    let port: Int
+    let noteQuota: Int
+    private var server: Process?
+
+    var serverURL: String { "http://127.0.0.1:\(port)" }
+
+    init(noteQuota: Int = 1000) async throws {
+        self.noteQuota = noteQuota
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        adminURL = try Self.postgresURL()
+        databaseName = "e2e_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))"
+        _ = try Self.run("/usr/bin/env", ["psql", adminURL, "-qc", "CREATE DATABASE \(databaseName)"])
+        var components = URLComponents(string: adminURL)!
+        components.path = "/\(databaseName)"
+        databaseURL = components.string!
+        port = try Self.freePort()
+        try await startServer()
+    }
+
+    deinit {
+        server?.terminate()
+        server?.waitUntilExit()
+        _ = try? Self.run(
+            "/usr/bin/env", ["psql", adminURL, "-qc", "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"])
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// The test PostgreSQL: `SYNC_DATABASE_URL` (set by `make test`), or a cluster started by
+    /// `scripts/postgres.sh` when a test is run on its own.
+    static func postgresURL() throws -> String {
+        if let url = ProcessInfo.processInfo.environment["SYNC_DATABASE_URL"], !url.isEmpty { return url }
+        let output = try run(repositoryRoot.appendingPathComponent("scripts/postgres.sh").path, ["start"])
+        return output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    // MARK: - Server
+
+    func startServer() async throws {
+        let process = Process()
+        process.executableURL = Self.productsDirectory.appendingPathComponent("sync-server")
+        process.arguments = ["--port", String(port), "--note-quota", String(noteQuota)]
+        var environment = ProcessInfo.processInfo.environment
+        environment["SYNC_DATABASE_URL"] = databaseURL
+        environment["SYNC_JWT_SECRET"] = Self.secret
+        process.environment = environment
+        let log = directory.appendingPathComponent("server.log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        handle.seekToEndOfFile()
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        server = process
+        try await waitUntilReady()
+    }
+
+    /// `kill -9` the server: no shutdown, no flush.
+    func killServer() {
+        guard let server else { return }
+        kill(server.processIdentifier, SIGKILL)
+        server.waitUntilExit()
+        self.server = nil
+    }
+
+    private func waitUntilReady() async throws {
+        for _ in 0..<300 {
+            if let url = URL(string: "\(serverURL)/readyz"),
+                (try? Self.run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", url.absoluteString])) != nil
+            {
+                return
+            }
+            if let server, !server.isRunning {
+                let log =
+                    (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
+                throw StackError("sync-server exited: \(log.suffix(2000))")
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw StackError("sync-server did not become ready on port \(port)")
+    }
+
+    /// A token signed with the server's secret.
+    func token(sub: String = "tester", scopes: [String], ttl: Int = 3600) throws -> String {
+        let process = Self.productsDirectory.appendingPathComponent("sync-server").path
+        return try Self.run(
+            process, ["token", "--sub", sub, "--scopes", scopes.joined(separator: ","), "--ttl", String(ttl)],
+            environment: ["SYNC_JWT_SECRET": Self.secret]
+        ).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A SQL query's single-column rows on this test's database.
+    func sql(_ query: String) throws -> [String] {
+        try Self.run("/usr/bin/env", ["psql", databaseURL, "-tAc", query]).split(separator: "\n").map(String.init)
+    }
+
+    // MARK: - Agents
+
+    func agent(_ name: String, token: String) -> Agent {
+        Agent(
+            executable: Self.productsDirectory.appendingPathComponent("sync-agent"),
+            database: directory.appendingPathComponent("\(name).sqlite").path, server: serverURL, token: token)
+    }
+
+    // MARK: - Processes
+
+    struct StackError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Runs a process to completion; throws with its stderr on a nonzero exit.
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> String {
+        let result = try runCapturing(executable, arguments, environment: environment)
+        guard result.status == 0 else {
+            throw StackError(
+                "\(URL(fileURLWithPath: executable).lastPathComponent) \(arguments.first ?? "") exited \(result.status): \(result.stderr)"
+            )
+        }
+        return result.stdout
+    }
+
+    static func runCapturing(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
+        -> (status: Int32, stdout: String, stderr: String)
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (
+            process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
+        )
+    }
+
+    static func freePort() throws -> Int {
+        let output = try run(
+            "/usr/bin/env",
+            ["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"])
+        guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw StackError("no free port")
+        }
+        return port
+    }
+}
+
+/// One `sync-agent` replica: a SQLite file and the CLI.
+struct Agent: Sendable {
+    let executable: URL
+    let database: String
+    let server: String
+    var token: String
+
+    /// Runs `sync-agent <arguments>` and returns its standard output; throws on a nonzero exit.
+    @discardableResult
+    func callAsFunction(_ arguments: String...) throws -> String {
+        try Stack.run(executable.path, arguments + ["--db", database, "--server", server, "--token", token])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func capturing(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        try Stack.runCapturing(executable.path, arguments + ["--db", database, "--server", server, "--token", token])
+    }
+
+    /// Starts `sync-agent <arguments>` without waiting for it.
+    func start(_ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments + ["--db", database, "--server", server, "--token", token]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    func state() throws -> [String: NoteJSON] {
+        try JSONDecoder().decode([String: NoteJSON].self, from: Data(try self("export", "--state").utf8))
+    }
+
+    func status() throws -> StatusJSON {
+        try JSONDecoder().decode(StatusJSON.self, from: Data(try self("status").utf8))
+    }
+}
+
+struct NoteJSON: Decodable, Equatable {
+    struct Item: Decodable, Equatable {
+        var id: String
+        var text: String
+        var done: Bool
+    }
+    var title: String
+    var body: String
+    var tags: [String]
+    var pinned: Bool
+    var viewCount: Int
+    var checklist: [Item]
+    var deleted: Bool
+}
+
+struct StatusJSON: Decodable {
+    struct Rejected: Decodable {
+        var id: String
+        var code: String
+        var message: String
+    }
+    var pending: Int
+    var confirmed: Int
+    var rejected: [Rejected]
+    var lastError: String?
+}
