@@ -51,15 +51,14 @@ public struct CausalContext: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The next dot of `replica`, recorded as seen.
+    /// The next dot of `replica` this context has not seen (not recorded: merging the delta that uses it
+    /// records it).
     ///
     /// A replica's own dots are contiguous, so the next one follows the vector.
-    public mutating func nextDot(for replica: ReplicaID) -> Dot {
+    public func nextDot(for replica: ReplicaID) -> Dot {
         var counter = versionVector[replica] + 1
         while dotCloud.contains(Dot(replica: replica, counter: counter)) { counter += 1 }
-        let dot = Dot(replica: replica, counter: counter)
-        insert(dot)
-        return dot
+        return Dot(replica: replica, counter: counter)
     }
 
     /// Joins `other` into this context.

@@ -30,7 +30,7 @@ public struct GCounter: OperationCRDT, Compactable, EmptyInitializable, Hashable
     @discardableResult
     public mutating func increment(by amount: UInt64 = 1, at dot: Dot) -> Operation {
         let component = self[dot.replica] &+ amount
-        components[dot.replica] = component
+        if component > 0 { components[dot.replica] = component }
         return Operation(dot: dot, component: component)
     }
 
@@ -38,9 +38,11 @@ public struct GCounter: OperationCRDT, Compactable, EmptyInitializable, Hashable
     @discardableResult
     public mutating func increment(by amount: UInt64 = 1, replica: ReplicaID) -> GCounter {
         let component = self[replica] &+ amount
-        components[replica] = component
         var delta = GCounter()
-        delta.components[replica] = component
+        if component > 0 {
+            components[replica] = component
+            delta.components[replica] = component
+        }
         return delta
     }
 

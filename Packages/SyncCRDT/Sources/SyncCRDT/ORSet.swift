@@ -35,11 +35,18 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
     public private(set) var entries: [Element: [Dot: Bool]]
     /// Every dot this set has seen.
     public private(set) var context: CausalContext
+    /// The stable version this replica (or one it merged) compacted at: its operations observe every token up
+    /// to it, including the tombstones compaction dropped.
+    public private(set) var compactedVersion: VersionVector
+    /// In a delta only: per element, every token up to the version was observed by the operation.
+    var floors: [Element: VersionVector]
 
     /// The empty set.
     public init() {
         entries = [:]
         context = CausalContext()
+        compactedVersion = VersionVector()
+        floors = [:]
     }
 
     /// Whether `element` is in the set.
@@ -51,18 +58,34 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
     /// The elements in the set.
     public var elements: Set<Element> { Set(entries.keys.filter(contains)) }
 
-    /// One add or remove: the element, the operation's dot, and the dots of the element it observed.
+    /// One add or remove: the element, the operation's dot, the dots of the element it observed, and the
+    /// version up to which its author had compacted (every token of the element up to it counts as observed).
     public struct Operation: Hashable, Sendable, Codable {
         public var element: Element
         public var dot: Dot
         public var isAdd: Bool
         public var observed: [Dot]
+        public var observedUpTo: VersionVector
 
-        public init(element: Element, dot: Dot, isAdd: Bool, observed: [Dot]) {
+        public init(
+            element: Element, dot: Dot, isAdd: Bool, observed: [Dot], observedUpTo: VersionVector = VersionVector()
+        ) {
             self.element = element
             self.dot = dot
             self.isAdd = isAdd
             self.observed = observed
+            self.observedUpTo = observedUpTo
+        }
+
+        private enum CodingKeys: String, CodingKey { case element, dot, isAdd, observed, observedUpTo }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            element = try container.decode(Element.self, forKey: .element)
+            dot = try container.decode(Dot.self, forKey: .dot)
+            isAdd = try container.decode(Bool.self, forKey: .isAdd)
+            observed = try container.decode([Dot].self, forKey: .observed)
+            observedUpTo = try container.decodeIfPresent(VersionVector.self, forKey: .observedUpTo) ?? VersionVector()
         }
     }
 
@@ -77,7 +100,8 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
     /// returns the operation to ship.
     @discardableResult
     public mutating func add(_ element: Element, dot: Dot) -> Operation {
-        let operation = Operation(element: element, dot: dot, isAdd: true, observed: observed(element))
+        let operation = Operation(
+            element: element, dot: dot, isAdd: true, observed: observed(element), observedUpTo: compactedVersion)
         apply(operation)
         return operation
     }
@@ -92,7 +116,8 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
     /// Removes `element` with `dot`, a dot never used before; returns the operation to ship.
     @discardableResult
     public mutating func remove(_ element: Element, dot: Dot) -> Operation {
-        let operation = Operation(element: element, dot: dot, isAdd: false, observed: observed(element))
+        let operation = Operation(
+            element: element, dot: dot, isAdd: false, observed: observed(element), observedUpTo: compactedVersion)
         apply(operation)
         return operation
     }
@@ -108,6 +133,7 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
             delta.entries[operation.element] = [operation.dot: operation.isAdd]
         }
         delta.context = CausalContext(dots: operation.observed + [operation.dot])
+        if !operation.observedUpTo.isEmpty { delta.floors[operation.element] = operation.observedUpTo }
         return delta
     }
 
@@ -116,6 +142,12 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
     }
 
     public mutating func merge(_ other: ORSet) {
+        for (element, floor) in other.floors {
+            guard let tokens = entries[element] else { continue }
+            let kept = tokens.filter { !floor.contains($0.key) || other.entries[element]?[$0.key] != nil }
+            entries[element] = kept.isEmpty ? nil : kept
+        }
+        compactedVersion.merge(other.compactedVersion)
         var result: [Element: [Dot: Bool]] = [:]
         for element in Set(entries.keys).union(other.entries.keys) {
             let joined = DotStore.join(entries[element] ?? [:], context, other.entries[element] ?? [:], other.context)
@@ -125,34 +157,35 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
         context.merge(other.context)
     }
 
-    /// Drops the dots no later operation can need: a remove-wins tombstone whose dots are all stable goes with
-    /// its element, and a present element keeps a single stable add (plus any unstable dots). A stable remove
-    /// that still cancels an unstable concurrent add is kept, so the value never changes.
+    /// Drops the tombstones no later operation can need. An add-wins set has none (a removed element leaves
+    /// only its dots in the context, folded here); in a remove-wins set, an absent element whose tokens are all
+    /// stable is dropped with them. Operations made after compaction say they observed everything up to
+    /// `stable`, so replicas that still hold those tokens drop them too.
     public mutating func compact(stableAt stable: VersionVector) {
-        for (element, tokens) in entries {
-            let stableTokens = tokens.filter { stable.contains($0.key) }
-            guard !stableTokens.isEmpty else { continue }
-            let unstable = tokens.filter { !stable.contains($0.key) }
-            if unstable.isEmpty {
-                if contains(element) {
-                    let keep = stableTokens.keys.max()!
-                    entries[element] = [keep: true]
-                } else {
-                    entries[element] = nil
-                }
-            } else if !stableTokens.values.contains(false) {
-                // Only stable adds: the unstable dots keep the element's state.
-                entries[element] = unstable
+        if Bias.removeWins {
+            for (element, tokens) in entries where !contains(element) && tokens.keys.allSatisfy(stable.contains) {
+                entries[element] = nil
             }
+            compactedVersion.merge(stable)
         }
         context.compact(stableAt: stable)
     }
 }
 
-extension ORSet: Equatable {}
+extension ORSet: Equatable {
+    /// Equal when they hold the same tokens and have seen the same dots (compaction points and a delta's
+    /// floors are bookkeeping).
+    public static func == (lhs: ORSet, rhs: ORSet) -> Bool {
+        lhs.entries == rhs.entries && lhs.context == rhs.context
+    }
+}
 
 extension ORSet: Codable {
-    private enum CodingKeys: String, CodingKey { case version, removeWins, entries, context }
+    private enum CodingKeys: String, CodingKey { case version, removeWins, entries, context, compactedVersion, floors }
+    private struct Floor: Codable {
+        var element: Element
+        var upTo: VersionVector
+    }
     private struct Token: Codable {
         var dot: Dot
         var isAdd: Bool
@@ -177,6 +210,10 @@ extension ORSet: Codable {
         }
         try container.encode(list, forKey: .entries)
         try container.encode(context, forKey: .context)
+        try container.encode(compactedVersion, forKey: .compactedVersion)
+        if !floors.isEmpty {
+            try container.encode(floors.map { Floor(element: $0.key, upTo: $0.value) }, forKey: .floors)
+        }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -192,5 +229,11 @@ extension ORSet: Codable {
                 entry.tokens.map { ($0.dot, $0.isAdd) }, uniquingKeysWith: { first, _ in first })
         }
         context = try container.decode(CausalContext.self, forKey: .context)
+        compactedVersion =
+            try container.decodeIfPresent(VersionVector.self, forKey: .compactedVersion) ?? VersionVector()
+        floors = [:]
+        for floor in try container.decodeIfPresent([Floor].self, forKey: .floors) ?? [] {
+            floors[floor.element] = floor.upTo
+        }
     }
 }

@@ -87,15 +87,10 @@ extension FugueList: OperationCRDT {
                 contentOffset = Int32(contents.count)
                 contents.append(contentsOf: elements[offset..<offset + length])
             }
-            core.integrate(
+            core.integrateRemote(
                 Run(
                     id: id, originLeft: left, rightParent: right, length: Int32(length), contentOffset: contentOffset,
                     isDeleted: insertion.elements == nil))
-            core.seen[agent].insert(piece)
-            core.appendLog(
-                LogEntry(
-                    kind: .insert, isLocal: false, isReversed: false, id: id, length: Int32(length), target: left,
-                    rightParent: right, position: -1))
         }
         return .applied
     }
@@ -119,18 +114,9 @@ extension FugueList: OperationCRDT {
         }
         var dotOffset: UInt64 = 0
         for (first, count) in targets {
-            core.deleteElements(from: first, count: count)
-            // Log only the counters of this deletion not seen before.
-            let dots = start + dotOffset..<start + dotOffset + UInt64(count)
-            for piece in missing where piece.overlaps(dots) {
-                let lower = max(piece.lowerBound, dots.lowerBound)
-                let upper = min(piece.upperBound, dots.upperBound)
-                core.appendLog(
-                    LogEntry(
-                        kind: .delete, isLocal: false, isReversed: false, id: ItemID(agent: agent, counter: lower),
-                        length: Int32(upper - lower), target: first.advanced(by: Int(lower - dots.lowerBound)),
-                        rightParent: .none, position: -1))
-            }
+            core.applyRemoteDeletion(
+                firstDot: ItemID(agent: agent, counter: start + dotOffset), target: first, count: count,
+                missing: missing)
             dotOffset += UInt64(count)
         }
         for piece in missing { core.seen[agent].insert(piece) }

@@ -78,6 +78,16 @@ struct RunTree: Sendable {
         }
     }
 
+    /// Lets `body` change every run in document order (content offsets only: counts must not change).
+    mutating func updateEachRun(_ body: (inout Run) throws -> Void) rethrows {
+        var leaf = firstLeaf
+        while leaf >= 0 {
+            let base = leaf * Self.leafCapacity
+            for index in base..<base + Int(leafRunCount[leaf]) { try body(&runs[index]) }
+            leaf = Int(leafNext[leaf])
+        }
+    }
+
     // MARK: Finding elements
 
     /// The cursor on the visible element at `position` (0-based, `position < visibleCount`), and the visible

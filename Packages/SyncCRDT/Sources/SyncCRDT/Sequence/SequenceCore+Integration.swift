@@ -1,4 +1,30 @@
 extension SequenceCore {
+    /// Integrates a received run whose anchors are present, records its dots and logs it.
+    mutating func integrateRemote(_ run: Run) {
+        integrate(run)
+        seen[run.id.agent].insert(run.id.counter..<run.id.counter + UInt64(run.count))
+        appendLog(
+            LogEntry(
+                kind: .insert, isLocal: false, isReversed: false, id: run.id, length: run.length,
+                target: run.originLeft, rightParent: run.rightParent, position: -1))
+    }
+
+    /// Applies part of a received deletion: the counters from `firstDot` delete `count` elements from
+    /// `target` on. Only the counters in `missing` (not seen before) are logged.
+    mutating func applyRemoteDeletion(firstDot: ItemID, target: ItemID, count: Int, missing: [Range<UInt64>]) {
+        deleteElements(from: target, count: count)
+        let dots = firstDot.counter..<firstDot.counter + UInt64(count)
+        for piece in missing where piece.overlaps(dots) {
+            let lower = max(piece.lowerBound, dots.lowerBound)
+            let upper = min(piece.upperBound, dots.upperBound)
+            appendLog(
+                LogEntry(
+                    kind: .delete, isLocal: false, isReversed: false, id: ItemID(agent: firstDot.agent, counter: lower),
+                    length: Int32(upper - lower), target: target.advanced(by: Int(lower - dots.lowerBound)),
+                    rightParent: .none, position: -1))
+        }
+    }
+
     /// Places a run received from another replica: the FugueMax integration (as in Eg-walker), scanning the
     /// concurrent elements between its left origin and its right parent. Its anchors must be in the tree.
     mutating func integrate(_ newRun: Run) {
