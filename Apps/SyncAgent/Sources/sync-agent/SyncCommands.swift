@@ -43,10 +43,17 @@ struct RunCommand: AsyncParsableCommand {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await engine.run() }
             group.addTask {
+                // A line when an error or rejection appears or clears, and otherwise at most every 5 seconds.
                 var updates = engine.statusUpdates().makeAsyncIterator()
+                var lastLine = ContinuousClock.now - .seconds(10)
+                var lastKey = ""
                 while let status = await updates.next() {
+                    let key = "\(status.rejected) \(status.lastError ?? "")"
+                    guard key != lastKey || ContinuousClock.now - lastLine >= .seconds(5) else { continue }
+                    lastKey = key
+                    lastLine = ContinuousClock.now
                     report(
-                        "status: pending \(status.pending), rejected \(status.rejected), cycles \(status.cycles)"
+                        "pending \(status.pending), rejected \(status.rejected), cycles \(status.cycles), sent \(status.traffic.sentWire) B"
                             + (status.lastError.map { ", last error: \($0)" } ?? ""))
                 }
             }
