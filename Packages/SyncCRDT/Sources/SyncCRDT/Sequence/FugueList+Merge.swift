@@ -25,10 +25,13 @@ extension FugueList {
         return delta
     }
 
+    /// Whether `version` has seen every counter of `entry` (it may have seen both ends and not the middle).
     func isCovered(_ entry: LogEntry, by version: CausalContext) -> Bool {
         let replica = core.replicas[entry.id.agent]
-        return version.contains(Dot(replica: replica, counter: entry.id.counter))
-            && version.contains(Dot(replica: replica, counter: entry.id.counter + UInt64(entry.count) - 1))
+        let first = entry.id.counter
+        let last = first + UInt64(entry.count) - 1
+        if version.versionVector[replica] >= last { return true }
+        return (first...last).allSatisfy { version.contains(Dot(replica: replica, counter: $0)) }
     }
 
     func operation(for entry: LogEntry) -> Operation {
@@ -39,13 +42,16 @@ extension FugueList {
                     id: core.dot(entry.id), count: entry.count, elements: content(of: entry.id, count: entry.count),
                     originLeft: core.optionalDot(entry.target), rightParent: core.optionalDot(entry.rightParent)))
         case .delete:
-            let first = entry.isReversed ? entry.target.advanced(by: 1 - entry.count) : entry.target
-            return .delete(
-                Deletion(
-                    id: core.dot(entry.id),
-                    targets: [
-                        DotRange(replica: core.replicas[first.agent], first: first.counter, count: UInt64(entry.count))
-                    ]))
+            // Targets are listed in the order of the deletion's counters: a receiver that has seen some of
+            // them must know exactly which element each remaining counter deleted.
+            let replica = core.replicas[entry.target.agent]
+            let targets =
+                entry.isReversed
+                ? (0..<entry.count).map {
+                    DotRange(replica: replica, first: entry.target.counter - UInt64($0), count: 1)
+                }
+                : [DotRange(replica: replica, first: entry.target.counter, count: UInt64(entry.count))]
+            return .delete(Deletion(id: core.dot(entry.id), targets: targets))
         }
     }
 

@@ -244,7 +244,16 @@ extension SequenceCore {
                     guard position >= 0 && position + length <= tree.visibleCount else {
                         throw SyncCRDTError.invalidEncoding("position out of range")
                     }
-                    _ = localRemove(at: position, count: length, agent: agent, counter: counter)
+                    if reversed {
+                        // Backspaces, one at a time, so each counter deletes the same element as it did.
+                        for step in 0..<length {
+                            _ = localRemove(
+                                at: position + length - 1 - step, count: 1, agent: agent,
+                                counter: counter + UInt64(step))
+                        }
+                    } else {
+                        _ = localRemove(at: position, count: length, agent: agent, counter: counter)
+                    }
                     cursor = position
                 }
             case .remoteInsert:
@@ -282,8 +291,17 @@ extension SequenceCore {
                     else {
                         throw SyncCRDTError.invalidEncoding("bad delete")
                     }
-                    applyRemoteDeletion(
-                        firstDot: id, target: first, count: length, missing: [counter..<counter + UInt64(length)])
+                    if reversed {
+                        for step in 0..<length {
+                            let dot = counter + UInt64(step)
+                            applyRemoteDeletion(
+                                firstDot: id.advanced(by: step), target: target.advanced(by: -step), count: 1,
+                                missing: [dot..<dot + 1])
+                        }
+                    } else {
+                        applyRemoteDeletion(
+                            firstDot: id, target: first, count: length, missing: [counter..<counter + UInt64(length)])
+                    }
                     seen[agent].insert(counter..<counter + UInt64(length))
                 } else {
                     appendLog(
