@@ -16,6 +16,7 @@ struct PushService: Sendable {
     let commutativeTypePrefixes: [String]
     let hub: LongPollHub
     let metrics: ServerMetrics
+    let sightings = ReplicaSightings()
 
     /// How often a push is retried after a deadlock, serialization failure or id race before giving up.
     static let maxAttempts = 5
@@ -54,24 +55,30 @@ struct PushService: Sendable {
         return results
     }
 
+    /// Runs the push transaction, first optimistically, then carefully if needed, retrying deadlocks and
+    /// serialization failures.
+    ///
+    /// The optimistic attempt skips looking up which ids are already stored: retries are rare, and the
+    /// insert's `ON CONFLICT (event_id) DO NOTHING` count tells whether any was. If one was, or if any event
+    /// was rejected (a retried event could look like a stale version or a second creation before it is
+    /// recognised as a duplicate), the attempt is rolled back and the careful attempt looks them up first.
     private func append(_ plan: PushPlan, payloads: [Int: String], replica: ReplicaID, logger: Logger)
         async throws -> PushPlan
     {
         var attempt = 1
+        var careful = false
         while true {
             do {
-                return try await database.withConnection { [self] connection in
-                    let decided = try await connection.withTransaction(logger: logger) { connection in
-                        try await self.decide(plan, payloads: payloads, on: connection, logger: logger)
+                let decided = try await database.withConnection { [self, careful] connection in
+                    try await connection.withTransaction(logger: logger) { connection in
+                        try await self.decide(
+                            plan, payloads: payloads, careful: careful, on: connection, logger: logger)
                     }
-                    let scopes = decided.acceptedScopes
-                    if !scopes.isEmpty {
-                        try await repository.recordProgress(
-                            replica: replica, positions: Dictionary(uniqueKeysWithValues: scopes.map { ($0, 0) }),
-                            on: connection, logger: logger)
-                    }
-                    return decided
                 }
+                try await recordSighting(of: replica, in: decided.acceptedScopes, logger: logger)
+                return decided
+            } catch  where Self.needsCareful(error) && !careful {
+                careful = true
             } catch  where Database.isRetryable(error) && attempt < Self.maxAttempts {
                 attempt += 1
                 logger.debug("push retried", metadata: ["sync.push.attempt": "\(attempt)"])
@@ -81,13 +88,36 @@ struct PushService: Sendable {
         }
     }
 
+    /// Marks `replica` as active in `scopes` (for compaction's stable point), at most once a minute per
+    /// replica and scope, outside the push transaction.
+    private func recordSighting(of replica: ReplicaID, in scopes: [Scope], logger: Logger) async throws {
+        let due = sightings.due(replica: replica, scopes: scopes)
+        guard !due.isEmpty else { return }
+        try await database.withConnection { [repository] connection in
+            try await repository.recordProgress(
+                replica: replica, positions: Dictionary(uniqueKeysWithValues: due.map { ($0, 0) }), on: connection,
+                logger: logger)
+        }
+    }
+
+    static func needsCareful(_ error: any Error) -> Bool {
+        if error is NeedsCarefulAppend { return true }
+        if let transaction = error as? PostgresTransactionError, transaction.closureError is NeedsCarefulAppend {
+            return true
+        }
+        return false
+    }
+
     /// The body of the push transaction.
-    private func decide(_ plan: PushPlan, payloads: [Int: String], on connection: PostgresConnection, logger: Logger)
-        async throws -> PushPlan
-    {
+    private func decide(
+        _ plan: PushPlan, payloads: [Int: String], careful: Bool, on connection: PostgresConnection, logger: Logger
+    ) async throws -> PushPlan {
         var plan = plan
         let heads = try await repository.lockScopes(plan.pendingScopes, on: connection, logger: logger)
-        plan.markStored(try await repository.storedSeqs(plan.pendingIDs, on: connection, logger: logger))
+        let candidates = plan.pendingIndexes.count
+        if careful {
+            plan.markStored(try await repository.storedSeqs(plan.pendingIDs, on: connection, logger: logger))
+        }
 
         let checked = plan.versionCheckedStreams(isCommutative: isCommutative)
         let current = try await repository.streamVersions(checked, on: connection, logger: logger)
@@ -108,6 +138,7 @@ struct PushService: Sendable {
                 guard case .rejected = plan.outcomes[index] else { return nil }
                 return PushPlan.StreamKey(scope: plan.events[index].scope, stream: plan.events[index].stream)
             })
+        if !careful && plan.pendingIndexes.count < candidates { throw NeedsCarefulAppend() }
         let newHeads = plan.assignSeqs(heads: heads.mapValues(\.head))
         let accepted = plan.acceptedIndexes
         guard !accepted.isEmpty else { return plan }
@@ -128,7 +159,7 @@ struct PushService: Sendable {
         }
         let inserted = try await repository.write(
             rows, heads: newHeads, streams: versions, on: connection, logger: logger)
-        guard inserted == rows.count else { throw AppendRace() }
+        guard inserted == rows.count else { throw careful ? AppendRace() : NeedsCarefulAppend() }
 
         let acceptedSet = Set(accepted)
         for (indexes, decision) in decisions {
@@ -140,6 +171,9 @@ struct PushService: Sendable {
         return plan
     }
 }
+
+/// The optimistic attempt met a stored id or a rejection: redo the push carefully.
+struct NeedsCarefulAppend: Error {}
 
 extension PushPlan {
     /// The scopes that received accepted events.

@@ -39,7 +39,7 @@ struct SyncAPI: Sendable {
                 push.events, replica: push.replica, identity: identity, logger: context.logger)
             context.logger.debug(
                 "push", metadata: ["sync.push.events": "\(push.events.count)", "sync.replica": "\(push.replica)"])
-            return try respond(try codec.encode(PushResponse(results: results)), to: request)
+            return try respond(Data(EventJSONWriter.pushResponse(results)), to: request)
         }
     }
 
@@ -75,7 +75,7 @@ struct SyncAPI: Sendable {
             metrics.recordPulled(page.events.count)
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
-                results: try codec.encode(results))
+                results: results)
             return try respond(Data(bytes), to: request)
         }
     }

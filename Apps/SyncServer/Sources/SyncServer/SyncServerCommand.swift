@@ -24,8 +24,8 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "Log level: trace, debug, info, notice, warning, error (SYNC_LOG_LEVEL).")
     var logLevel: String?
 
-    func configuration() throws -> ServerConfiguration {
-        var configuration = try ServerConfiguration(environment: ProcessInfo.processInfo.environment)
+    func configuration(environment: [String: String]) throws -> ServerConfiguration {
+        var configuration = try ServerConfiguration(environment: environment)
         if let jwtSecret { configuration.jwtSecret = jwtSecret }
         if let logLevel { configuration.logLevel = logLevel }
         return configuration
@@ -68,8 +68,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "PostgreSQL connections in the pool (SYNC_DB_POOL_SIZE, default 16).")
     var dbPoolSize: Int?
 
-    func run() async throws {
-        var configuration = try common.configuration()
+    /// The configuration: defaults, then `SYNC_*` variables of `environment`, then flags.
+    func configuration(environment: [String: String]) throws -> ServerConfiguration {
+        var configuration = try common.configuration(environment: environment)
         if let host { configuration.host = host }
         if let port { configuration.port = port }
         if let databaseURL { configuration.databaseURL = databaseURL }
@@ -80,7 +81,11 @@ struct ServeCommand: AsyncParsableCommand {
         if let maxPayloadBytes { configuration.limits.maxPayloadBytes = maxPayloadBytes }
         if let maxConcurrentPerToken { configuration.maxConcurrentRequestsPerToken = maxConcurrentPerToken }
         if let dbPoolSize { configuration.databasePoolSize = dbPoolSize }
+        return configuration
+    }
 
+    func run() async throws {
+        let configuration = try configuration(environment: ProcessInfo.processInfo.environment)
         var logger = Logger(label: "sync-server")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
         let registry = PrometheusCollectorRegistry()
@@ -108,7 +113,7 @@ struct TokenCommand: AsyncParsableCommand {
     var ttl: Int = 3600
 
     func run() async throws {
-        let configuration = try common.configuration()
+        let configuration = try common.configuration(environment: ProcessInfo.processInfo.environment)
         guard configuration.jwtSecret.utf8.count >= 32 else {
             throw ValidationError("set SYNC_JWT_SECRET or --jwt-secret (32 bytes or more)")
         }

@@ -87,8 +87,46 @@ enum FastEventDecoding {
     }
 
     static func replica(_ reader: inout FastJSONReader) throws(FastJSONReader.Bail) -> ReplicaID {
-        guard let replica = try? ReplicaID(try reader.readString()) else { throw FastJSONReader.Bail() }
-        return replica
+        try reader.readASCIIString { bytes in
+            guard bytes.count == 32, let high = FastJSONReader.hex(bytes, 0, 16),
+                let low = FastJSONReader.hex(bytes, 16, 16)
+            else { return nil }
+            return ReplicaID(high: high, low: low)
+        }
+    }
+
+    /// What `EventID(String)` accepts: 36 characters, hexadecimal groups of 8-4-4-4-12 split by hyphens.
+    static func eventID(_ bytes: UnsafeRawBufferPointer) -> EventID? {
+        guard bytes.count == 36 else { return nil }
+        var uuid = [UInt8](repeating: 0, count: 16)
+        var byteIndex = 0
+        var offset = 0
+        for group in [8, 4, 4, 4, 12] {
+            if offset > 0 {
+                guard bytes[offset] == UInt8(ascii: "-") else { return nil }
+                offset += 1
+            }
+            for _ in 0..<(group / 2) {
+                guard let value = FastJSONReader.hex(bytes, offset, 2) else { return nil }
+                uuid[byteIndex] = UInt8(value)
+                byteIndex += 1
+                offset += 2
+            }
+        }
+        let tuple = (
+            uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9], uuid[10],
+            uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]
+        )
+        return EventID(uuid: UUID(uuid: tuple))
+    }
+
+    /// What `HLCTimestamp(String)` accepts: 16:4:16 hexadecimal digits with a 48-bit physical time.
+    static func hlc(_ bytes: UnsafeRawBufferPointer) -> HLCTimestamp? {
+        guard bytes.count == 38, bytes[16] == UInt8(ascii: ":"), bytes[21] == UInt8(ascii: ":"),
+            let physical = FastJSONReader.hex(bytes, 0, 16), physical <= HLCTimestamp.maxPhysical,
+            let counter = FastJSONReader.hex(bytes, 17, 4), let node = FastJSONReader.hex(bytes, 22, 16)
+        else { return nil }
+        return HLCTimestamp(physical: physical, counter: UInt16(counter), node: node)
     }
 
     static func events(_ reader: inout FastJSONReader) throws(FastJSONReader.Bail) -> [Event] {
@@ -112,8 +150,8 @@ enum FastEventDecoding {
         try reader.readObject { reader, key throws(FastJSONReader.Bail) in
             switch key {
             case "id":
-                guard id == nil, let value = try? EventID(try reader.readString()) else { throw FastJSONReader.Bail() }
-                id = value
+                guard id == nil else { throw FastJSONReader.Bail() }
+                id = try reader.readASCIIString(Self.eventID)
             case "scope":
                 guard scope == nil, let value = try? Scope(try reader.readString()) else { throw FastJSONReader.Bail() }
                 scope = value
@@ -130,10 +168,8 @@ enum FastEventDecoding {
                 guard schemaVersion == nil else { throw FastJSONReader.Bail() }
                 schemaVersion = Int(try reader.readInt64())
             case "hlc":
-                guard hlc == nil, let value = try? HLCTimestamp(try reader.readString()) else {
-                    throw FastJSONReader.Bail()
-                }
-                hlc = value
+                guard hlc == nil else { throw FastJSONReader.Bail() }
+                hlc = try reader.readASCIIString(Self.hlc)
             case "dot":
                 guard dot == nil else { throw FastJSONReader.Bail() }
                 dot = try Self.dot(&reader)

@@ -96,14 +96,18 @@ struct FastJSONReader: ~Copyable {
     mutating func readString() throws(Bail) -> String {
         try expect(UInt8(ascii: "\""))
         let start = index
+        var ascii = true
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 index += 1
+                // ASCII is valid UTF-8 as is; anything else is validated (never repaired).
+                if ascii { return String(decoding: slice, as: UTF8.self) }
                 guard let text = String(validating: slice, as: UTF8.self) else { throw Bail() }
                 return text
             }
+            if byte >= 0x80 { ascii = false }
             if byte == UInt8(ascii: "\\") {
                 index = start
                 return try readEscapedString()
@@ -174,6 +178,43 @@ struct FastJSONReader: ~Copyable {
             default: throw Bail()
             }
             value = value << 4 | UInt32(nibble)
+        }
+        return value
+    }
+
+    /// Reads a string of plain ASCII without escapes and gives its bytes to `parse`; bails on anything else.
+    /// For fixed-format fields (ids, clocks) that are then parsed without making a `String`.
+    mutating func readASCIIString<Result>(_ parse: (UnsafeRawBufferPointer) -> Result?) throws(Bail) -> Result {
+        try expect(UInt8(ascii: "\""))
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                guard let result = parse(slice) else { throw Bail() }
+                return result
+            }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { throw Bail() }
+            index += 1
+        }
+        throw Bail()
+    }
+
+    /// The value of `width` hexadecimal digits (either case) at `offset`; nil for anything else.
+    static func hex(_ bytes: UnsafeRawBufferPointer, _ offset: Int, _ width: Int) -> UInt64? {
+        guard offset + width <= bytes.count else { return nil }
+        var value: UInt64 = 0
+        for index in offset..<(offset + width) {
+            let byte = bytes[index]
+            let nibble: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt64(nibble)
         }
         return value
     }
