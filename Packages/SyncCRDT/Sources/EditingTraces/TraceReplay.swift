@@ -78,14 +78,18 @@ extension ConcurrentHistory {
     private func generateByRebuilding() -> [[FugueText.Operation]] {
         let ids = replicaIDs
         var ancestors: [UInt64] = []
+        var after: [FugueText] = []
         var result: [[FugueText.Operation]] = []
         for (index, txn) in transactions.enumerated() {
             let history = txn.parents.reduce(UInt64(0)) { $0 | ancestors[$1] }
-            var text = FugueText()
-            for earlier in 0..<index where history & (1 << UInt64(earlier)) != 0 {
+            // Start from the first parent's document and add what the other parents saw.
+            var text = txn.parents.first.map { after[$0] } ?? FugueText()
+            let covered = txn.parents.first.map { ancestors[$0] } ?? 0
+            for earlier in 0..<index where history & ~covered & (1 << UInt64(earlier)) != 0 {
                 text.apply(contentsOf: result[earlier])
             }
             result.append(edit(txn, on: &text, replica: ids[txn.agent]))
+            after.append(text)
             ancestors.append(history | (1 << UInt64(index)))
         }
         return result

@@ -112,3 +112,6 @@ extension CausalContext: Codable {
             dots: try container.decode([Dot].self, forKey: .dotCloud))
     }
 }
+
+/// A causal context is itself a join-semilattice (set union of dots).
+extension CausalContext: CRDT {}

@@ -113,6 +113,9 @@ extension VersionVector: Codable {
     }
 }
 
+/// A version vector is a join-semilattice (pointwise maximum).
+extension VersionVector: CRDT {}
+
 /// The `version` field every Codable CRDT writes, so that later formats can be told apart.
 enum CodableVersion {
     static let current = 1

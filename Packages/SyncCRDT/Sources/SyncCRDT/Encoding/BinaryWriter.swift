@@ -75,6 +75,9 @@ public struct BinaryReader: Sendable {
     /// Whether every byte was read.
     public var isAtEnd: Bool { offset == bytes.count }
 
+    /// The number of bytes not read yet.
+    public var remaining: Int { bytes.count - offset }
+
     public mutating func readByte() throws -> UInt8 {
         guard offset < bytes.count else { throw SyncCRDTError.invalidEncoding("unexpected end of data") }
         defer { offset += 1 }

@@ -51,11 +51,15 @@ extension FugueList: OperationCRDT {
     }
 
     mutating func applyInsertion(_ insertion: Insertion) -> ApplyOutcome {
-        precondition(
-            insertion.id.counter >= 1 && insertion.id.counter + UInt64(insertion.count) <= ItemID.maxCounter,
-            "counter out of range")
-        precondition(insertion.elements.map { $0.count == insertion.count } ?? true, "count must match the elements")
         guard insertion.count > 0 else { return .duplicate }
+        guard insertion.elements.map({ $0.count == insertion.count }) ?? true,
+            core.isPlausible(insertion.id, count: UInt64(insertion.count)),
+            insertion.originLeft.map({ core.isPlausible($0, count: 1) }) ?? true,
+            insertion.rightParent.map({ core.isPlausible($0, count: 1) }) ?? true
+        else {
+            core.rejectedCount += 1
+            return .duplicate
+        }
         let agent = core.agent(for: insertion.id.replica)
         let start = insertion.id.counter
         let missing = core.seen[agent].missing(in: start..<start + UInt64(insertion.count))
@@ -96,11 +100,20 @@ extension FugueList: OperationCRDT {
     }
 
     mutating func applyDeletion(_ deletion: Deletion) -> ApplyOutcome {
+        guard deletion.targets.allSatisfy({ $0.count <= ItemID.maxCounter }) else {
+            core.rejectedCount += 1
+            return .duplicate
+        }
         let total = deletion.count
         guard total > 0 else { return .duplicate }
-        precondition(
-            deletion.id.counter >= 1 && deletion.id.counter + UInt64(total) <= ItemID.maxCounter,
-            "counter out of range")
+        guard core.isPlausible(deletion.id, count: UInt64(total)),
+            deletion.targets.allSatisfy({
+                $0.count == 0 || core.isPlausible(Dot(replica: $0.replica, counter: $0.first), count: $0.count)
+            })
+        else {
+            core.rejectedCount += 1
+            return .duplicate
+        }
         let agent = core.agent(for: deletion.id.replica)
         let start = deletion.id.counter
         let missing = core.seen[agent].missing(in: start..<start + UInt64(total))

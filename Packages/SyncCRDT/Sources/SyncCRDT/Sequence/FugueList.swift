@@ -76,6 +76,10 @@ public struct FugueList<Element: Sendable & Hashable>: Sendable {
     /// Runs in the document, tombstones included: the size of the in-memory layout.
     public var runCount: Int { core.tree.runCount }
 
+    /// Received operations refused as invalid (a counter out of range, or more than 2²⁴ past the highest
+    /// counter seen from its replica); they are dropped, not applied.
+    public var rejectedCount: Int { core.rejectedCount }
+
     /// Entries in the history (runs of consecutive operations).
     public var historyCount: Int { core.log.count }
 }

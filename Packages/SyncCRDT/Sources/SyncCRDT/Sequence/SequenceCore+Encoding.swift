@@ -2,13 +2,14 @@ import SyncModels
 
 /// The compact binary form of a sequence's structure (everything but content).
 ///
-/// Layout: magic `FUG`, format byte, flags, the replica table, the compacted version, the seen dots, the
-/// snapshot runs (compacted lists only) and the history. An uncompacted list stores only its history, and local
-/// edits in it only store where they happened (a position relative to the previous edit) and how many elements
-/// they touched: decoding replays them, which recomputes every origin. Content follows, in document order.
+/// Layout: magic `FUG`, format byte, flags, the replica table, the compacted version and the seen dots as
+/// varints; then one range-coded block holding the snapshot runs (compacted lists only) and the history. In an
+/// uncompacted list the history is everything, and local edits in it only store where they happened (relative
+/// to the previous edit) and how many elements they touched: decoding replays them, which recomputes every id
+/// and origin. Content follows, in document order.
 extension SequenceCore {
     static let magic: [UInt8] = [0x46, 0x55, 0x47]
-    static let formatVersion: UInt8 = 1
+    static let formatVersion: UInt8 = 2
 
     struct EncodingFlags: OptionSet {
         let rawValue: UInt64
@@ -18,34 +19,131 @@ extension SequenceCore {
         static let snapshot = EncodingFlags(rawValue: 2)
     }
 
-    private enum EntryKind: UInt64 {
+    /// The kinds of history entries, as coded.
+    enum CodedKind: Int {
         case localInsert = 0
         case localDelete = 1
         case remoteInsert = 2
         case remoteDelete = 3
     }
 
-    private static let flagPosition: UInt64 = 1
-    private static let flagReversedOrNoContent: UInt64 = 2
-    private static let flagExplicitID: UInt64 = 4
+    /// One history entry as coded: local deletes made at one position are merged (the decoder replays them as
+    /// one deletion, which deletes the same elements with the same counters).
+    struct CodedEntry {
+        var kind: CodedKind
+        var id: ItemID
+        var length: Int
+        var isReversed: Bool
+        var position: Int
+        var target: ItemID
+        var rightParent: ItemID
+        var hasContent: Bool
+    }
 
-    func writeReference(_ item: ItemID, to writer: inout BinaryWriter) {
-        if item.isNone {
-            writer.writeVarint(UInt64(0))
-        } else {
-            writer.writeVarint(item.agent + 1)
-            writer.writeVarint(item.counter)
+    /// The adaptive contexts of the block; encoder and decoder evolve identical copies.
+    struct HistoryModel {
+        var isRemote = [UInt16](repeating: RangeEncoder.half, count: 5)
+        var isDelete = [UInt16](repeating: RangeEncoder.half, count: 10)
+        var isReversed = [UInt16](repeating: RangeEncoder.half, count: 5)
+        var explicitID = [UInt16](repeating: RangeEncoder.half, count: 5)
+        var hasDelta = [UInt16](repeating: RangeEncoder.half, count: 15)
+        var hasContent = RangeEncoder.half
+        var lengths = [AdaptiveInteger](repeating: AdaptiveInteger(), count: 5)
+        var deltas = [AdaptiveSigned](repeating: AdaptiveSigned(), count: 3)
+        var agent = AdaptiveInteger()
+        var counter = AdaptiveSigned()
+        var referenceKind = [UInt16](repeating: RangeEncoder.half, count: 6)
+        var referenceAgent = AdaptiveInteger()
+        var referenceCounter = AdaptiveSigned()
+        var count = AdaptiveInteger()
+        var runDeleted = [UInt16](repeating: RangeEncoder.half, count: 2)
+        var runContent = [UInt16](repeating: RangeEncoder.half, count: 2)
+        var runSameAgent = RangeEncoder.half
+        var runLength = [AdaptiveInteger](repeating: AdaptiveInteger(), count: 2)
+
+        /// 0: local insert, 1: local delete, 2: local backspaces, 3: remote insert, 4: remote delete.
+        static func lengthContext(_ entry: CodedEntry) -> Int {
+            switch entry.kind {
+            case .localInsert: 0
+            case .localDelete: entry.isReversed ? 2 : 1
+            case .remoteInsert: 3
+            case .remoteDelete: 4
+            }
         }
     }
 
-    func readReference(from reader: inout BinaryReader) throws -> ItemID {
-        let agent = try reader.readCount()
-        guard agent > 0 else { return .none }
-        guard agent <= replicas.count else { throw SyncCRDTError.invalidEncoding("unknown replica") }
-        let counter = try reader.readVarint()
-        guard counter >= 1 && counter < ItemID.maxCounter else { throw SyncCRDTError.invalidEncoding("bad counter") }
-        return ItemID(agent: agent - 1, counter: counter)
+    /// The entries to code, with consecutive local deletes at one position merged.
+    func codedEntries(snapshot: Bool) -> [CodedEntry] {
+        var result: [CodedEntry] = []
+        result.reserveCapacity(log.count)
+        for entry in log {
+            let local = entry.isLocal && !snapshot
+            let kind: CodedKind =
+                switch (entry.kind, local) {
+                case (.insert, true): .localInsert
+                case (.delete, true): .localDelete
+                case (.insert, false): .remoteInsert
+                case (.delete, false): .remoteDelete
+                }
+            if kind == .localDelete, !entry.isReversed, let last = result.last, last.kind == .localDelete,
+                !last.isReversed, last.position == entry.position, last.id.advanced(by: last.length) == entry.id
+            {
+                result[result.count - 1].length += entry.count
+                continue
+            }
+            result.append(
+                CodedEntry(
+                    kind: kind, id: entry.id, length: entry.count, isReversed: entry.isReversed,
+                    position: entry.position,
+                    target: entry.target, rightParent: entry.rightParent,
+                    hasContent: kind != .remoteInsert || hasContent(entry)))
+        }
+        return result
     }
+
+    /// Whether the elements of an insert entry still have content (content-less inserts are tombstones that
+    /// arrived without it).
+    private func hasContent(_ entry: LogEntry) -> Bool {
+        guard tree.contains(entry.id) else { return false }
+        let cursor = tree.find(entry.id)
+        return tree[cursor.leaf, cursor.run].contentOffset >= 0 || !tree[cursor.leaf, cursor.run].isDeleted
+    }
+
+    // MARK: References
+
+    /// Codes an element reference relative to `base` (an id nearby, usually of the same replica).
+    private static func encodeReference(
+        _ item: ItemID, base: ItemID, previous: ItemID, context: Int, model: inout HistoryModel,
+        encoder: inout RangeEncoder
+    ) {
+        // 0: none, 1: the element just before `base`... coded as two adaptive decisions then an explicit id.
+        encoder.encode(item.isNone, &model.referenceKind[context * 3])
+        if item.isNone { return }
+        encoder.encode(item == previous, &model.referenceKind[context * 3 + 1])
+        if item == previous { return }
+        let sameAgent = item.agent == base.agent
+        encoder.encode(sameAgent, &model.referenceKind[context * 3 + 2])
+        if !sameAgent { model.referenceAgent.encode(UInt64(item.agent), with: &encoder) }
+        model.referenceCounter.encode(Int64(bitPattern: base.counter &- item.counter), with: &encoder)
+    }
+
+    private func decodeReference(
+        base: ItemID, previous: ItemID, context: Int, model: inout HistoryModel, decoder: inout RangeDecoder
+    ) throws -> ItemID {
+        if decoder.decode(&model.referenceKind[context * 3]) { return .none }
+        if decoder.decode(&model.referenceKind[context * 3 + 1]) { return previous }
+        var agent = base.agent
+        if !decoder.decode(&model.referenceKind[context * 3 + 2]) {
+            let decoded = model.referenceAgent.decode(with: &decoder)
+            guard decoded < UInt64(replicas.count) else { throw SyncCRDTError.invalidEncoding("unknown replica") }
+            agent = Int(decoded)
+        }
+        let counter = base.counter &- UInt64(bitPattern: model.referenceCounter.decode(with: &decoder))
+        guard counter >= 1 && counter < ItemID.maxCounter else { throw SyncCRDTError.invalidEncoding("bad counter") }
+        return ItemID(agent: agent, counter: counter)
+    }
+
+    // MARK: Writing
 
     /// Writes everything but content.
     func encodeStructure(to writer: inout BinaryWriter, flags: EncodingFlags) {
@@ -75,70 +173,83 @@ extension SequenceCore {
                 previous = range.upperBound
             }
         }
-        if flags.contains(.snapshot) {
-            writer.writeVarint(tree.runCount)
-            tree.forEachRun { run in
-                let hasContent = run.contentOffset >= 0 && (!run.isDeleted || flags.contains(.deletedContent))
-                writer.writeVarint(UInt64(run.length) << 2 | (run.isDeleted ? 2 : 0) | (hasContent ? 1 : 0))
-                writeReference(run.id, to: &writer)
-                writeReference(run.originLeft, to: &writer)
-                writeReference(run.rightParent, to: &writer)
-            }
-        }
-        writer.writeVarint(log.count)
-        var lastEnd = [UInt64](repeating: 0, count: replicas.count)
-        var agent = 0
-        var cursor = 0
-        for entry in log {
-            let isLocal = entry.isLocal && !flags.contains(.snapshot)
-            let kind: EntryKind =
-                switch (entry.kind, isLocal) {
-                case (.insert, true): .localInsert
-                case (.delete, true): .localDelete
-                case (.insert, false): .remoteInsert
-                case (.delete, false): .remoteDelete
-                }
-            var bits: UInt64 = 0
-            let explicit = entry.id.agent != agent || entry.id.counter != lastEnd[entry.id.agent] + 1
-            if explicit { bits |= Self.flagExplicitID }
-            var delta = 0
-            if isLocal {
-                let expected = entry.kind == .delete && entry.isReversed ? cursor - entry.count : cursor
-                delta = entry.position - expected
-                if delta != 0 { bits |= Self.flagPosition }
-            }
-            if entry.kind == .delete && entry.isReversed { bits |= Self.flagReversedOrNoContent }
-            if kind == .remoteInsert && !hasContent(entry) { bits |= Self.flagReversedOrNoContent }
-            writer.writeVarint(UInt64(entry.length) << 5 | kind.rawValue << 3 | bits)
-            if explicit {
-                writer.writeVarint(entry.id.agent)
-                writer.writeSigned(Int64(bitPattern: entry.id.counter &- (lastEnd[entry.id.agent] + 1)))
-            }
-            agent = entry.id.agent
-            lastEnd[agent] = max(lastEnd[agent], entry.id.counter + UInt64(entry.count) - 1)
-            switch kind {
-            case .localInsert:
-                if delta != 0 { writer.writeSigned(Int64(delta)) }
-                cursor = entry.position + entry.count
-            case .localDelete:
-                if delta != 0 { writer.writeSigned(Int64(delta)) }
-                cursor = entry.position
-            case .remoteInsert:
-                writeReference(entry.target, to: &writer)
-                writeReference(entry.rightParent, to: &writer)
-            case .remoteDelete:
-                writeReference(entry.target, to: &writer)
-            }
+        var encoder = RangeEncoder()
+        var model = HistoryModel()
+        if flags.contains(.snapshot) { encodeSnapshot(flags: flags, model: &model, encoder: &encoder) }
+        encodeHistory(codedEntries(snapshot: flags.contains(.snapshot)), model: &model, encoder: &encoder)
+        writer.writeBytes(encoder.finish())
+    }
+
+    private func encodeSnapshot(flags: EncodingFlags, model: inout HistoryModel, encoder: inout RangeEncoder) {
+        model.count.encode(UInt64(tree.runCount), with: &encoder)
+        var previous = ItemID(agent: 0, counter: 0)
+        var previousLast = ItemID.none
+        var previousDeleted = 0
+        tree.forEachRun { run in
+            encoder.encode(run.isDeleted, &model.runDeleted[previousDeleted])
+            let hasContent = run.contentOffset >= 0 && (!run.isDeleted || flags.contains(.deletedContent))
+            encoder.encode(hasContent, &model.runContent[run.isDeleted ? 1 : 0])
+            model.runLength[run.isDeleted ? 1 : 0].encode(UInt64(run.length - 1), with: &encoder)
+            encoder.encode(run.id.agent == previous.agent, &model.runSameAgent)
+            if run.id.agent != previous.agent { model.agent.encode(UInt64(run.id.agent), with: &encoder) }
+            let expected = run.id.agent == previous.agent ? previous.counter + 1 : 1
+            model.counter.encode(Int64(bitPattern: run.id.counter &- expected), with: &encoder)
+            Self.encodeReference(
+                run.originLeft, base: run.id, previous: previousLast, context: 0, model: &model, encoder: &encoder)
+            Self.encodeReference(
+                run.rightParent, base: run.id, previous: .none, context: 1, model: &model, encoder: &encoder)
+            previous = run.lastID
+            previousLast = run.lastID
+            previousDeleted = run.isDeleted ? 1 : 0
         }
     }
 
-    /// Whether the elements of an insert entry still have content (content-less inserts are tombstones that
-    /// arrived without it).
-    private func hasContent(_ entry: LogEntry) -> Bool {
-        guard tree.contains(entry.id) else { return false }
-        let cursor = tree.find(entry.id)
-        return tree[cursor.leaf, cursor.run].contentOffset >= 0 || !tree[cursor.leaf, cursor.run].isDeleted
+    private func encodeHistory(_ entries: [CodedEntry], model: inout HistoryModel, encoder: inout RangeEncoder) {
+        model.count.encode(UInt64(entries.count), with: &encoder)
+        var lastEnd = [UInt64](repeating: 0, count: replicas.count)
+        var agent = 0
+        var cursor = 0
+        var previousKind = 4
+        for entry in entries {
+            let remote = entry.kind == .remoteInsert || entry.kind == .remoteDelete
+            let delete = entry.kind == .localDelete || entry.kind == .remoteDelete
+            encoder.encode(remote, &model.isRemote[previousKind])
+            encoder.encode(delete, &model.isDelete[previousKind * 2 + (remote ? 1 : 0)])
+            if delete { encoder.encode(entry.isReversed, &model.isReversed[previousKind]) }
+            let explicit = entry.id.agent != agent || entry.id.counter != lastEnd[entry.id.agent] + 1
+            encoder.encode(explicit, &model.explicitID[entry.kind.rawValue])
+            if explicit {
+                model.agent.encode(UInt64(entry.id.agent), with: &encoder)
+                model.counter.encode(
+                    Int64(bitPattern: entry.id.counter &- (lastEnd[entry.id.agent] + 1)), with: &encoder)
+            }
+            let lengthContext = HistoryModel.lengthContext(entry)
+            model.lengths[lengthContext].encode(UInt64(entry.length - 1), with: &encoder)
+            agent = entry.id.agent
+            lastEnd[agent] = max(lastEnd[agent], entry.id.counter + UInt64(entry.length) - 1)
+            switch entry.kind {
+            case .localInsert, .localDelete:
+                let expected = entry.isReversed ? cursor - entry.length : cursor
+                let delta = entry.position - expected
+                encoder.encode(delta != 0, &model.hasDelta[lengthContext * 5 + previousKind])
+                if delta != 0 { model.deltas[lengthContext].encode(Int64(delta), with: &encoder) }
+                cursor = entry.kind == .localInsert ? entry.position + entry.length : entry.position
+            case .remoteInsert:
+                encoder.encode(entry.hasContent, &model.hasContent)
+                Self.encodeReference(
+                    entry.target, base: entry.id, previous: entry.id.advanced(by: -1), context: 0, model: &model,
+                    encoder: &encoder)
+                Self.encodeReference(
+                    entry.rightParent, base: entry.id, previous: .none, context: 1, model: &model, encoder: &encoder)
+            case .remoteDelete:
+                Self.encodeReference(
+                    entry.target, base: entry.id, previous: .none, context: 1, model: &model, encoder: &encoder)
+            }
+            previousKind = lengthContext
+        }
     }
+
+    // MARK: Reading
 
     /// Reads what `encodeStructure` wrote into this (empty) core, replaying the history. Runs get provisional
     /// content offsets; returns the flags and the seen dots to restore after content is attached.
@@ -179,59 +290,136 @@ extension SequenceCore {
             }
             seenRanges.append(ranges)
         }
+        // Counters index dense per-replica tables: refuse counters far beyond what the input could describe.
+        let counterLimit = UInt64(max(1 << 20, reader.remaining << 12))
+        guard seenRanges.allSatisfy({ $0.last <= counterLimit }) else {
+            throw SyncCRDTError.invalidEncoding("counter out of range")
+        }
+        let block = try reader.readRaw(count: try reader.readCount())
+        var decoder = RangeDecoder(block)
+        var model = HistoryModel()
         var virtualContent: Int32 = 0
         if flags.contains(.snapshot) {
-            var runs: [Run] = []
-            for _ in 0..<(try reader.readCount()) {
-                let tag = try reader.readVarint()
-                let length = Int32(truncatingIfNeeded: tag >> 2)
-                let id = try readReference(from: &reader)
-                guard length > 0, !id.isNone, id.counter + UInt64(length) <= ItemID.maxCounter else {
-                    throw SyncCRDTError.invalidEncoding("bad run")
-                }
-                let originLeft = try readReference(from: &reader)
-                let rightParent = try readReference(from: &reader)
-                let hasContent = tag & 1 != 0
-                runs.append(
-                    Run(
-                        id: id, originLeft: originLeft, rightParent: rightParent, length: length,
-                        contentOffset: hasContent ? virtualContent : -1, isDeleted: tag & 2 != 0))
-                if hasContent { virtualContent += length }
-            }
-            tree = RunTree(runs: runs)
+            try decodeSnapshot(
+                model: &model, decoder: &decoder, virtualContent: &virtualContent, seenRanges: seenRanges)
         }
-        let entryCount = try reader.readCount()
+        try decodeHistory(
+            replay: !flags.contains(.snapshot), model: &model, decoder: &decoder, virtualContent: &virtualContent,
+            counterLimit: counterLimit)
+        guard !decoder.overran else { throw SyncCRDTError.invalidEncoding("truncated history") }
+        cursorCache.leaf = -1
+        return (flags, seenRanges)
+    }
+
+    private mutating func decodeSnapshot(
+        model: inout HistoryModel, decoder: inout RangeDecoder, virtualContent: inout Int32,
+        seenRanges: [DotRanges]
+    ) throws {
+        var seenIDs = [DotRanges](repeating: DotRanges(), count: replicas.count)
+        let count = model.count.decode(with: &decoder)
+        guard count < 1 << 31 else { throw SyncCRDTError.invalidEncoding("bad run count") }
+        var runs: [Run] = []
+        var previous = ItemID(agent: 0, counter: 0)
+        var previousLast = ItemID.none
+        var previousDeleted = 0
+        for _ in 0..<count {
+            guard !decoder.overran else { throw SyncCRDTError.invalidEncoding("truncated snapshot") }
+            let isDeleted = decoder.decode(&model.runDeleted[previousDeleted])
+            let hasContent = decoder.decode(&model.runContent[isDeleted ? 1 : 0])
+            let length = model.runLength[isDeleted ? 1 : 0].decode(with: &decoder) &+ 1
+            var agent = previous.agent
+            if !decoder.decode(&model.runSameAgent) {
+                let decoded = model.agent.decode(with: &decoder)
+                guard decoded < UInt64(replicas.count) else { throw SyncCRDTError.invalidEncoding("unknown replica") }
+                agent = Int(decoded)
+            }
+            let expected = agent == previous.agent ? previous.counter + 1 : 1
+            let counter = expected &+ UInt64(bitPattern: model.counter.decode(with: &decoder))
+            guard replicas.count > agent, length >= 1, length < UInt64(Int32.max), counter >= 1,
+                counter <= ItemID.maxCounter, length <= ItemID.maxCounter - counter,
+                virtualContent <= Int32.max - Int32(length),
+                seenIDs[agent].missing(in: counter..<counter + length) == [counter..<counter + length],
+                seen[agent].covers(counter..<counter + length) || seenRanges[agent].covers(counter..<counter + length)
+            else { throw SyncCRDTError.invalidEncoding("bad run") }
+            seenIDs[agent].insert(counter..<counter + length)
+            let id = ItemID(agent: agent, counter: counter)
+            let originLeft = try decodeReference(
+                base: id, previous: previousLast, context: 0, model: &model, decoder: &decoder)
+            let rightParent = try decodeReference(
+                base: id, previous: .none, context: 1, model: &model, decoder: &decoder)
+            runs.append(
+                Run(
+                    id: id, originLeft: originLeft, rightParent: rightParent, length: Int32(length),
+                    contentOffset: hasContent ? virtualContent : -1, isDeleted: isDeleted))
+            if hasContent { virtualContent += Int32(length) }
+            previous = id.advanced(by: Int(length) - 1)
+            previousLast = previous
+            previousDeleted = isDeleted ? 1 : 0
+        }
+        tree = RunTree(runs: runs)
+        for run in runs {
+            guard
+                (run.originLeft.isNone || tree.contains(run.originLeft))
+                    && (run.rightParent.isNone || tree.contains(run.rightParent))
+            else { throw SyncCRDTError.invalidEncoding("a run refers to a missing element") }
+        }
+    }
+
+    private mutating func decodeHistory(
+        replay: Bool, model: inout HistoryModel, decoder: inout RangeDecoder, virtualContent: inout Int32,
+        counterLimit: UInt64
+    ) throws {
+        let count = model.count.decode(with: &decoder)
+        guard count < 1 << 40 else { throw SyncCRDTError.invalidEncoding("bad history length") }
+        let replicaCount = replicas.count
         var lastEnd = [UInt64](repeating: 0, count: replicaCount)
         var agent = 0
         var cursor = 0
-        for _ in 0..<entryCount {
-            let tag = try reader.readVarint()
-            let length = Int(truncatingIfNeeded: tag >> 5)
-            guard let kind = EntryKind(rawValue: (tag >> 3) & 3), length > 0, length < Int(Int32.max) else {
-                throw SyncCRDTError.invalidEncoding("bad history entry")
-            }
-            if tag & Self.flagExplicitID != 0 {
-                agent = try reader.readCount()
-                guard agent < replicaCount else { throw SyncCRDTError.invalidEncoding("unknown replica") }
-            }
+        var previousKind = 4
+        for _ in 0..<count {
+            guard !decoder.overran else { throw SyncCRDTError.invalidEncoding("truncated history") }
+            let remote = decoder.decode(&model.isRemote[previousKind])
+            let delete = decoder.decode(&model.isDelete[previousKind * 2 + (remote ? 1 : 0)])
+            let reversed = delete ? decoder.decode(&model.isReversed[previousKind]) : false
+            let kind: CodedKind =
+                switch (remote, delete) {
+                case (false, false): .localInsert
+                case (false, true): .localDelete
+                case (true, false): .remoteInsert
+                case (true, true): .remoteDelete
+                }
             guard replicaCount > 0 else { throw SyncCRDTError.invalidEncoding("unknown replica") }
-            var counter = lastEnd[agent] + 1
-            if tag & Self.flagExplicitID != 0 { counter = counter &+ UInt64(bitPattern: try reader.readSigned()) }
-            guard counter >= 1, counter + UInt64(length) <= ItemID.maxCounter else {
-                throw SyncCRDTError.invalidEncoding("bad counter")
+            var counter = lastEnd[agent] &+ 1
+            if decoder.decode(&model.explicitID[kind.rawValue]) {
+                let decoded = model.agent.decode(with: &decoder)
+                guard decoded < UInt64(replicaCount) else { throw SyncCRDTError.invalidEncoding("unknown replica") }
+                agent = Int(decoded)
+                counter = lastEnd[agent] &+ 1 &+ UInt64(bitPattern: model.counter.decode(with: &decoder))
             }
-            lastEnd[agent] = max(lastEnd[agent], counter + UInt64(length) - 1)
+            let entry = CodedEntry(
+                kind: kind, id: ItemID(agent: agent, counter: 0), length: 0, isReversed: reversed, position: 0,
+                target: .none, rightParent: .none, hasContent: true)
+            let lengthContext = HistoryModel.lengthContext(entry)
+            let decodedLength = model.lengths[lengthContext].decode(with: &decoder) &+ 1
+            guard decodedLength < UInt64(Int32.max), counter >= 1, counter <= counterLimit,
+                decodedLength <= counterLimit - counter, virtualContent <= Int32.max - Int32(decodedLength)
+            else { throw SyncCRDTError.invalidEncoding("bad history entry") }
+            let length = Int(decodedLength)
             let id = ItemID(agent: agent, counter: counter)
-            let replay = !flags.contains(.snapshot)
+            lastEnd[agent] = max(lastEnd[agent], counter + decodedLength - 1)
+            let fresh =
+                seen[agent].missing(in: counter..<counter + decodedLength) == [counter..<counter + decodedLength]
             switch kind {
             case .localInsert, .localDelete:
                 guard replay else { throw SyncCRDTError.invalidEncoding("positional entry in a snapshot") }
-                let reversed = kind == .localDelete && tag & Self.flagReversedOrNoContent != 0
                 var position = reversed ? cursor - length : cursor
-                if tag & Self.flagPosition != 0 { position += Int(try reader.readSigned()) }
-                guard
-                    seen[agent].missing(in: counter..<counter + UInt64(length)) == [counter..<counter + UInt64(length)]
-                else { throw SyncCRDTError.invalidEncoding("ids used twice") }
+                if decoder.decode(&model.hasDelta[lengthContext * 5 + previousKind]) {
+                    let (sum, overflow) = position.addingReportingOverflow(
+                        Int(model.deltas[lengthContext].decode(with: &decoder)))
+                    guard !overflow else { throw SyncCRDTError.invalidEncoding("position out of range") }
+                    position = sum
+                }
+                guard fresh else { throw SyncCRDTError.invalidEncoding("ids used twice") }
                 if kind == .localInsert {
                     guard position >= 0 && position <= tree.visibleCount else {
                         throw SyncCRDTError.invalidEncoding("position out of range")
@@ -241,7 +429,7 @@ extension SequenceCore {
                     virtualContent += Int32(length)
                     cursor = position + length
                 } else {
-                    guard position >= 0 && position + length <= tree.visibleCount else {
+                    guard position >= 0 && position <= tree.visibleCount - length else {
                         throw SyncCRDTError.invalidEncoding("position out of range")
                     }
                     if reversed {
@@ -257,16 +445,14 @@ extension SequenceCore {
                     cursor = position
                 }
             case .remoteInsert:
-                let originLeft = try readReference(from: &reader)
-                let rightParent = try readReference(from: &reader)
-                let hasContent = tag & Self.flagReversedOrNoContent == 0
+                let hasContent = decoder.decode(&model.hasContent)
+                let originLeft = try decodeReference(
+                    base: id, previous: id.advanced(by: -1), context: 0, model: &model, decoder: &decoder)
+                let rightParent = try decodeReference(
+                    base: id, previous: .none, context: 1, model: &model, decoder: &decoder)
                 if replay {
-                    guard
-                        (originLeft.isNone || tree.contains(originLeft))
-                            && (rightParent.isNone || tree.contains(rightParent)),
-                        seen[agent].missing(in: counter..<counter + UInt64(length)) == [
-                            counter..<counter + UInt64(length)
-                        ]
+                    guard fresh, originLeft.isNone || tree.contains(originLeft),
+                        rightParent.isNone || tree.contains(rightParent)
                     else { throw SyncCRDTError.invalidEncoding("bad insert") }
                     integrateRemote(
                         Run(
@@ -280,15 +466,14 @@ extension SequenceCore {
                             target: originLeft, rightParent: rightParent, position: -1))
                 }
             case .remoteDelete:
-                let target = try readReference(from: &reader)
-                guard !target.isNone, target.counter + UInt64(length) <= ItemID.maxCounter else {
-                    throw SyncCRDTError.invalidEncoding("bad delete")
-                }
-                let reversed = tag & Self.flagReversedOrNoContent != 0
+                let target = try decodeReference(
+                    base: id, previous: .none, context: 1, model: &model, decoder: &decoder)
+                guard !target.isNone, target.counter + UInt64(length) <= ItemID.maxCounter,
+                    !reversed || target.counter >= UInt64(length)
+                else { throw SyncCRDTError.invalidEncoding("bad delete") }
                 if replay {
                     let first = reversed ? target.advanced(by: 1 - length) : target
-                    guard first.counter >= 1, seen[first.agent].covers(first.counter..<first.counter + UInt64(length))
-                    else {
+                    guard fresh, seen[first.agent].covers(first.counter..<first.counter + UInt64(length)) else {
                         throw SyncCRDTError.invalidEncoding("bad delete")
                     }
                     if reversed {
@@ -300,9 +485,9 @@ extension SequenceCore {
                         }
                     } else {
                         applyRemoteDeletion(
-                            firstDot: id, target: first, count: length, missing: [counter..<counter + UInt64(length)])
+                            firstDot: id, target: first, count: length, missing: [counter..<counter + decodedLength])
                     }
-                    seen[agent].insert(counter..<counter + UInt64(length))
+                    seen[agent].insert(counter..<counter + decodedLength)
                 } else {
                     appendLog(
                         LogEntry(
@@ -310,8 +495,7 @@ extension SequenceCore {
                             target: target, rightParent: .none, position: -1))
                 }
             }
+            previousKind = lengthContext
         }
-        cursorCache.leaf = -1
-        return (flags, seenRanges)
     }
 }

@@ -20,6 +20,12 @@ struct SequenceCore: Sendable {
     /// The agent of the last replica looked up (local typing repeats it).
     var lastReplica: ReplicaID?
     var lastAgent = 0
+    /// Received operations refused as invalid (counters out of range).
+    var rejectedCount = 0
+
+    /// How far past the highest counter seen from a replica an operation may start: counters index dense
+    /// per-replica tables, so a far-off counter is refused rather than allowed to allocate without bound.
+    static let maximumCounterGap: UInt64 = 1 << 24
 
     @usableFromInline
     init() {}
@@ -48,6 +54,14 @@ struct SequenceCore: Sendable {
     /// The internal id of `dot` if its replica is known.
     func item(_ dot: Dot) -> ItemID? {
         agents[dot.replica].map { ItemID(agent: $0, counter: dot.counter) }
+    }
+
+    /// Whether `count` counters from `dot` are valid and not absurdly far ahead of what was seen from its
+    /// replica.
+    func isPlausible(_ dot: Dot, count: UInt64) -> Bool {
+        let last = agents[dot.replica].map { seen[$0].last } ?? 0
+        return dot.counter >= 1 && dot.counter <= ItemID.maxCounter && count <= ItemID.maxCounter - dot.counter
+            && dot.counter <= last + Self.maximumCounterGap
     }
 
     /// The counter a new local edit of `agent` takes (its own edits are contiguous).

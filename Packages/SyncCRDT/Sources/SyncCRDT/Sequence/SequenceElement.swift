@@ -37,7 +37,7 @@ extension SequenceElement where Self: Codable {
 
     public static func readRun(count: Int, from reader: inout BinaryReader) throws -> [Self] {
         var result: [Self] = []
-        result.reserveCapacity(count)
+        result.reserveCapacity(min(count, reader.remaining))
         for _ in 0..<count {
             let bytes = try reader.readBytes()
             do {
@@ -75,7 +75,7 @@ extension Unicode.Scalar: SequenceElement {
 
     public static func readRun(count: Int, from reader: inout BinaryReader) throws -> [Unicode.Scalar] {
         var result: [Unicode.Scalar] = []
-        result.reserveCapacity(count)
+        result.reserveCapacity(min(count, reader.remaining))
         for _ in 0..<count { result.append(try reader.readUTF8Scalar()) }
         return result
     }
