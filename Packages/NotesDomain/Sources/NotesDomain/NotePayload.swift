@@ -7,14 +7,13 @@ public enum NotePayload {
     public static func encode<T: Encodable>(_ value: T) -> JSONValue {
         // Encoding our own Codable operations to JSON cannot fail.
         let data = try! CanonicalJSON.encode(value)
-        return try! JSONDecoder().decode(JSONValue.self, from: data)
+        return try! JSONValue(parsing: data)
     }
 
     /// Decodes an operation from a payload field; nil when it has another shape.
     public static func decode<T: Decodable>(_ type: T.Type) -> (JSONValue) -> T? {
         { value in
-            guard let data = try? CanonicalJSON.encode(value) else { return nil }
-            return try? JSONDecoder().decode(T.self, from: data)
+            try? JSONDecoder().decode(T.self, from: value.canonicalData())
         }
     }
 }

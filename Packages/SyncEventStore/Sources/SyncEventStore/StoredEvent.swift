@@ -71,12 +71,12 @@ public struct StoredEvent: Sendable, Hashable {
 /// Payload bytes in the log: canonical JSON.
 enum PayloadCodec {
     static func encode(_ payload: JSONValue) throws -> Data {
-        try CanonicalJSON.encode(payload)
+        payload.canonicalData()
     }
 
     static func decode(_ data: Data) throws -> JSONValue {
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: data)
+            return try JSONValue(parsing: data)
         } catch {
             throw SyncModelsError(code: "payload.invalid", message: "stored payload is not JSON")
         }
