@@ -46,7 +46,24 @@ final class LongPollHub: Service, Sendable {
 
     /// Waits until a signal for the waiter's scopes, `deadline`, cancellation or shutdown, whichever is
     /// first. Returns at once if a signal arrived since the last wait.
+    ///
+    /// The request handler runs inside the HTTP server's service, so when that service starts its graceful
+    /// shutdown the hub closes at once: long-polls answer immediately instead of holding the shutdown up for
+    /// their remaining wait.
     func wait(_ id: Int, until deadline: ContinuousClock.Instant) async {
+        await withGracefulShutdownHandler {
+            await self.waitForSignal(id, until: deadline)
+        } onGracefulShutdown: {
+            self.close()
+        }
+    }
+
+    /// Whether the hub is closed (shutting down): long-polls answer with what they have.
+    var isClosed: Bool {
+        state.withLock { $0.closed }
+    }
+
+    private func waitForSignal(_ id: Int, until deadline: ContinuousClock.Instant) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withTaskCancellationHandler {

@@ -48,9 +48,11 @@ struct PullService: Sendable {
         while true {
             // Registered before this read: a commit after it signals the waiter, so none is missed.
             page = try await read(scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, logger: logger)
-            if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled { return page }
+            if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed {
+                return page
+            }
             await hub.wait(waiter, until: deadline)
-            if ContinuousClock.now >= deadline {
+            if ContinuousClock.now >= deadline || hub.isClosed {
                 return try await read(
                     scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, logger: logger)
             }
