@@ -256,6 +256,13 @@ import Testing
                     #expect(decoded?.elements == list.elements, "binary round trip (seed \(seed))")
                     #expect(decoded?.version == list.version, "binary round trip (seed \(seed))")
                 }
+                for history in [false, true] {
+                    let snapshot = try? FugueList<Int>(encoded: list.encodedSnapshot(includingHistory: history))
+                    #expect(snapshot?.elements == list.elements, "snapshot round trip (seed \(seed))")
+                    var fresh = FugueList<Int>()
+                    if let snapshot { fresh.merge(snapshot) }
+                    #expect(fresh.elements == list.elements, "bootstrap from a snapshot (seed \(seed))")
+                }
                 let json = try? JSONDecoder().decode(FugueList<Int>.self, from: JSONEncoder().encode(list))
                 #expect(json?.elements == list.elements && json?.version == list.version, "JSON (seed \(seed))")
             }

@@ -8,10 +8,32 @@ extension FugueList where Element: SequenceElement {
     /// Without deleted content the encoding still restores every element, tombstone and origin, so the decoded
     /// list merges with any replica; it only cannot show what deleted text said.
     public func encoded(includingDeletedContent: Bool = false) -> [UInt8] {
-        var writer = BinaryWriter()
         var flags: SequenceCore.EncodingFlags = []
-        if includingDeletedContent { flags.insert(.deletedContent) }
         if !core.compactedVersion.isEmpty { flags.insert(.snapshot) }
+        return encoded(flags: flags, includingDeletedContent: includingDeletedContent)
+    }
+
+    /// The state as snapshot runs (document order, explicit ids and origins), with or without the history
+    /// that answers `operations(since:)`. A list decoded from a snapshot without history treats its whole
+    /// version as compacted: peers behind it receive its snapshot.
+    public func encodedSnapshot(includingHistory: Bool = true, includingDeletedContent: Bool = false) -> [UInt8] {
+        var flags: SequenceCore.EncodingFlags = [.snapshot]
+        if !includingHistory { flags.insert(.historyOmitted) }
+        return encoded(flags: flags, includingDeletedContent: includingDeletedContent)
+    }
+
+    /// The bytes of the snapshot encoding without history that are not visible content: the ids, origins and
+    /// tombstones that keep the state mergeable.
+    public var stateMetadataByteCount: Int {
+        var writer = BinaryWriter()
+        writeContent(to: &writer, deleted: false)
+        return encodedSnapshot(includingHistory: false).count - writer.bytes.count
+    }
+
+    private func encoded(flags: SequenceCore.EncodingFlags, includingDeletedContent: Bool) -> [UInt8] {
+        var writer = BinaryWriter()
+        var flags = flags
+        if includingDeletedContent { flags.insert(.deletedContent) }
         core.encodeStructure(to: &writer, flags: flags)
         writeContent(to: &writer, deleted: false)
         if includingDeletedContent { writeContent(to: &writer, deleted: true) }

@@ -11,7 +11,7 @@ extension FugueList {
         if needsSnapshot { result += snapshotOperations() }
         for entry in core.log {
             if let version, isCovered(entry, by: version) { continue }
-            result.append(operation(for: entry))
+            result += operations(for: entry)
         }
         result += pending
         return result
@@ -34,13 +34,19 @@ extension FugueList {
         return (first...last).allSatisfy { version.contains(Dot(replica: replica, counter: $0)) }
     }
 
-    func operation(for entry: LogEntry) -> Operation {
+    /// The operations of a history entry. An insert whose elements partly lost their content (deleted, then
+    /// compacted or decoded without deleted content) splits, so that only those pieces travel as tombstones.
+    func operations(for entry: LogEntry) -> [Operation] {
         switch entry.kind {
         case .insert:
-            return .insert(
-                Insertion(
-                    id: core.dot(entry.id), count: entry.count, elements: content(of: entry.id, count: entry.count),
-                    originLeft: core.optionalDot(entry.target), rightParent: core.optionalDot(entry.rightParent)))
+            return contentPieces(of: entry.id, count: entry.count).map { piece in
+                let first = entry.id.advanced(by: piece.offset)
+                return .insert(
+                    Insertion(
+                        id: core.dot(first), count: piece.count, elements: piece.elements,
+                        originLeft: core.optionalDot(piece.offset == 0 ? entry.target : first.advanced(by: -1)),
+                        rightParent: piece.offset == 0 ? core.optionalDot(entry.rightParent) : nil))
+            }
         case .delete:
             // Targets are listed in the order of the deletion's counters: a receiver that has seen some of
             // them must know exactly which element each remaining counter deleted.
@@ -51,28 +57,40 @@ extension FugueList {
                     DotRange(replica: replica, first: entry.target.counter - UInt64($0), count: 1)
                 }
                 : [DotRange(replica: replica, first: entry.target.counter, count: UInt64(entry.count))]
-            return .delete(Deletion(id: core.dot(entry.id), targets: targets))
+            return [.delete(Deletion(id: core.dot(entry.id), targets: targets))]
         }
     }
 
-    /// The content of `count` elements from `first`, or nil if any of it was dropped.
-    func content(of first: ItemID, count: Int) -> [Element]? {
-        var result: [Element] = []
-        result.reserveCapacity(count)
-        while result.count < count {
-            let item = first.advanced(by: result.count)
-            guard core.tree.contains(item) else { return nil }
-            let cursor = core.tree.find(item)
-            let run = core.tree[cursor.leaf, cursor.run]
-            guard run.contentOffset >= 0 else { return nil }
-            let take = min(count - result.count, run.count - cursor.offset)
-            let start = Int(run.contentOffset) + cursor.offset
-            result.append(contentsOf: contents[start..<start + take])
+    /// The content of `count` elements from `first`, in pieces: runs of elements that have content, and runs
+    /// whose content was dropped (nil).
+    func contentPieces(of first: ItemID, count: Int) -> [(offset: Int, count: Int, elements: [Element]?)] {
+        var pieces: [(offset: Int, count: Int, elements: [Element]?)] = []
+        var done = 0
+        while done < count {
+            let item = first.advanced(by: done)
+            var take = 1
+            var elements: [Element]?
+            if core.tree.contains(item) {
+                let cursor = core.tree.find(item)
+                let run = core.tree[cursor.leaf, cursor.run]
+                take = min(count - done, run.count - cursor.offset)
+                if run.contentOffset >= 0 {
+                    let start = Int(run.contentOffset) + cursor.offset
+                    elements = Array(contents[start..<start + take])
+                }
+            }
+            if let last = pieces.last, (last.elements == nil) == (elements == nil) {
+                pieces[pieces.count - 1].count += take
+                if let elements { pieces[pieces.count - 1].elements! += elements }
+            } else {
+                pieces.append((done, take, elements))
+            }
+            done += take
         }
-        return result
+        return pieces
     }
 
-    /// Every run of the core.tree as an insertion (tombstones without content), in an order where each comes after
+    /// Every run of the tree as an insertion (tombstones without content), in an order where each comes after
     /// the elements it is anchored to.
     func snapshotOperations() -> [Operation] {
         var all: [Run] = []

@@ -17,6 +17,8 @@ extension SequenceCore {
         static let deletedContent = EncodingFlags(rawValue: 1)
         /// The tree is stored as snapshot runs; the history that follows is not replayed.
         static let snapshot = EncodingFlags(rawValue: 2)
+        /// A snapshot without its history: the decoded list treats its whole version as compacted.
+        static let historyOmitted = EncodingFlags(rawValue: 4)
     }
 
     /// The kinds of history entries, as coded.
@@ -176,7 +178,9 @@ extension SequenceCore {
         var encoder = RangeEncoder()
         var model = HistoryModel()
         if flags.contains(.snapshot) { encodeSnapshot(flags: flags, model: &model, encoder: &encoder) }
-        encodeHistory(codedEntries(snapshot: flags.contains(.snapshot)), model: &model, encoder: &encoder)
+        encodeHistory(
+            flags.contains(.historyOmitted) ? [] : codedEntries(snapshot: flags.contains(.snapshot)), model: &model,
+            encoder: &encoder)
         writer.writeBytes(encoder.finish())
     }
 
@@ -307,6 +311,14 @@ extension SequenceCore {
             replay: !flags.contains(.snapshot), model: &model, decoder: &decoder, virtualContent: &virtualContent,
             counterLimit: counterLimit)
         guard !decoder.overran else { throw SyncCRDTError.invalidEncoding("truncated history") }
+        guard flags.contains(.snapshot) || !flags.contains(.historyOmitted) else {
+            throw SyncCRDTError.invalidEncoding("a history encoding without its history")
+        }
+        if flags.contains(.historyOmitted) {
+            for (agent, ranges) in seenRanges.enumerated() where ranges.contiguous > 0 {
+                compactedVersion[replicas[agent]] = max(compactedVersion[replicas[agent]], ranges.contiguous)
+            }
+        }
         cursorCache.leaf = -1
         return (flags, seenRanges)
     }
