@@ -15,13 +15,15 @@ final class Database: Sendable {
     let queueLimit: Int
     let acquireTimeout: Duration
     private let admitted = Mutex(0)
-    private let inUseGauge = Gauge(label: "sync_db_connections_in_use")
-    private let waitingGauge = Gauge(label: "sync_db_operations_admitted")
+    private let inUseGauge: Gauge
+    private let waitingGauge: Gauge
 
-    init(client: PostgresClient, queueLimit: Int, acquireTimeout: Duration) {
+    init(client: PostgresClient, queueLimit: Int, acquireTimeout: Duration, metrics: ServerMetrics) {
         self.client = client
         self.queueLimit = queueLimit
         self.acquireTimeout = acquireTimeout
+        self.inUseGauge = metrics.connectionsInUse
+        self.waitingGauge = metrics.operationsAdmitted
     }
 
     /// The configuration of a pool for `url`.

@@ -4,11 +4,15 @@ import Logging
 import SyncProtocol
 
 /// Turns every error into the protocol's JSON error body (`{"error": {"code", "message"}}`) with its
-/// status, adds the request id to every response, and logs failures without payloads or tokens.
+/// status, adds the request id to every response, logs failures without payloads or tokens, and records
+/// each request's count and latency by route template and status.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: ServerMetrics
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
+        let started = ContinuousClock.now
         var response: Response
         do {
             response = try await next(request, context)
@@ -26,6 +30,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             response = Self.response(for: failure)
         }
         response.headers[.init("X-Request-Id")!] = context.id
+        let elapsed = ContinuousClock.now - started
+        metrics.recordRequest(
+            route: context.endpointPath ?? "NotFound", method: request.method.rawValue, status: response.status.code,
+            nanoseconds: elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
         return response
     }
 

@@ -16,12 +16,13 @@ final class LongPollHub: Service, Sendable {
     private let state = Mutex(LongPollState<CheckedContinuation<Void, Never>>())
     private let client: PostgresClient
     private let logger: Logger
-    private let activeGauge = Gauge(label: "sync_longpolls_active")
+    private let activeGauge: Gauge
     private let active = Mutex(0)
 
-    init(client: PostgresClient, logger: Logger) {
+    init(client: PostgresClient, logger: Logger, metrics: ServerMetrics) {
         self.client = client
         self.logger = logger
+        self.activeGauge = metrics.longPolls
     }
 
     /// Registers interest in `scopes`; nil when shutting down.

@@ -1,22 +1,70 @@
 import Metrics
 import SyncProtocol
+import Synchronization
 
-/// The sync-specific metrics of `/metrics` (request counts and latencies by route and status come from
-/// Hummingbird's `MetricsMiddleware`; pool and long-poll gauges from `Database` and `LongPollHub`).
-struct ServerMetrics: Sendable {
-    private let accepted = Counter(label: "sync_events_total", dimensions: [("status", "accepted")])
-    private let duplicate = Counter(label: "sync_events_total", dimensions: [("status", "duplicate")])
-    private let rejected = Counter(label: "sync_events_total", dimensions: [("status", "rejected")])
-    private let batchSize = Recorder(label: "sync_push_batch_size", aggregate: true)
-    private let pulled = Counter(label: "sync_events_pulled_total")
-    private let requestRaw = Counter(
-        label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "raw")])
-    private let requestWire = Counter(
-        label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "wire")])
-    private let responseRaw = Counter(
-        label: "sync_body_bytes_total", dimensions: [("direction", "out"), ("form", "raw")])
-    private let responseWire = Counter(
-        label: "sync_body_bytes_total", dimensions: [("direction", "out"), ("form", "wire")])
+/// Every metric of `/metrics`, made from one injected `MetricsFactory` (so a process — or a test run — can
+/// hold several servers, and no global bootstrap is needed).
+final class ServerMetrics: Sendable {
+    let factory: any MetricsFactory
+    private let accepted: Counter
+    private let duplicate: Counter
+    private let rejected: Counter
+    private let batchSize: Recorder
+    private let pulled: Counter
+    private let requestRaw: Counter
+    private let requestWire: Counter
+    private let responseRaw: Counter
+    private let responseWire: Counter
+    /// Connections leased from the pool right now.
+    let connectionsInUse: Gauge
+    /// Database operations admitted (waiting for or holding a connection).
+    let operationsAdmitted: Gauge
+    /// Long-polls waiting right now.
+    let longPolls: Gauge
+    private let routes = Mutex([RouteKey: (Counter, Timer)]())
+
+    struct RouteKey: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+        accepted = Counter(label: "sync_events_total", dimensions: [("status", "accepted")], factory: factory)
+        duplicate = Counter(label: "sync_events_total", dimensions: [("status", "duplicate")], factory: factory)
+        rejected = Counter(label: "sync_events_total", dimensions: [("status", "rejected")], factory: factory)
+        batchSize = Recorder(label: "sync_push_batch_size", dimensions: [], aggregate: true, factory: factory)
+        pulled = Counter(label: "sync_events_pulled_total", factory: factory)
+        requestRaw = Counter(
+            label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "raw")], factory: factory)
+        requestWire = Counter(
+            label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "wire")], factory: factory)
+        responseRaw = Counter(
+            label: "sync_body_bytes_total", dimensions: [("direction", "out"), ("form", "raw")], factory: factory)
+        responseWire = Counter(
+            label: "sync_body_bytes_total", dimensions: [("direction", "out"), ("form", "wire")], factory: factory)
+        connectionsInUse = Gauge(label: "sync_db_connections_in_use", factory: factory)
+        operationsAdmitted = Gauge(label: "sync_db_operations_admitted", factory: factory)
+        longPolls = Gauge(label: "sync_longpolls_active", factory: factory)
+    }
+
+    /// One answered request, by route template (`/v1/pull`, not the query), method and status.
+    func recordRequest(route: String, method: String, status: Int, nanoseconds: Int64) {
+        let key = RouteKey(route: route, method: method, status: status)
+        let (counter, timer) = routes.withLock { routes in
+            if let metrics = routes[key] { return metrics }
+            let dimensions = [("route", route), ("method", method), ("status", String(status))]
+            let metrics = (
+                Counter(label: "sync_http_requests_total", dimensions: dimensions, factory: factory),
+                Timer(label: "sync_http_request_duration_seconds", dimensions: dimensions, factory: factory)
+            )
+            routes[key] = metrics
+            return metrics
+        }
+        counter.increment()
+        timer.recordNanoseconds(nanoseconds)
+    }
 
     func recordPush(_ results: [PushResult]) {
         batchSize.record(results.count)

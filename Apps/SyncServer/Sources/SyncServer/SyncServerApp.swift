@@ -11,7 +11,7 @@ import SyncProtocol
 public struct SyncServerApp: Sendable {
     public var configuration: ServerConfiguration
     public var logger: Logger
-    /// Where `/metrics` reads from; bootstrap `MetricsSystem` with a factory over the same registry.
+    /// Where the server's metrics are kept and `/metrics` reads them from.
     public var registry: PrometheusCollectorRegistry
     /// The domain rules enforced in the push transaction (default: the note quota).
     public var rules: [any EventRule]
@@ -43,10 +43,11 @@ public struct SyncServerApp: Sendable {
             // One more connection than the pool size for the LISTEN connection of the hub.
             configuration: Database.clientConfiguration(url, poolSize: configuration.databasePoolSize + 1),
             backgroundLogger: databaseLogger)
+        let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let database = Database(
-            client: client, queueLimit: configuration.databaseQueueLimit, acquireTimeout: acquireTimeout)
-        let hub = LongPollHub(client: client, logger: logger)
-        let metrics = ServerMetrics()
+            client: client, queueLimit: configuration.databaseQueueLimit, acquireTimeout: acquireTimeout,
+            metrics: metrics)
+        let hub = LongPollHub(client: client, logger: logger, metrics: metrics)
         let readiness = Readiness(database: database)
         let codec = WireCodec(limits: configuration.limits)
         let api = SyncAPI(
@@ -60,8 +61,7 @@ public struct SyncServerApp: Sendable {
             readiness: readiness)
 
         let router = Router()
-        router.add(middleware: MetricsMiddleware())
-        router.add(middleware: ErrorMiddleware())
+        router.add(middleware: ErrorMiddleware(metrics: metrics))
         api.register(on: router)
 
         let migrator = Migrator(migrations: [Migration.core] + rules.flatMap(\.migrations))

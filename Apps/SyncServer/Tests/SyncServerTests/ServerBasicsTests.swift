@@ -54,13 +54,16 @@ import Testing
         try await TestServer.run { server in
             _ = try await server.push([Fixtures.event(scope: "m1")], scopes: ["m1"])
             _ = try await server.pull(PullRequest(), scopes: ["m1"])
+            _ = try await server.send(.get, "/nowhere")
             let response = try await server.send(.get, "/metrics")
             #expect(response.status == .ok)
             let text = String(buffer: response.body)
             for name in [
-                "sync_events_total{status=\"accepted\"}", "http_route=\"/v1/push\"", "sync_push_batch_size",
-                "sync_body_bytes_total", "sync_db_connections_in_use", "sync_longpolls_active",
-                "sync_events_pulled_total", "http_server_request_duration",
+                "sync_events_total{status=\"accepted\"}", "sync_push_batch_size", "sync_body_bytes_total",
+                "sync_db_connections_in_use", "sync_longpolls_active", "sync_events_pulled_total",
+                "sync_http_requests_total{route=\"/v1/push\",method=\"POST\",status=\"200\"}",
+                "sync_http_request_duration_seconds_bucket{route=\"/v1/pull\",method=\"GET\",status=\"200\"",
+                "sync_http_requests_total{route=\"NotFound\",method=\"GET\",status=\"404\"}",
             ] {
                 #expect(text.contains(name), "\(name) missing from /metrics")
             }

@@ -26,9 +26,10 @@ extension TestServer {
         let client = PostgresClient(
             configuration: Database.clientConfiguration(try DatabaseURL("postgres://x@127.0.0.1:1/x"), poolSize: 1),
             backgroundLogger: TestDatabase.logger)
-        let database = Database(client: client, queueLimit: 1, acquireTimeout: .seconds(1))
-        let hub = LongPollHub(client: client, logger: TestDatabase.logger)
-        let metrics = ServerMetrics()
+        let registry = PrometheusCollectorRegistry()
+        let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        let database = Database(client: client, queueLimit: 1, acquireTimeout: .seconds(1), metrics: metrics)
+        let hub = LongPollHub(client: client, logger: TestDatabase.logger, metrics: metrics)
         return SyncAPI(
             tokens: await TokenVerifier(secret: secret), limiter: RequestLimiter(limit: 1),
             push: PushService(

@@ -3,7 +3,6 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
-import Metrics
 import NIOCore
 import Prometheus
 import SyncCompression
@@ -16,13 +15,6 @@ import Testing
 /// A running sync server on a fresh database, and helpers to talk protocol v1 to it.
 struct TestServer: Sendable {
     static let secret = "test-secret-0123456789abcdef-0123456789abcdef"
-
-    /// One registry for the whole test process: `MetricsSystem` can be bootstrapped only once.
-    static let registry: PrometheusCollectorRegistry = {
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        return registry
-    }()
 
     let client: any TestClientProtocol
     let database: TestDatabase
@@ -46,7 +38,8 @@ struct TestServer: Sendable {
             configure(&configuration)
             var logger = Logger(label: "sync-server-test")
             logger.logLevel = .warning
-            var server = SyncServerApp(configuration: configuration, logger: logger, registry: registry)
+            var server = SyncServerApp(
+                configuration: configuration, logger: logger, registry: PrometheusCollectorRegistry())
             server.acquireTimeout = .seconds(2)
             let app = try await server.makeApplication()
             let tokens = await TokenVerifier(secret: secret)
