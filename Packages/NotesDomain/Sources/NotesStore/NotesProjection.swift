@@ -44,11 +44,12 @@ public struct NotesProjection: Projection {
     }
 
     public func apply(_ events: [StoredEvent], in db: Database) throws {
-        var touched: [String: (scope: String, state: NoteState)] = [:]
-        var order: [String] = []
         let ids = Set(
             events.compactMap { $0.event.type.hasPrefix(NoteEventType.prefix) ? NoteID($0.event.stream) : nil })
         guard !ids.isEmpty else { return }
+        var states: [String: NoteState] = [:]
+        var scopes: [String: String] = [:]
+        states.reserveCapacity(ids.count)
         let decoder = JSONDecoder()
         let list = ids.map(\.description)
         for chunk in stride(from: 0, to: list.count, by: 500) {
@@ -59,7 +60,8 @@ public struct NotesProjection: Projection {
                 arguments: StatementArguments(slice))
             for row in rows {
                 let data: Data = row["state"]
-                touched[row["id"]] = (row["scope"], try decoder.decode(NoteState.self, from: data))
+                states[row["id"]] = try decoder.decode(NoteState.self, from: data)
+                scopes[row["id"]] = row["scope"]
             }
         }
         for stored in events {
@@ -67,11 +69,9 @@ public struct NotesProjection: Projection {
             guard event.type.hasPrefix(NoteEventType.prefix), let id = NoteID(event.stream)?.description else {
                 continue
             }
-            if touched[id] == nil {
-                touched[id] = (event.scope.name, NoteState())
-            }
-            if !order.contains(id) { order.append(id) }
-            touched[id]!.state.apply(type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
+            if scopes[id] == nil { scopes[id] = event.scope.name }
+            states[id, default: NoteState()].apply(
+                type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
         }
         let encoder = CanonicalJSON.encoder()
         let statement = try db.cachedStatement(
@@ -81,13 +81,14 @@ public struct NotesProjection: Projection {
                     pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
                     deleted = excluded.deleted, created = excluded.created, state = excluded.state
                 """)
-        for id in order {
-            let (scope, state) = touched[id]!
+        for id in states.keys.sorted() {
+            let state = states[id]!
             let view = state.view
             try statement.execute(arguments: [
-                id, scope, view.title, view.body, String(decoding: try encoder.encode(view.tags), as: UTF8.self),
-                view.pinned, view.viewCount, String(decoding: try encoder.encode(view.checklist), as: UTF8.self),
-                view.deleted, state.created, try encoder.encode(state),
+                id, scopes[id] ?? "", view.title, view.body,
+                String(decoding: try encoder.encode(view.tags), as: UTF8.self), view.pinned, view.viewCount,
+                String(decoding: try encoder.encode(view.checklist), as: UTF8.self), view.deleted, state.created,
+                try encoder.encode(state),
             ])
         }
     }
