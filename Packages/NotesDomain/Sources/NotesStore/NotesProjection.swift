@@ -44,53 +44,23 @@ public struct NotesProjection: Projection {
     }
 
     public func apply(_ events: [StoredEvent], in db: Database) throws {
-        let ids = Set(
-            events.compactMap { $0.event.type.hasPrefix(NoteEventType.prefix) ? NoteID($0.event.stream) : nil })
-        guard !ids.isEmpty else { return }
-        var states: [String: NoteState] = [:]
-        var scopes: [String: String] = [:]
-        states.reserveCapacity(ids.count)
-        let decoder = JSONDecoder()
-        let list = ids.map(\.description)
-        for chunk in stride(from: 0, to: list.count, by: 500) {
-            let slice = Array(list[chunk..<min(chunk + 500, list.count)])
-            let rows = try Row.fetchAll(
-                db,
-                sql: "SELECT id, scope, state FROM notes WHERE id IN (\(databaseQuestionMarks(count: slice.count)))",
-                arguments: StatementArguments(slice))
-            for row in rows {
-                let data: Data = row["state"]
-                states[row["id"]] = try decoder.decode(NoteState.self, from: data)
-                scopes[row["id"]] = row["scope"]
-            }
+        var notes = NotesWorkingSet()
+        try notes.load(for: events, from: db)
+        notes.apply(events)
+        try notes.save(to: db)
+    }
+
+    /// Keeps every touched note's state in memory for the whole replay and saves each note once at the end,
+    /// so a rebuild costs one load and one save per note instead of one per note per batch.
+    public func applyStream(
+        _ batches: (_ consume: ([StoredEvent]) throws -> Void) throws -> Void, in db: Database
+    ) throws {
+        var notes = NotesWorkingSet()
+        try batches { events in
+            try notes.load(for: events, from: db)
+            notes.apply(events)
         }
-        for stored in events {
-            let event = stored.event
-            guard event.type.hasPrefix(NoteEventType.prefix), let id = NoteID(event.stream)?.description else {
-                continue
-            }
-            if scopes[id] == nil { scopes[id] = event.scope.name }
-            states[id, default: NoteState()].apply(
-                type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
-        }
-        let encoder = CanonicalJSON.encoder()
-        let statement = try db.cachedStatement(
-            sql: """
-                INSERT INTO notes (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
-                    pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
-                    deleted = excluded.deleted, created = excluded.created, state = excluded.state
-                """)
-        for id in states.keys.sorted() {
-            let state = states[id]!
-            let view = state.view
-            try statement.execute(arguments: [
-                id, scopes[id] ?? "", view.title, view.body,
-                String(decoding: try encoder.encode(view.tags), as: UTF8.self), view.pinned, view.viewCount,
-                String(decoding: try encoder.encode(view.checklist), as: UTF8.self), view.deleted, state.created,
-                try encoder.encode(state),
-            ])
-        }
+        try notes.save(to: db)
     }
 
     public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
@@ -145,5 +115,67 @@ public struct NotesProjection: Projection {
             db, sql: "SELECT count(*) FROM notes WHERE scope = ? AND created = 1 AND deleted = 0",
             arguments: [scope.name]
         ) ?? 0
+    }
+}
+
+/// The notes a batch of events touches, loaded once and saved once.
+struct NotesWorkingSet {
+    var states: [String: NoteState] = [:]
+    var scopes: [String: String] = [:]
+
+    /// Loads the stored state of the notes `events` touch that are not loaded yet.
+    mutating func load(for events: [StoredEvent], from db: Database) throws {
+        var missing = Set<String>()
+        for stored in events where stored.event.type.hasPrefix(NoteEventType.prefix) {
+            if let id = NoteID(stored.event.stream)?.description, scopes[id] == nil { missing.insert(id) }
+        }
+        guard !missing.isEmpty else { return }
+        let decoder = JSONDecoder()
+        let list = Array(missing)
+        for chunk in stride(from: 0, to: list.count, by: 500) {
+            let slice = Array(list[chunk..<min(chunk + 500, list.count)])
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT id, scope, state FROM notes WHERE id IN (\(databaseQuestionMarks(count: slice.count)))",
+                arguments: StatementArguments(slice))
+            for row in rows {
+                let data: Data = row["state"]
+                states[row["id"]] = try decoder.decode(NoteState.self, from: data)
+                scopes[row["id"]] = row["scope"]
+            }
+        }
+    }
+
+    mutating func apply(_ events: [StoredEvent]) {
+        for stored in events {
+            let event = stored.event
+            guard event.type.hasPrefix(NoteEventType.prefix), let id = NoteID(event.stream)?.description else {
+                continue
+            }
+            if scopes[id] == nil { scopes[id] = event.scope.name }
+            states[id, default: NoteState()].apply(
+                type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
+        }
+    }
+
+    func save(to db: Database) throws {
+        let encoder = CanonicalJSON.encoder()
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO notes (\(NotesProjection.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
+                    pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
+                    deleted = excluded.deleted, created = excluded.created, state = excluded.state
+                """)
+        for id in states.keys.sorted() {
+            let state = states[id]!
+            let view = state.view
+            try statement.execute(arguments: [
+                id, scopes[id] ?? "", view.title, view.body,
+                String(decoding: try encoder.encode(view.tags), as: UTF8.self), view.pinned, view.viewCount,
+                String(decoding: try encoder.encode(view.checklist), as: UTF8.self), view.deleted, state.created,
+                try encoder.encode(state),
+            ])
+        }
     }
 }

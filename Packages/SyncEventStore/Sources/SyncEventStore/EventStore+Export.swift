@@ -114,12 +114,10 @@ extension EventStore {
         try await database.writer.write { db in
             for projection in self.projections {
                 try projection.restoreSnapshot(streams: nil, in: db)
-                try self.forEachBatch(
-                    db,
-                    sql:
-                        "SELECT \(StoredEvent.columns) FROM events WHERE \(filter) ORDER BY \(Self.canonicalOrder)",
-                    arguments: arguments
-                ) { try projection.apply($0, in: db) }
+                try self.stream(
+                    projection, db,
+                    sql: "SELECT \(StoredEvent.columns) FROM events WHERE \(filter) ORDER BY \(Self.canonicalOrder)",
+                    arguments: arguments)
             }
         }
         publish(.rebuilt, [])

@@ -37,23 +37,20 @@ extension EventStore {
 
     /// Applies every non-rejected event after `position`, in log order.
     func catchUp(_ projection: any Projection, from position: Int64, _ db: Database) throws {
-        try forEachBatch(
-            db,
+        try stream(
+            projection, db,
             sql:
                 "SELECT \(StoredEvent.columns) FROM events WHERE position > ? AND status != 'rejected' ORDER BY position",
-            arguments: [position]
-        ) { try projection.apply($0, in: db) }
+            arguments: [position])
     }
 
     /// Rebuilds a projection inside the current transaction: back to its snapshot, then every non-rejected
     /// event of the log in canonical order, in batches.
     func rebuild(_ projection: any Projection, _ db: Database) throws {
         try projection.restoreSnapshot(streams: nil, in: db)
-        try forEachBatch(
-            db,
-            sql:
-                "SELECT \(StoredEvent.columns) FROM events WHERE status != 'rejected' ORDER BY \(Self.canonicalOrder)"
-        ) { try projection.apply($0, in: db) }
+        try stream(
+            projection, db,
+            sql: "SELECT \(StoredEvent.columns) FROM events WHERE status != 'rejected' ORDER BY \(Self.canonicalOrder)")
         try Self.setCheckpoint(projection, position: Self.lastPosition(db), db)
     }
 
@@ -67,14 +64,12 @@ extension EventStore {
             for chunk in stride(from: 0, to: list.count, by: 500) {
                 let slice = Array(list[chunk..<min(chunk + 500, list.count)])
                 let marks = databaseQuestionMarks(count: slice.count)
-                try forEachBatch(
-                    db,
+                try stream(
+                    projection, db,
                     sql: """
                         SELECT \(StoredEvent.columns) FROM events
                         WHERE stream IN (\(marks)) AND status != 'rejected' ORDER BY \(Self.canonicalOrder)
-                        """,
-                    arguments: StatementArguments(slice)
-                ) { try projection.apply($0, in: db) }
+                        """, arguments: StatementArguments(slice))
             }
         }
     }
@@ -103,6 +98,12 @@ extension EventStore {
         let elapsed = ContinuousClock.now - start
         publish(.rebuilt, [])
         return elapsed
+    }
+
+    /// Feeds the events a query returns to a projection as one replay (`Projection.applyStream`).
+    func stream(_ projection: any Projection, _ db: Database, sql: String, arguments: StatementArguments = []) throws {
+        try projection.applyStream(
+            { consume in try forEachBatch(db, sql: sql, arguments: arguments, consume) }, in: db)
     }
 
     func forEachBatch(

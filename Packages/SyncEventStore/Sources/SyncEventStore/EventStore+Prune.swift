@@ -45,11 +45,10 @@ extension EventStore {
             guard count > 0 else { return 0 }
             for projection in self.projections {
                 try projection.restoreSnapshot(streams: nil, in: db)
-                try self.forEachBatch(
-                    db,
+                try self.stream(
+                    projection, db,
                     sql: "SELECT \(StoredEvent.columns) FROM events WHERE \(foldable) ORDER BY \(Self.canonicalOrder)",
-                    arguments: filterArguments
-                ) { try projection.apply($0, in: db) }
+                    arguments: filterArguments)
                 try projection.saveSnapshot(in: db)
             }
             try db.execute(sql: "DELETE FROM events WHERE \(foldable)", arguments: filterArguments)

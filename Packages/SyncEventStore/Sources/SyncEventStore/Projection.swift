@@ -21,9 +21,22 @@ public protocol Projection: Sendable {
     func registerMigrations(into migrations: inout SchemaMigrations)
     /// Applies events, in the order given (canonical order during rebuilds, arrival order otherwise).
     func apply(_ events: [StoredEvent], in db: Database) throws
+    /// Applies a long replay (rebuild, catch-up, time travel) that arrives in batches: `batches` calls its
+    /// argument once per batch, in order. The default applies each batch with `apply`; a projection whose
+    /// per-batch cost is loading and saving state overrides it to keep state in memory across the batches
+    /// and save once at the end.
+    func applyStream(_ batches: (_ consume: ([StoredEvent]) throws -> Void) throws -> Void, in db: Database) throws
     /// Replaces the state of `streams` (all streams when nil) with their snapshot state, or removes it when
     /// no snapshot holds them.
     func restoreSnapshot(streams: Set<String>?, in db: Database) throws
     /// Saves the whole current state as the snapshot (replacing the previous one).
     func saveSnapshot(in db: Database) throws
+}
+
+extension Projection {
+    public func applyStream(
+        _ batches: (_ consume: ([StoredEvent]) throws -> Void) throws -> Void, in db: Database
+    ) throws {
+        try batches { try apply($0, in: db) }
+    }
 }
