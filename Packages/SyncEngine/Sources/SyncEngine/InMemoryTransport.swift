@@ -16,6 +16,9 @@ public final class InMemoryTransport: SyncTransport {
         case duplicate
         /// The answer arrives after a delay.
         case delay(Duration)
+        /// The request is held back (the client sees it lost) and reaches the server later, just before the
+        /// next request: a delayed retransmission arriving after newer traffic.
+        case reorder
         /// HTTP 500.
         case serverError
         /// HTTP 429 with `Retry-After`.
@@ -27,6 +30,7 @@ public final class InMemoryTransport: SyncTransport {
     public let server: InMemorySyncServer
     private let faults: Mutex<[Fault]>
     private let delivered = Mutex(0)
+    private let heldBack = Mutex<[SyncRequest]>([])
 
     /// - Parameter faults: applied to the next requests, one per request, in order.
     public init(server: InMemorySyncServer, faults: [Fault] = []) {
@@ -44,7 +48,16 @@ public final class InMemoryTransport: SyncTransport {
 
     public func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
         let fault = faults.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        for late in heldBack.withLock({ held in
+            defer { held.removeAll() }; return held
+        }) {
+            delivered.withLock { $0 += 1 }
+            _ = try? await server.handle(late)
+        }
         switch fault {
+        case .reorder?:
+            heldBack.withLock { $0.append(request) }
+            throw .retryable(reason: "network: request delayed", retryAfter: nil)
         case .dropRequest?:
             throw .retryable(reason: "network: request lost", retryAfter: nil)
         case .serverError?:

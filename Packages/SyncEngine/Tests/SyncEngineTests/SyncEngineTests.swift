@@ -62,6 +62,22 @@ import Testing
         #expect(local.map(\.event.seq) == [2] && local[0].status == .confirmed)
     }
 
+    @Test func aDelayedRequestArrivingAfterANewerOneChangesNothing() async throws {
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        let a = try Self.replica(directory, "a", server: server)
+        let first = try await a.store.append([title("note:1", "old")])
+        a.transport.inject([.reorder])
+        await #expect(throws: SyncFailure.self) { try await a.engine.syncNow() }
+        #expect(await server.events(in: "team-1").isEmpty, "held back")
+        try await a.store.append([title("note:1", "new")])
+        try await a.engine.syncNow()  // the late request lands first, then the retry as a duplicate
+        let stored = await server.events(in: "team-1")
+        #expect(stored.count == 2 && stored[0].id == first[0].event.id)
+        #expect(try await TitleProjection.dump(a.store) == ["note:1=new"])
+        #expect(try await a.store.pendingEvents().isEmpty)
+    }
+
     @Test func serverErrorsAndRateLimitsAreRetryable() async throws {
         let directory = try TemporaryDirectory()
         let a = try Self.replica(directory, "a", server: InMemorySyncServer())
@@ -137,7 +153,7 @@ import Testing
         let replicas = try (0..<3).map { try Self.replica(directory, "r\($0)", server: server) }
         let faults: [InMemoryTransport.Fault] = [
             .dropRequest, .dropResponse, .duplicate, .serverError, .rateLimited(retryAfter: .seconds(1)),
-            .tokenExpired, .delay(.milliseconds(1)),
+            .tokenExpired, .delay(.milliseconds(1)), .reorder,
         ]
         var made = 0
         for _ in 0..<30 {
