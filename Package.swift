@@ -119,6 +119,7 @@ let package = Package(
             dependencies: [
                 .product(name: "SyncModels", package: "SyncModels"),
                 .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "NotesDomain", package: "NotesDomain"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),

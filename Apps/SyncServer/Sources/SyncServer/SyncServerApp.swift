@@ -13,7 +13,7 @@ public struct SyncServerApp: Sendable {
     public var logger: Logger
     /// Where the server's metrics are kept and `/metrics` reads them from.
     public var registry: PrometheusCollectorRegistry
-    /// The domain rules enforced in the push transaction (default: the note quota).
+    /// The domain rules enforced in the push transaction (default: the note payload rules, then the quota).
     public var rules: [any EventRule]
 
     public init(
@@ -23,7 +23,7 @@ public struct SyncServerApp: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.registry = registry
-        self.rules = rules ?? [NoteQuotaRule(quota: configuration.noteQuota)]
+        self.rules = rules ?? [NotePayloadRule(), NoteQuotaRule(quota: configuration.noteQuota)]
     }
 
     /// How long a database operation waits for a connection before answering 503.
