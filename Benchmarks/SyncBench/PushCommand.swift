@@ -114,7 +114,7 @@ struct PushCommand: AsyncParsableCommand {
         let replica = ReplicaID.random()
         var ids = EventIDGenerator()
         let codec = WireCodec()
-        let filler = String(repeating: "x", count: max(0, payloadBytes - 60))
+        let filler = String(repeating: "x", count: max(0, payloadBytes - 75))
         var bodies: [Body] = []
         var made = 0
         var counter: UInt64 = 0
@@ -133,7 +133,7 @@ struct PushCommand: AsyncParsableCommand {
                         streamVersion: 1, type: "note.titleSet",
                         hlc: HLCTimestamp(physical: id.milliseconds, counter: 0, node: replica.high),
                         dot: Dot(replica: replica, counter: counter),
-                        payload: .object(["title": .string(filler), "n": .int(Int64(made))])))
+                        payload: .object(["title": .string("bench"), "text": .string(filler), "n": .int(Int64(made))])))
                 made += 1
             }
             let json = try codec.encode(PushRequest(replica: replica, events: batchEvents))

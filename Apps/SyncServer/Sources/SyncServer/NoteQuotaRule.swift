@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NotesDomain
 import PostgresNIO
 import SyncModels
 import SyncProtocol
@@ -60,9 +61,8 @@ public struct NoteQuotaRule: EventRule {
             if event.type == created {
                 if state.live.contains(key) { continue }
                 guard count < Int64(quota) else {
-                    rejections[position] = EventRejection(
-                        .validationFailed,
-                        "scope \(event.scope) already has \(count) live notes; the quota is \(quota)")
+                    // The message clients of the reference domain show their users.
+                    rejections[position] = EventRejection(.validationFailed, NoteRules.quotaMessage(quota: quota))
                     continue
                 }
                 state.live.insert(key)

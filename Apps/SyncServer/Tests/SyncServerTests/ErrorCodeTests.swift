@@ -221,7 +221,7 @@ import Testing
     }
 
     @Test func databaseDownAnswers503() async throws {
-        try await TestServer.run { server in
+        try await TestServer.run(acquireTimeout: .seconds(2)) { server in
             let headers = try await server.bearer(["d"])
             #expect(try await server.send(.get, "/v1/pull", headers: headers).status == .ok)
             let name = server.database.name

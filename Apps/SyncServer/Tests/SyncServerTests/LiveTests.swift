@@ -199,7 +199,7 @@ import Testing
         try await Self.withLiveClient(scopes: ["z"]) { client, _ in
             let events = (0..<50).map { _ in
                 Fixtures.event(
-                    scope: "z", payload: .object(["text": .string(String(repeating: "lorem ipsum ", count: 20))]))
+                    scope: "z", payload: .object(["title": .string(String(repeating: "lorem ipsum ", count: 16))]))
             }
             let results = try await client.push(events, gzip: true)
             #expect(results.allSatisfy { $0.status == .accepted })

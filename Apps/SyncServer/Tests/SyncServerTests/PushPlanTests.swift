@@ -1,3 +1,4 @@
+import NotesDomain
 import SyncModels
 import SyncProtocol
 import Testing
@@ -85,7 +86,7 @@ import Testing
             events, from: .init(live: [], counts: [:]), quota: 2)
         #expect(rejections.keys.sorted() == [2])
         #expect(rejections[2]?.code == .validationFailed)
-        #expect(rejections[2]?.message.contains("quota is 2") == true)
+        #expect(rejections[2]?.message == NoteRules.quotaMessage(quota: 2))
         #expect(state.counts["a"] == 2)
         #expect(state.live.count == 2)
     }

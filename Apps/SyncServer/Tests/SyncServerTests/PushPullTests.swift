@@ -1,4 +1,5 @@
 import Foundation
+import NotesDomain
 import SyncModels
 import SyncProtocol
 import Testing
@@ -130,8 +131,9 @@ import Testing
             #expect(results[0].currentVersion == 2)
             #expect(results[1] == .accepted(next.id, seq: 3))
             // CRDT operations (note.*) never conflict, whatever their versions.
-            let a = Fixtures.event(scope: "o", stream: "note:x", version: 1, type: "note.titleSet")
-            let b = Fixtures.event(scope: "o", stream: "note:x", version: 1, type: "note.titleSet")
+            let note = Fixtures.noteStream()
+            let a = Fixtures.event(scope: "o", stream: note, version: 1, type: "note.titleSet")
+            let b = Fixtures.event(scope: "o", stream: note, version: 1, type: "note.titleSet")
             #expect(try await server.push([a, b], scopes: ["o"]).map(\.status) == [.accepted, .accepted])
         }
     }
@@ -147,7 +149,7 @@ import Testing
             let third = Fixtures.event(scope: "n", stream: Fixtures.noteStream(), type: "note.created")
             let refused = try await server.push([third], scopes: ["n"])
             #expect(refused[0].code == .validationFailed)
-            #expect(refused[0].message?.contains("quota is 2") == true)
+            #expect(refused[0].message == NoteRules.quotaMessage(quota: 2))
             // Other scopes have their own quota; deleting a note frees room.
             #expect(
                 try await server.push(

@@ -24,9 +24,12 @@ struct TestServer: Sendable {
     /// Starts a server on a new database, runs `test`, stops it and drops the database.
     /// - Parameters:
     ///   - live: serve real HTTP on a loopback port (`client.port`), instead of calling the router directly.
+    ///   - acquireTimeout: how long a request waits for a database connection before 503; generous by default
+    ///     so that a loaded machine (the whole repository's tests run at once) does not fail tests spuriously.
     ///   - configure: changes to the test configuration (pool of 4, the standard limits).
     static func run(
-        live: Bool = false, configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
+        live: Bool = false, acquireTimeout: Duration = .seconds(20),
+        configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
         _ test: @Sendable (TestServer) async throws -> Void
     ) async throws {
         try await TestDatabase.with { database in
@@ -40,7 +43,7 @@ struct TestServer: Sendable {
             logger.logLevel = .warning
             var server = SyncServerApp(
                 configuration: configuration, logger: logger, registry: PrometheusCollectorRegistry())
-            server.acquireTimeout = .seconds(2)
+            server.acquireTimeout = acquireTimeout
             let app = try await server.makeApplication()
             let tokens = await TokenVerifier(secret: secret)
             try await app.test(live ? .live : .router) { client in
