@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .executable(name: "sync-server", targets: ["sync-server"]),
         .executable(name: "sync-agent", targets: ["sync-agent"]),
+        .executable(name: "sync-bench", targets: ["SyncBench"]),
     ],
     dependencies: [
         .package(path: "Packages/SyncModels"),
@@ -18,6 +19,7 @@ let package = Package(
         .package(path: "Packages/SyncEventStore"),
         .package(path: "Packages/SyncEngine"),
         .package(path: "Packages/NotesDomain"),
+        .package(path: "Packages/SyncCRDT"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
         // sync-server (Apps/SyncServer) and the protocol package.
@@ -31,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", exact: "6.4.0"),
     ],
     targets: [
@@ -45,6 +48,16 @@ let package = Package(
             ],
             path: "Packages/SyncModels/Tests/SyncModelsTests",
             exclude: ["Fixtures"]
+        ),
+        .testTarget(
+            name: "SyncCRDTTests",
+            dependencies: [
+                .product(name: "SyncCRDT", package: "SyncCRDT"),
+                .product(name: "EditingTraces", package: "SyncCRDT"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            path: "Packages/SyncCRDT/Tests/SyncCRDTTests"
         ),
         .testTarget(
             name: "SyncStorageTests",
@@ -154,6 +167,30 @@ let package = Package(
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
             ],
             path: "Apps/SyncServer/Tests/SyncServerTests"
+        ),
+
+        // sync-bench (Benchmarks/SyncBench): the performance suite's command line.
+        .executableTarget(
+            name: "SyncBench",
+            dependencies: [
+                .product(name: "SyncCRDT", package: "SyncCRDT"),
+                .product(name: "EditingTraces", package: "SyncCRDT"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // rebuild
+                .product(name: "NotesDomain", package: "NotesDomain"),
+                .product(name: "NotesStore", package: "NotesDomain"),
+                .product(name: "SyncEventStore", package: "SyncEventStore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                // push, pg-baseline
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "SyncCompression", package: "SyncCompression"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/SyncBench"
         ),
     ],
     swiftLanguageModes: [.v6]

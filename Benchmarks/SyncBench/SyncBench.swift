@@ -7,5 +7,7 @@ struct SyncBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync-bench",
         abstract: "Benchmarks of the offline-sync stack: CRDT traces, projection rebuilds, sync throughput.",
-        subcommands: [RebuildCommand.self, PushCommand.self, PGBaselineCommand.self])
+        subcommands: [
+            TraceCommand.self, ConformanceCommand.self, RebuildCommand.self, PushCommand.self, PGBaselineCommand.self,
+        ])
 }
