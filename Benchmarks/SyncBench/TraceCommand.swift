@@ -38,6 +38,7 @@ struct TraceCommand: AsyncParsableCommand {
         var generate_ms: Double?
         var peak_rss_bytes: Int
         var rss_before_replay_bytes: Int
+        var document_bytes: Int
         var final_utf8_bytes: Int
         var encoded_bytes: Int
         var encoded_bytes_per_op: Double
@@ -127,7 +128,8 @@ struct TraceCommand: AsyncParsableCommand {
             trace: url.lastPathComponent, kind: concurrent ? "concurrent" : "sequential", ops: ops,
             element_ops: elementOps, runs: times.count, replay_ms_median: medianTime, replay_ms_min: times.min() ?? 0,
             ops_per_s: Double(ops) / (medianTime / 1000), generate_ms: generateMilliseconds, peak_rss_bytes: peak,
-            rss_before_replay_bytes: residentBefore, final_utf8_bytes: finalBytes, encoded_bytes: encoded.count,
+            rss_before_replay_bytes: residentBefore, document_bytes: text.memoryFootprint, final_utf8_bytes: finalBytes,
+            encoded_bytes: encoded.count,
             encoded_bytes_per_op: Double(encoded.count) / Double(ops),
             encoded_to_final_text: Double(encoded.count) / Double(max(1, finalBytes)),
             encoded_with_deleted_content_bytes: withDeleted, encode_ms: median(encodeTimes),
@@ -153,8 +155,9 @@ struct TraceCommand: AsyncParsableCommand {
                 result.ops_per_s))
         print(
             String(
-                format: "  peak memory %.1f MB (%.1f MB resident before the timed replays)", Double(peak) / megabyte,
-                Double(residentBefore) / megabyte))
+                format:
+                    "  memory: the document holds %.2f MB; process peak %.1f MB (%.1f MB resident before the timed replays, mostly the parsed trace)",
+                Double(result.document_bytes) / megabyte, Double(peak) / megabyte, Double(residentBefore) / megabyte))
         print(
             String(
                 format:

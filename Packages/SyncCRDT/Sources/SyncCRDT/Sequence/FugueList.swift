@@ -80,6 +80,13 @@ public struct FugueList<Element: Sendable & Hashable>: Sendable {
     /// counter seen from its replica); they are dropped, not applied.
     public var rejectedCount: Int { core.rejectedCount }
 
+    /// Approximate bytes this list holds in memory: its arrays' capacities times their strides (elements
+    /// stored inline; heap storage an element owns itself, such as a long `String`'s, is not counted).
+    public var memoryFootprint: Int {
+        core.memoryFootprint + contents.capacity * MemoryLayout<Element>.stride
+            + pending.capacity * MemoryLayout<Operation>.stride
+    }
+
     /// Entries in the history (runs of consecutive operations).
     public var historyCount: Int { core.log.count }
 }

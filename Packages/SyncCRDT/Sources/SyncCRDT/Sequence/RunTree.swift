@@ -43,6 +43,15 @@ struct RunTree: Sendable {
         _ = allocateLeaf()
     }
 
+    /// Bytes held by the tree's arrays (capacities times strides), the element index included.
+    var memoryFootprint: Int {
+        runs.capacity * MemoryLayout<Run>.stride
+            + (leafRunCount.capacity + leafParent.capacity + leafNext.capacity + children.capacity
+                + branchChildCount.capacity + branchParent.capacity + branchLevel.capacity) * 4
+            + (leafVisible.capacity + leafTotal.capacity + branchVisible.capacity + branchTotal.capacity) * 8
+            + leafOf.reduce(leafOf.capacity * 8) { $0 + $1.capacity * 4 }
+    }
+
     // MARK: Totals
 
     /// The number of visible elements.

@@ -81,6 +81,14 @@ struct SequenceCore: Sendable {
         return CausalContext(versionVector: vector, dots: dots)
     }
 
+    /// Bytes held by the arrays of this core (capacities times strides).
+    var memoryFootprint: Int {
+        tree.memoryFootprint + log.capacity * MemoryLayout<LogEntry>.stride
+            + seen.reduce(seen.capacity * MemoryLayout<DotRanges>.stride) {
+                $0 + $1.ranges.capacity * MemoryLayout<Range<UInt64>>.stride
+            } + replicas.capacity * MemoryLayout<ReplicaID>.stride
+    }
+
     /// The visible position of element `item`, or nil if it is deleted or not in the tree.
     func visiblePosition(of item: ItemID) -> Int? {
         guard tree.contains(item) else { return nil }
