@@ -48,12 +48,8 @@ struct SyncAPI: Sendable {
         return try await limiter.withSlot(for: identity.subject) {
             let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
             let pullRequest = try PullRequest(query: query, limits: codec.limits)
-            let replica = try query.last { $0.name == "replica" }.map { item throws(SyncProtocolError) in
-                do { return try ReplicaID(item.value) } catch {
-                    throw .invalid("replica must be 32 hexadecimal digits")
-                }
-            }
-            let page = try await pull.pull(pullRequest, identity: identity, replica: replica, logger: context.logger)
+            let page = try await pull.pull(
+                pullRequest, identity: identity, replica: pullRequest.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
             let bytes = EventJSONWriter.page(events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore)
             return try respond(Data(bytes), to: request)

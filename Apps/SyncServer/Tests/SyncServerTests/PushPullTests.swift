@@ -110,7 +110,7 @@ import Testing
             var cursor = ScopeCursor()
             cursor.advance("q", to: 1)
             let replica = ReplicaID(high: 7, low: 9)
-            let uri = TestServer.uri(PullRequest(cursor: cursor)) + "&replica=\(replica)"
+            let uri = TestServer.uri(PullRequest(cursor: cursor, replica: replica))
             let response = try await server.send(.get, uri, headers: try await server.bearer(["q"]))
             #expect(response.status == .ok)
             let progress = try await server.database.integers(

@@ -53,7 +53,8 @@ public enum OpenAPIDocument {
                   {"name": "cursor", "in": "query", "required": false, "description": "Opaque cursor from an earlier answer; absent or empty is the beginning.", "schema": {"type": "string"}},
                   {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names; default every scope in the token. A scope not in the token is 403 scope.forbidden.", "schema": {"type": "string"}},
                   {"name": "limit", "in": "query", "required": false, "description": "Events per page.", "schema": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}},
-                  {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}}
+                  {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}},
+                  {"name": "replica", "in": "query", "required": false, "description": "The pulling replica's id (an addition to PROTOCOL.md): the server records the cursor as what this replica has acknowledged, for compaction.", "schema": {"$ref": "#/components/schemas/ReplicaID"}}
                 ],
                 "responses": {
                   "200": {

@@ -9,12 +9,19 @@ public struct PullRequest: Hashable, Sendable {
     public var limit: Int?
     /// Seconds to long-poll when nothing is new (0 answers at once).
     public var wait: Int
+    /// The pulling replica (an addition to PROTOCOL.md): when given, the server records `cursor` as what
+    /// this replica has acknowledged, for compaction.
+    public var replica: ReplicaID?
 
-    public init(cursor: ScopeCursor = ScopeCursor(), scopes: [Scope]? = nil, limit: Int? = nil, wait: Int = 0) {
+    public init(
+        cursor: ScopeCursor = ScopeCursor(), scopes: [Scope]? = nil, limit: Int? = nil, wait: Int = 0,
+        replica: ReplicaID? = nil
+    ) {
         self.cursor = cursor
         self.scopes = scopes
         self.limit = limit
         self.wait = wait
+        self.replica = replica
     }
 
     /// The query items a client sends, in a stable order; empty values are left out.
@@ -25,13 +32,14 @@ public struct PullRequest: Hashable, Sendable {
         if let scopes { items.append(("scopes", scopes.map(\.name).joined(separator: ","))) }
         if let limit { items.append(("limit", String(limit))) }
         if wait > 0 { items.append(("wait", String(wait))) }
+        if let replica { items.append(("replica", replica.description)) }
         return items
     }
 
     /// Parses the query a server received.
     /// - Throws: `SyncProtocolError` `request.invalid` for a bad cursor, a bad scope name, a repeated scope,
     ///   or a `limit` or `wait` that is not an integer in range (`limit` 1...`maxPullLimit`, `wait`
-    ///   0...`maxWaitSeconds`).
+    ///   0...`maxWaitSeconds`), or a `replica` that is not 32 hexadecimal digits.
     public init(query: [(name: String, value: String)], limits: ProtocolLimits = .standard) throws(SyncProtocolError) {
         self.init()
         for (name, value) in query {
@@ -56,6 +64,9 @@ public struct PullRequest: Hashable, Sendable {
                     throw .invalid("wait must be an integer from 0 to \(limits.maxWaitSeconds)")
                 }
                 wait = number
+            case "replica":
+                guard let id = try? ReplicaID(value) else { throw .invalid("replica must be 32 hexadecimal digits") }
+                replica = id
             default:
                 continue
             }

@@ -7,7 +7,8 @@ import Testing
     @Test func parsesAndRendersItsQuery() throws {
         var cursor = ScopeCursor()
         cursor.advance("team-1", to: 42)
-        let request = PullRequest(cursor: cursor, scopes: ["team-1", "team-2"], limit: 100, wait: 5)
+        let request = PullRequest(
+            cursor: cursor, scopes: ["team-1", "team-2"], limit: 100, wait: 5, replica: ReplicaID(high: 1, low: 2))
         let parsed = try PullRequest(query: request.queryItems)
         #expect(parsed == request)
         #expect(try PullRequest(query: []) == PullRequest())
@@ -18,7 +19,7 @@ import Testing
         let bad: [[(name: String, value: String)]] = [
             [("cursor", "%%%")], [("cursor", "eyJ0ZWFtLTEiOi0xfQ")], [("limit", "0")], [("limit", "5001")],
             [("limit", "ten")], [("wait", "31")], [("wait", "-1")], [("scopes", "a,,b")], [("scopes", "a,a")],
-            [("scopes", "bad scope")],
+            [("scopes", "bad scope")], [("replica", "xyz")],
         ]
         for query in bad {
             #expect(throws: SyncProtocolError.self, "\(query)") { try PullRequest(query: query) }
