@@ -195,6 +195,36 @@ import Testing
         }
     }
 
+    /// A 1 GiB gzip bomb (64 concatenated members of 16 MiB of zeros, about 1 MiB on the wire) gets 413
+    /// without the process growing by anything like its decompressed size.
+    @Test func gzipBombGets413WithoutGrowingTheProcess() async throws {
+        let member = Gzip.compress(Data(count: 16 << 20), level: 9)
+        let bomb = Data((0..<64).map { _ in member }.joined())
+        #expect(bomb.count < 2 << 20)
+        try await Self.withLiveClient(scopes: ["b"]) { client, _ in
+            let before = Self.residentBytes()
+            var request = HTTPClientRequest(url: client.base + "/v1/push")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(client.token)")
+            request.headers.add(name: "Content-Encoding", value: "gzip")
+            request.body = .bytes(ByteBuffer(bytes: bomb))
+            let response = try await client.http.execute(request, timeout: .seconds(60))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            #expect(response.status.code == 413)
+            #expect(String(buffer: body).contains("request.tooLarge"))
+            let grown = Self.residentBytes() - before
+            #expect(grown < 256 << 20, "the process grew by \(grown >> 20) MiB")
+        }
+    }
+
+    /// The resident set size of this process (Linux), 0 where unknown.
+    static func residentBytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
     @Test func gzipBothWaysOverHTTP() async throws {
         try await Self.withLiveClient(scopes: ["z"]) { client, _ in
             let events = (0..<50).map { _ in
