@@ -28,8 +28,9 @@ struct PushPlan: Sendable {
     let events: [Event]
     private(set) var outcomes: [Outcome]
 
-    /// Checks each event's envelope (`Event.validate()`) and scope against the token's scopes, and links
-    /// repeated ids within the batch to their first occurrence.
+    /// Checks each event's envelope (`Event.validate()`, plus what the database cannot store: U+0000 in
+    /// text, a schema version past 32 bits) and scope against the token's scopes, and links repeated ids
+    /// within the batch to their first occurrence.
     init(events: [Event], allowedScopes: Set<Scope>) {
         self.events = events
         var outcomes: [Outcome] = []
@@ -49,6 +50,15 @@ struct PushPlan: Sendable {
                 continue
             } catch {
                 outcomes.append(.rejected(EventRejection(.eventInvalid, "the event is invalid")))
+                continue
+            }
+            // What PostgreSQL cannot store as given is refused here rather than failing the whole push.
+            if event.stream.utf8.contains(0) || event.type.utf8.contains(0) {
+                outcomes.append(.rejected(EventRejection(.eventInvalid, "stream and type must not contain U+0000")))
+                continue
+            }
+            if event.schemaVersion > Int(Int32.max) {
+                outcomes.append(.rejected(EventRejection(.eventInvalid, "schemaVersion must be at most \(Int32.max)")))
                 continue
             }
             guard allowedScopes.contains(event.scope) else {

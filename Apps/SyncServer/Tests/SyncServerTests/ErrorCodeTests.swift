@@ -82,13 +82,20 @@ import Testing
             var notV7 = Fixtures.event(scope: "e")
             notV7.id = EventID(uuid: UUID())
             let nul = Fixtures.event(scope: "e", payload: .object(["text": .string("a\u{0}b")]))
+            var nulStream = Fixtures.event(scope: "e")
+            nulStream.stream = "order:\u{0}1"
+            nulStream.type = "order.placed"
+            var hugeSchema = Fixtures.event(scope: "e")
+            hugeSchema.schemaVersion = Int(Int32.max) + 1
             let forbidden = Fixtures.event(scope: "other")
             let quota = Fixtures.event(scope: "e", stream: Fixtures.noteStream(), type: "note.created")
             let ok = Fixtures.event(scope: "e")
-            let results = try await server.push([invalid, notV7, nul, forbidden, quota, ok], scopes: ["e"])
+            let results = try await server.push(
+                [invalid, notV7, nul, nulStream, hugeSchema, forbidden, quota, ok], scopes: ["e"])
             #expect(
                 results.map(\.code) == [
-                    .eventInvalid, .eventInvalid, .eventInvalid, .scopeForbidden, .validationFailed, nil,
+                    .eventInvalid, .eventInvalid, .eventInvalid, .eventInvalid, .eventInvalid, .scopeForbidden,
+                    .validationFailed, nil,
                 ])
             #expect(results.last == .accepted(ok.id, seq: 1))
             #expect(results.allSatisfy { $0.status == .accepted || ($0.message?.isEmpty == false) })
