@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: the whole stack on this machine from local binaries — PostgreSQL, sync-server, and two
-# sync-agent replicas (alice and bob) that edit notes like users and sync continuously. Every 10 seconds it
-# checks whether the two replicas hold identical state. Ctrl-C stops everything cleanly.
+# sync-agent replicas (alice and bob) that edit notes like users (in bursts: 20 s of edits, 10 s quiet) and
+# sync continuously. Every 5 seconds it checks whether the two replicas hold identical state; they do in the
+# quiet spells. Ctrl-C stops everything cleanly.
 #
 # Environment: SYNC_PORT (default 8080), SYNC_DATABASE_URL (default: a throwaway cluster), RATE (simulated
 # edits per second per agent, default 2).
@@ -16,7 +17,7 @@ mkdir -p "$run_dir"
 pids=()
 
 stop() {
-    trap - EXIT INT TERM
+    trap - EXIT
     echo
     echo "stopping…"
     for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
@@ -24,7 +25,9 @@ stop() {
     scripts/postgres.sh stop
     echo "stopped. Replicas stay in $run_dir (delete the folder to start afresh)."
 }
-trap stop EXIT INT TERM
+trap stop EXIT
+# A signal interrupts `wait` at once; exiting (a requested stop is a success) runs `stop` through the EXIT trap.
+trap 'exit 0' INT TERM
 
 url="$(scripts/postgres.sh start)"
 echo "PostgreSQL:  $url"
@@ -54,7 +57,8 @@ echo "agents:      alice and bob, $rate edits/s each, replicas in $run_dir"
 echo "Press Ctrl-C to stop."
 
 while true; do
-    sleep 10
+    sleep 5 &
+    wait $!
     a="$("$bin/sync-agent" --db "$run_dir/alice.sqlite" export --state 2>/dev/null | sha256sum | cut -c1-12)" || a="?"
     b="$("$bin/sync-agent" --db "$run_dir/bob.sqlite" export --state 2>/dev/null | sha256sum | cut -c1-12)" || b="?"
     notes="$("$bin/sync-agent" --db "$run_dir/alice.sqlite" export --state 2>/dev/null | grep -o '"title"' | wc -l)" || notes="?"

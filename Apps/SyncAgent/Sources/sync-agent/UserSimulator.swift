@@ -3,8 +3,8 @@ import NotesDomain
 import NotesStore
 import SyncModels
 
-/// Edits like a user at a steady rate: creates notes, retitles, types into bodies, tags, pins, ticks
-/// checklist items.
+/// Edits like a user: in bursts of 20 seconds at `ratePerSecond`, then 10 quiet seconds (in which replicas
+/// catch up and converge); creates notes, retitles, types into bodies, tags, pins, adds checklist items.
 struct UserSimulator {
     let client: NotesClient
     let scope: Scope
@@ -14,8 +14,14 @@ struct UserSimulator {
         var notes: [NoteID] = []
         let words = ["milk", "plan", "call", "draft", "trip", "fix", "idea", "read", "buy", "ship"]
         var edits = 0
+        let start = ContinuousClock.now
         while !Task.isCancelled {
             try await Task.sleep(for: .milliseconds(Int(1000 / ratePerSecond)))
+            let phase = (ContinuousClock.now - start).components.seconds % 30
+            if phase >= 20 {
+                try await Task.sleep(for: .seconds(30 - phase))
+                continue
+            }
             edits += 1
             let word = words.randomElement(using: &random)!
             if notes.isEmpty || Int.random(in: 0..<10, using: &random) == 0 {

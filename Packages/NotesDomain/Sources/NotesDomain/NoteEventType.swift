@@ -45,8 +45,9 @@ public struct NoteID: Hashable, Sendable, Comparable, CustomStringConvertible, C
     /// Parses a note id or its stream name (`note:<uuid>`).
     public init?(_ text: String) {
         let raw = text.hasPrefix("note:") ? String(text.dropFirst(5)) : text
-        guard let uuid = UUID(uuidString: raw) else { return nil }
-        self.uuid = uuid
+        // EventID's parser takes any UUID, without Foundation's sscanf (hot in the server's push path).
+        guard let parsed = try? EventID(raw) else { return nil }
+        self.uuid = parsed.uuid
     }
 
     public var stream: String { "note:\(description)" }
