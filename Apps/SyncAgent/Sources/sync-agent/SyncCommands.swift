@@ -99,7 +99,7 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let client = try options.client()
         let store = client.store
-        let journal = try SyncEngine(store: store, transport: InMemoryTransport(server: InMemorySyncServer())).journal
+        let journal = try SyncJournal(database: store.database)
         let entries = try await journal.entries(limit: 20)
         let counts = try await store.counts()
         let lastSuccess = entries.last { $0.kind == "push.ok" || $0.kind == "pull.ok" }?.at

@@ -101,7 +101,9 @@ public final class SyncEngine: Sendable {
         for _ in 0..<configuration.maxRoundsPerCycle {
             let (batch, cursor) = try await local { () async throws -> ([StoredEvent], String?) in
                 let pending = try await self.store.pendingEvents(limit: self.configuration.batch.maxEvents)
-                let sizes = pending.map { (try? CanonicalJSON.encode($0.event).count) ?? 0 }
+                // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes): close enough
+                // to bound a batch, without encoding every event a second time.
+                let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
                 let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
                 return (Array(pending.prefix(first)), try await self.store.cursor())
             }

@@ -16,7 +16,8 @@ public struct SyncJournal: Sendable {
     let database: SyncDatabase
     let capacity: Int
 
-    init(database: SyncDatabase, capacity: Int = 10_000) throws {
+    /// Opens the journal in `database` (creating its table on first use).
+    public init(database: SyncDatabase, capacity: Int = 10_000) throws {
         self.database = database
         self.capacity = capacity
         var migrations = SchemaMigrations()

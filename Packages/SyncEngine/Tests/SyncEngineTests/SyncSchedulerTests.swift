@@ -1,4 +1,5 @@
 import PropertyBased
+import SyncEventStoreTestSupport
 import Testing
 
 @testable import SyncEngine

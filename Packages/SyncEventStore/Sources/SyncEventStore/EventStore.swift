@@ -207,7 +207,7 @@ public final class EventStore: Sendable {
     }
 
     func publish(_ kind: StoreChange.Kind, _ events: [StoredEvent], projections names: Set<String>? = nil) {
-        guard !events.isEmpty || kind == .rebuilt || kind == .pruned else { return }
+        guard !events.isEmpty || [.rebuilt, .pruned, .imported].contains(kind) else { return }
         broadcaster.publish(
             StoreChange(
                 kind: kind, streams: Set(events.map(\.event.stream)),
