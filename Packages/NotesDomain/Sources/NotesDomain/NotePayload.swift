@@ -1,4 +1,5 @@
 import Foundation
+import SyncCRDT
 import SyncModels
 
 /// Converts CRDT operations to and from the JSON payloads of note events.
@@ -10,7 +11,13 @@ public enum NotePayload {
         return try! JSONValue(parsing: data)
     }
 
-    /// Decodes an operation from a payload field; nil when it has another shape.
+    /// Decodes an operation from a payload field (straight from the parsed value, the path replays take);
+    /// nil when the field is absent or has another shape.
+    public static func operation<T: JSONValueDecodable>(_ type: T.Type, _ value: JSONValue?) -> T? {
+        value.flatMap { try? T(json: $0) }
+    }
+
+    /// Decodes an operation from a payload field through `JSONDecoder`; nil when it has another shape.
     public static func decode<T: Decodable>(_ type: T.Type) -> (JSONValue) -> T? {
         { value in
             try? JSONDecoder().decode(T.self, from: value.canonicalData())

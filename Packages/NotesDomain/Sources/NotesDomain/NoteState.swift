@@ -1,3 +1,4 @@
+import Foundation
 import SyncCRDT
 import SyncModels
 
@@ -40,27 +41,21 @@ public struct NoteState: Sendable, Codable, Equatable {
         case .titleSet:
             if let value = payload["title"]?.stringValue { title.apply(assignment(value)) }
         case .bodyEdited:
-            if let ops = payload["ops"].flatMap(NotePayload.decode([FugueText.Operation].self)) {
+            if let ops = NotePayload.operation([FugueText.Operation].self, payload["ops"]) {
                 for op in ops { body.apply(op) }
             }
         case .tagAdded, .tagRemoved:
-            if let op = payload["op"].flatMap(NotePayload.decode(ORSet<String, AddWins>.Operation.self)) {
-                tags.apply(op)
-            }
+            if let op = NotePayload.operation(ORSet<String, AddWins>.Operation.self, payload["op"]) { tags.apply(op) }
         case .pinnedSet:
             if let value = payload["pinned"]?.boolValue { pinned.apply(assignment(value)) }
         case .viewed:
-            if let op = payload["op"].flatMap(NotePayload.decode(PNCounter.Operation.self)) { views.apply(op) }
+            if let op = NotePayload.operation(PNCounter.Operation.self, payload["op"]) { views.apply(op) }
         case .checklistItemAdded:
             guard let item = payload["item"]?.stringValue else { return }
-            if let op = payload["op"].flatMap(NotePayload.decode(FugueList<String>.Operation.self)) {
-                checklist.apply(op)
-            }
+            if let op = NotePayload.operation(FugueList<String>.Operation.self, payload["op"]) { checklist.apply(op) }
             if let text = payload["text"]?.stringValue { itemText[item, default: .init()].apply(assignment(text)) }
         case .checklistItemRemoved:
-            if let op = payload["op"].flatMap(NotePayload.decode(FugueList<String>.Operation.self)) {
-                checklist.apply(op)
-            }
+            if let op = NotePayload.operation(FugueList<String>.Operation.self, payload["op"]) { checklist.apply(op) }
         case .checklistItemTextSet:
             guard let item = payload["item"]?.stringValue, let text = payload["text"]?.stringValue else { return }
             itemText[item, default: .init()].apply(assignment(text))
@@ -104,4 +99,51 @@ public struct NoteView: Sendable, Codable, Hashable {
     public var viewCount: Int64
     public var checklist: [Item]
     public var deleted: Bool
+}
+
+extension NoteState: BinaryCodable {
+    /// The first byte of the binary form. JSON (the form of format 1) starts with `{`, so stored states of
+    /// either form can be told apart.
+    static let binaryFormat: UInt8 = 2
+
+    /// Every field in declaration order, after the format byte.
+    public func encode(to writer: inout BinaryWriter) {
+        writer.writeByte(Self.binaryFormat)
+        created.encode(to: &writer)
+        title.encode(to: &writer)
+        body.encode(to: &writer)
+        tags.encode(to: &writer)
+        pinned.encode(to: &writer)
+        views.encode(to: &writer)
+        checklist.encode(to: &writer)
+        itemText.encode(to: &writer)
+        itemDone.encode(to: &writer)
+        deleted.encode(to: &writer)
+    }
+
+    public init(from reader: inout BinaryReader) throws {
+        guard try reader.readByte() == Self.binaryFormat else {
+            throw SyncCRDTError(code: "encoding.version", message: "not a binary note state")
+        }
+        self.init()
+        created = try Bool(from: &reader)
+        title = try LWWRegister(from: &reader)
+        body = try FugueText(from: &reader)
+        tags = try ORSet(from: &reader)
+        pinned = try LWWRegister(from: &reader)
+        views = try PNCounter(from: &reader)
+        checklist = try FugueList(from: &reader)
+        itemText = try [String: LWWRegister<String>](from: &reader)
+        itemDone = try [String: LWWRegister<Bool>](from: &reader)
+        deleted = try LWWRegister(from: &reader)
+    }
+
+    /// Decodes a stored state in either form: binary (what is written now) or JSON (written before).
+    public init(stored bytes: [UInt8]) throws {
+        if bytes.first == UInt8(ascii: "{") {
+            self = try JSONDecoder().decode(NoteState.self, from: Data(bytes))
+        } else {
+            try self.init(binaryEncoded: bytes)
+        }
+    }
 }

@@ -5,7 +5,8 @@ import SyncEventStore
 import SyncModels
 import SyncStorage
 
-/// The `notes` projection: per note, its CRDT state (`state`, canonical JSON of `NoteState`) and plain read
+/// The `notes` projection: per note, its CRDT state (`state`, the binary form of `NoteState`; rows written
+/// before it hold canonical JSON, which still reads) and plain read
 /// columns an app can query with SQL (`title`, `body`, `tags` as a JSON array, `pinned`, `view_count`,
 /// `checklist` as JSON, `deleted`).
 ///
@@ -89,16 +90,15 @@ public struct NotesProjection: Projection {
     public static func state(of id: NoteID, in db: Database) throws -> NoteState? {
         guard let data = try Data.fetchOne(db, sql: "SELECT state FROM notes WHERE id = ?", arguments: [id.description])
         else { return nil }
-        return try JSONDecoder().decode(NoteState.self, from: data)
+        return try NoteState(stored: [UInt8](data))
     }
 
     /// Every note's plain values, keyed by note id.
     public static func views(in db: Database) throws -> [String: NoteView] {
         var views: [String: NoteView] = [:]
-        let decoder = JSONDecoder()
         for row in try Row.fetchAll(db, sql: "SELECT id, state FROM notes") {
             let data: Data = row["state"]
-            views[row["id"]] = try decoder.decode(NoteState.self, from: data).view
+            views[row["id"]] = try NoteState(stored: [UInt8](data)).view
         }
         return views
     }
@@ -122,26 +122,37 @@ public struct NotesProjection: Projection {
 struct NotesWorkingSet {
     var states: [String: NoteState] = [:]
     var scopes: [String: String] = [:]
+    /// Note id (the row key) by stream name, so each event costs one lookup rather than a UUID parse.
+    var ids: [String: String] = [:]
+
+    /// The note id of a stream, nil for streams that are not notes.
+    mutating func id(of stream: String) -> String? {
+        if let id = ids[stream] { return id }
+        guard let id = NoteID(stream)?.description else { return nil }
+        ids[stream] = id
+        return id
+    }
 
     /// Loads the stored state of the notes `events` touch that are not loaded yet.
     mutating func load(for events: [StoredEvent], from db: Database) throws {
         var missing = Set<String>()
         for stored in events where stored.event.type.hasPrefix(NoteEventType.prefix) {
-            if let id = NoteID(stored.event.stream)?.description, scopes[id] == nil { missing.insert(id) }
+            if let id = id(of: stored.event.stream), scopes[id] == nil { missing.insert(id) }
         }
         guard !missing.isEmpty else { return }
-        let decoder = JSONDecoder()
         let list = Array(missing)
         for chunk in stride(from: 0, to: list.count, by: 500) {
             let slice = Array(list[chunk..<min(chunk + 500, list.count)])
-            let rows = try Row.fetchAll(
+            let rows = try Row.fetchCursor(
                 db,
                 sql: "SELECT id, scope, state FROM notes WHERE id IN (\(databaseQuestionMarks(count: slice.count)))",
                 arguments: StatementArguments(slice))
-            for row in rows {
-                let data: Data = row["state"]
-                states[row["id"]] = try decoder.decode(NoteState.self, from: data)
-                scopes[row["id"]] = row["scope"]
+            while let row = try rows.next() {
+                let id: String = row[0]
+                states[id] = try row.withUnsafeData(atIndex: 2) { data in
+                    try NoteState(stored: data.map { [UInt8]($0) } ?? [])
+                }
+                scopes[id] = row[1]
             }
         }
     }
@@ -149,9 +160,7 @@ struct NotesWorkingSet {
     mutating func apply(_ events: [StoredEvent]) {
         for stored in events {
             let event = stored.event
-            guard event.type.hasPrefix(NoteEventType.prefix), let id = NoteID(event.stream)?.description else {
-                continue
-            }
+            guard event.type.hasPrefix(NoteEventType.prefix), let id = id(of: event.stream) else { continue }
             if scopes[id] == nil { scopes[id] = event.scope.name }
             states[id, default: NoteState()].apply(
                 type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
@@ -159,7 +168,6 @@ struct NotesWorkingSet {
     }
 
     func save(to db: Database) throws {
-        let encoder = CanonicalJSON.encoder()
         let statement = try db.cachedStatement(
             sql: """
                 INSERT INTO notes (\(NotesProjection.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -171,11 +179,24 @@ struct NotesWorkingSet {
             let state = states[id]!
             let view = state.view
             try statement.execute(arguments: [
-                id, scopes[id] ?? "", view.title, view.body,
-                String(decoding: try encoder.encode(view.tags), as: UTF8.self), view.pinned, view.viewCount,
-                String(decoding: try encoder.encode(view.checklist), as: UTF8.self), view.deleted, state.created,
-                try encoder.encode(state),
+                id, scopes[id] ?? "", view.title, view.body, view.tagsJSON, view.pinned, view.viewCount,
+                view.checklistJSON, view.deleted, state.created, Data(state.binaryEncoded),
             ])
         }
+    }
+}
+
+extension NoteView {
+    /// The `tags` read column: a JSON array of the sorted tags.
+    var tagsJSON: String {
+        String(decoding: JSONValue.array(tags.map(JSONValue.string)).canonicalData(), as: UTF8.self)
+    }
+
+    /// The `checklist` read column: a JSON array of `{"done", "id", "text"}` in list order.
+    var checklistJSON: String {
+        let items = checklist.map { item -> JSONValue in
+            ["id": .string(item.id), "text": .string(item.text), "done": .bool(item.done)]
+        }
+        return String(decoding: JSONValue.array(items).canonicalData(), as: UTF8.self)
     }
 }

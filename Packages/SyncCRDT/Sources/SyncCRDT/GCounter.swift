@@ -7,7 +7,7 @@ import SyncModels
 /// and reorderings change nothing.
 public struct GCounter: OperationCRDT, Compactable, EmptyInitializable, Hashable {
     /// The count of each replica (replicas that never counted are absent).
-    public private(set) var components: [ReplicaID: UInt64]
+    public internal(set) var components: [ReplicaID: UInt64]
 
     /// A counter at zero.
     public init() { components = [:] }

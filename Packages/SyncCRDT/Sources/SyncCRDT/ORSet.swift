@@ -32,12 +32,12 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
     EmptyInitializable
 {
     /// Current dots of each element, each marked add (`true`) or remove (`false`).
-    public private(set) var entries: [Element: [Dot: Bool]]
+    public internal(set) var entries: [Element: [Dot: Bool]]
     /// Every dot this set has seen.
-    public private(set) var context: CausalContext
+    public internal(set) var context: CausalContext
     /// The stable version this replica (or one it merged) compacted at: its operations observe every token up
     /// to it, including the tombstones compaction dropped.
-    public private(set) var compactedVersion: VersionVector
+    public internal(set) var compactedVersion: VersionVector
     /// In a delta only: per element, every token up to the version was observed by the operation.
     var floors: [Element: VersionVector]
 

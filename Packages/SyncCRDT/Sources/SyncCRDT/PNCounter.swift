@@ -5,9 +5,9 @@ import SyncModels
 /// `value` is their difference; merge and operations work per component, as in `GCounter`.
 public struct PNCounter: OperationCRDT, Compactable, EmptyInitializable, Hashable {
     /// The increments of each replica.
-    public private(set) var increments: GCounter
+    public internal(set) var increments: GCounter
     /// The decrements of each replica.
-    public private(set) var decrements: GCounter
+    public internal(set) var decrements: GCounter
 
     /// A counter at zero.
     public init() {

@@ -48,11 +48,20 @@ extension EventStore {
     /// event of the log in canonical order, in batches.
     func rebuild(_ projection: any Projection, _ db: Database) throws {
         try projection.restoreSnapshot(streams: nil, in: db)
-        try stream(
-            projection, db,
-            sql: "SELECT \(StoredEvent.columns) FROM events WHERE status != 'rejected' ORDER BY \(Self.canonicalOrder)")
+        try projection.applyStream(
+            { consume in
+                for sql in Self.canonicalReplay { try forEachBatch(db, sql: sql, consume) }
+            }, in: db)
         try Self.setCheckpoint(projection, position: Self.lastPosition(db), db)
     }
+
+    /// Every non-rejected event in canonical order, as two queries that walk an index instead of sorting the
+    /// whole log: confirmed events by `(scope, seq)` through `events_scope_seq`, then pending events (few)
+    /// by scope and position. Together they give exactly `ORDER BY canonicalOrder`.
+    static let canonicalReplay = [
+        "SELECT \(StoredEvent.columns) FROM events WHERE seq IS NOT NULL ORDER BY scope, seq",
+        "SELECT \(StoredEvent.columns) FROM events WHERE status = 'pending' ORDER BY scope, position",
+    ]
 
     /// Re-derives `streams` in every projection: back to their snapshot state, then their remaining
     /// non-rejected events in canonical order. Used when events are rejected (rollback).
@@ -129,17 +138,18 @@ extension EventStore {
 
     static func checkpoint(_ name: String, _ db: Database) throws -> Checkpoint? {
         try Row.fetchOne(
-            db, sql: "SELECT position, version FROM projection_checkpoint WHERE name = ?", arguments: [name]
+            db.cachedStatement(sql: "SELECT position, version FROM projection_checkpoint WHERE name = ?"),
+            arguments: [name]
         )
-        .map { Checkpoint(position: $0["position"], version: $0["version"]) }
+        .map { Checkpoint(position: $0[0], version: $0[1]) }
     }
 
     static func setCheckpoint(_ projection: any Projection, position: Int64, _ db: Database) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO projection_checkpoint (name, position, version) VALUES (?, ?, ?)
                 ON CONFLICT (name) DO UPDATE SET position = excluded.position, version = excluded.version
-                """,
-            arguments: [projection.name, position, projection.version])
+                """
+        ).execute(arguments: [projection.name, position, projection.version])
     }
 }

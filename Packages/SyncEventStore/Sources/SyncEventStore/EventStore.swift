@@ -217,12 +217,13 @@ public final class EventStore: Sendable {
     // MARK: - Rows
 
     static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> Int64 {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
                     dot_replica, dot_counter, status, seq, received_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+                """
+        ).execute(
             arguments: [
                 event.id.description, event.scope.name, event.stream, event.streamVersion, event.type,
                 event.schemaVersion, try PayloadCodec.encode(event.payload), event.hlc.description,
@@ -233,17 +234,16 @@ public final class EventStore: Sendable {
     }
 
     static func lastPosition(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'")) ?? 0
     }
 
     static func meta(_ key: String, _ db: Database) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = ?", arguments: [key])
+        try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM store_meta WHERE key = ?"), arguments: [key])
     }
 
     static func setMeta(_ key: String, _ value: String, _ db: Database) throws {
-        try db.execute(
-            sql:
-                "INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            arguments: [key, value])
+        try db.cachedStatement(
+            sql: "INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        ).execute(arguments: [key, value])
     }
 }

@@ -40,30 +40,42 @@ public struct StoredEvent: Sendable, Hashable {
     static let columns =
         "position, event_id, scope, stream, stream_version, type, schema_version, payload, hlc, dot_replica, dot_counter, status, seq, received_at, reject_code, reject_message"
 
+    /// Decodes a row selected with `columns`, by column index, parsing the text forms straight from SQLite's
+    /// bytes (a rebuild decodes every row of the log).
     init(row: Row) throws {
-        let payload: Data = row["payload"]
-        let receivedAt: String? = row["received_at"]
+        position = row[0]
         do {
+            let id = try Self.parse(row, 1) { try EventID(utf8: $0) }
+            let hlc = try Self.parse(row, 8) { try HLCTimestamp(utf8: $0) }
+            let replica = try Self.parse(row, 9) { try ReplicaID(utf8: $0) }
+            let payload = try Self.parse(row, 7) { bytes -> JSONValue in
+                do {
+                    return try JSONValue(parsing: bytes)
+                } catch {
+                    throw SyncModelsError(code: "payload.invalid", message: "stored payload is not JSON")
+                }
+            }
+            let receivedAt: Date? =
+                row.hasNull(atIndex: 13)
+                ? nil : try Self.parse(row, 13) { RFC3339.date(utf8: $0) } ?? RFC3339.date(from: row[13])
             event = Event(
-                id: try EventID(row["event_id"]),
-                scope: try Scope(row["scope"]),
-                stream: row["stream"],
-                streamVersion: row["stream_version"],
-                type: row["type"],
-                schemaVersion: row["schema_version"],
-                hlc: try HLCTimestamp(row["hlc"]),
-                dot: Dot(replica: try ReplicaID(row["dot_replica"]), counter: UInt64(row["dot_counter"] as Int64)),
-                payload: try PayloadCodec.decode(payload),
-                seq: row["seq"],
-                receivedAt: receivedAt.flatMap(RFC3339.date(from:)))
+                id: id, scope: try Scope(row[2]), stream: row[3], streamVersion: row[4], type: row[5],
+                schemaVersion: row[6], hlc: hlc, dot: Dot(replica: replica, counter: UInt64(row[10] as Int64)),
+                payload: payload, seq: row[12], receivedAt: receivedAt)
         } catch let error as SyncModelsError {
-            throw EventStoreError(
-                code: "store.corrupt", message: "event row \(row["position"] as Int64): \(error.message)")
+            throw EventStoreError(code: "store.corrupt", message: "event row \(position): \(error.message)")
         }
-        position = row["position"]
-        status = SyncStatus(rawValue: row["status"]) ?? .pending
-        if let code: String = row["reject_code"] {
-            rejection = Rejection(code: code, message: row["reject_message"] ?? "")
+        status = SyncStatus(rawValue: row[11]) ?? .pending
+        if let code: String = row[14] {
+            rejection = Rejection(code: code, message: row[15] ?? "")
+        }
+    }
+
+    /// Runs `body` on the bytes of column `index` in place (no copy); an empty buffer for NULL.
+    private static func parse<T>(_ row: Row, _ index: Int, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T {
+        try row.withUnsafeData(atIndex: index) { data in
+            guard let data else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+            return try data.withUnsafeBytes(body)
         }
     }
 }

@@ -41,6 +41,7 @@ public enum RFC3339 {
     /// text despite `Date`'s binary floating point.
     public static func string(from date: Date) -> String {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        if let text = fastString(milliseconds: milliseconds) { return text }
         let seconds = milliseconds.quotientAndRemainder(dividingBy: 1000)
         let whole = seconds.remainder < 0 ? seconds.quotient - 1 : seconds.quotient
         let fraction = seconds.remainder < 0 ? seconds.remainder + 1000 : seconds.remainder
@@ -52,6 +53,8 @@ public enum RFC3339 {
 
     /// Parses an RFC 3339 time with or without fractional seconds.
     public static func date(from text: String) -> Date? {
+        var text = text
+        if let date = text.withUTF8({ date(utf8: UnsafeRawBufferPointer($0)) }) { return date }
         if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).parse(text) {
             return date
         }

@@ -16,39 +16,8 @@ public struct EventID: Hashable, Comparable, Sendable, Codable, CustomStringConv
     /// - Throws: `SyncModelsError` with code `eventID.invalid` if `text` is not a UUID.
     public init(_ text: String) throws {
         // Parsed by hand: Foundation's UUID(uuidString:) goes through sscanf, which showed in rebuild profiles.
-        let invalid = SyncModelsError.invalid("eventID", "an event id is a UUID")
         var text = text
-        let parsed: [UInt8]? = text.withUTF8 { utf8 -> [UInt8]? in
-            guard utf8.count == 36 else { return nil }
-            var bytes = [UInt8](repeating: 0, count: 16)
-            var byteIndex = 0
-            var index = 0
-            while index < 36 {
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard utf8[index] == UInt8(ascii: "-") else { return nil }
-                    index += 1
-                    continue
-                }
-                guard let high = Self.nibble(utf8[index]), let low = Self.nibble(utf8[index + 1]) else { return nil }
-                bytes[byteIndex] = high << 4 | low
-                byteIndex += 1
-                index += 2
-            }
-            return bytes
-        }
-        guard let b = parsed else { throw invalid }
-        self.uuid = UUID(
-            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
-        )
-    }
-
-    private static func nibble(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        self = try text.withUTF8 { try EventID(utf8: UnsafeRawBufferPointer($0)) }
     }
 
     /// The 16 bytes, most significant first.
@@ -67,10 +36,10 @@ public struct EventID: Hashable, Comparable, Sendable, Codable, CustomStringConv
         halves.0 >> 16
     }
 
-    public var description: String { uuid.uuidString.lowercased() }
+    public var description: String { lowercaseString }
 
     /// The 16 bytes as two big-endian halves, for allocation-free comparison.
-    private var halves: (UInt64, UInt64) {
+    var halves: (UInt64, UInt64) {
         withUnsafeBytes(of: uuid.uuid) { raw in
             (
                 UInt64(bigEndian: raw.loadUnaligned(as: UInt64.self)),

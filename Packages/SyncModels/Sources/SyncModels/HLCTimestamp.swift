@@ -28,20 +28,19 @@ public struct HLCTimestamp: Hashable, Comparable, Sendable, Codable, CustomStrin
     /// Parses the fixed-width string form.
     /// - Throws: `SyncModelsError` with code `hlc.invalid` for anything else.
     public init(_ text: String) throws {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3,
-            let physical = Hex.decode(parts[0], width: 16), physical <= Self.maxPhysical,
-            let counter = Hex.decode(parts[1], width: 4),
-            let node = Hex.decode(parts[2], width: 16)
-        else {
-            throw SyncModelsError.invalid("hlc", "an HLC is 16:4:16 hexadecimal digits with a 48-bit physical time")
-        }
-        self.init(physical: physical, counter: UInt16(counter), node: node)
+        var text = text
+        self = try text.withUTF8 { try HLCTimestamp(utf8: UnsafeRawBufferPointer($0)) }
     }
 
     public var description: String {
-        Hex.encode(physical, width: 16) + ":" + Hex.encode(UInt64(counter), width: 4) + ":"
-            + Hex.encode(node, width: 16)
+        String(unsafeUninitializedCapacity: 38) { buffer in
+            Hex.write(physical, count: 16, to: buffer, at: 0)
+            buffer[16] = UInt8(ascii: ":")
+            Hex.write(UInt64(counter), count: 4, to: buffer, at: 17)
+            buffer[21] = UInt8(ascii: ":")
+            Hex.write(node, count: 16, to: buffer, at: 22)
+            return 38
+        }
     }
 
     public static func < (lhs: HLCTimestamp, rhs: HLCTimestamp) -> Bool {

@@ -12,6 +12,12 @@ extension JSONValue {
         }
     }
 
+    /// Parses JSON text from UTF-8 bytes in place (a SQLite column, a slice of a larger buffer).
+    public init(parsing bytes: UnsafeRawBufferPointer) throws {
+        var parser = JSONParser(bytes: bytes.bindMemory(to: UInt8.self))
+        self = try parser.parseDocument()
+    }
+
     /// The canonical JSON bytes of this value: the same bytes `CanonicalJSON.encode` writes (sorted keys,
     /// no escaped slashes), without going through `JSONEncoder`.
     public func canonicalData() -> Data {

@@ -28,16 +28,17 @@ public struct ReplicaID: Hashable, Comparable, Sendable, Codable, CustomStringCo
     /// Parses 32 hexadecimal digits.
     /// - Throws: `SyncModelsError` with code `replica.invalid` for anything else.
     public init(_ text: String) throws {
-        guard text.utf8.count == 32,
-            let high = Hex.decode(text.prefix(16), width: 16),
-            let low = Hex.decode(text.suffix(16), width: 16)
-        else {
-            throw SyncModelsError.invalid("replica", "a replica id is 32 hexadecimal digits")
-        }
-        self.init(high: high, low: low)
+        var text = text
+        self = try text.withUTF8 { try ReplicaID(utf8: UnsafeRawBufferPointer($0)) }
     }
 
-    public var description: String { Hex.encode(high, width: 16) + Hex.encode(low, width: 16) }
+    public var description: String {
+        String(unsafeUninitializedCapacity: 32) { buffer in
+            Hex.write(high, count: 16, to: buffer, at: 0)
+            Hex.write(low, count: 16, to: buffer, at: 16)
+            return 32
+        }
+    }
 
     public static func < (lhs: ReplicaID, rhs: ReplicaID) -> Bool {
         (lhs.high, lhs.low) < (rhs.high, rhs.low)

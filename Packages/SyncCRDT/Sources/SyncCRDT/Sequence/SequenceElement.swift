@@ -11,6 +11,9 @@ public protocol SequenceElement: Sendable, Hashable {
     static func encodeRun(_ elements: [Self], to encoder: any Encoder) throws
     /// Decodes a run of elements written by `encodeRun`.
     static func decodeRun(from decoder: any Decoder) throws -> [Self]
+    /// Decodes a run of elements from the parsed value `encodeRun` wrote. The default goes through
+    /// `decodeRun(from:)`.
+    static func decodeRun(json: JSONValue) throws -> [Self]
     /// Appends a run of elements to compact binary output.
     static func writeRun(_ elements: some Collection<Self>, to writer: inout BinaryWriter)
     /// Reads a run of `count` elements written by `writeRun`.
@@ -77,6 +80,20 @@ extension Unicode.Scalar: SequenceElement {
         var result: [Unicode.Scalar] = []
         result.reserveCapacity(min(count, reader.remaining))
         for _ in 0..<count { result.append(try reader.readUTF8Scalar()) }
+        return result
+    }
+}
+
+extension String {
+    /// A run of strings in binary is each string's length-prefixed UTF-8.
+    public static func writeRun(_ elements: some Collection<String>, to writer: inout BinaryWriter) {
+        for element in elements { element.encode(to: &writer) }
+    }
+
+    public static func readRun(count: Int, from reader: inout BinaryReader) throws -> [String] {
+        var result: [String] = []
+        result.reserveCapacity(Swift.min(count, reader.remaining))
+        for _ in 0..<count { result.append(try String(from: &reader)) }
         return result
     }
 }

@@ -1,0 +1,98 @@
+import Foundation
+import NotesDomain
+import SyncCRDT
+import SyncModels
+import Testing
+
+/// A note's stored state: the binary form round-trips, and states stored as JSON (before the binary form)
+/// still read.
+@Suite struct NoteStateEncodingTests {
+    /// A note edited through every event type by three replicas.
+    static func note(seed: UInt64, events: Int) -> NoteState {
+        var random = Seeded(state: seed)
+        var state = NoteState()
+        let replicas = (1...3).map { ReplicaID(high: $0, low: 42) }
+        var counters = [UInt64](repeating: 0, count: replicas.count)
+        var items: [String] = []
+        for index in 0..<events {
+            let who = Int.random(in: 0..<replicas.count, using: &random)
+            let replica = replicas[who]
+            counters[who] += 1
+            let dot = Dot(replica: replica, counter: counters[who])
+            let hlc = HLCTimestamp(physical: 1_700_000_000_000 + UInt64(index), counter: 0, node: replica.high)
+            var type = NoteEventType.titleSet
+            var payload: [String: JSONValue] = ["title": .string("t\(index)")]
+            switch index == 0 ? -1 : Int.random(in: 0..<9, using: &random) {
+            case -1: type = .created
+            case 0: type = .titleSet
+            case 1:
+                type = .bodyEdited
+                let ops = state.body.replace(with: state.body.text + " w\(index) é🙂", replica: replica)
+                payload = ["ops": NotePayload.encode(ops)]
+            case 2:
+                type = .bodyEdited
+                let ops = state.body.replace(with: String(state.body.text.dropFirst(3)), replica: replica)
+                payload = ["ops": NotePayload.encode(ops)]
+            case 3:
+                type = .tagAdded
+                payload = ["tag": "a", "op": NotePayload.encode(state.tags.add("a", replica: replica))]
+            case 4:
+                type = .tagRemoved
+                payload = ["tag": "a", "op": NotePayload.encode(state.tags.remove("a", replica: replica))]
+            case 5:
+                type = .viewed
+                payload = ["count": 1, "op": NotePayload.encode(state.views.add(1, at: dot))]
+            case 6:
+                type = .checklistItemAdded
+                let item = NoteID(uuid: UUID()).description
+                items.append(item)
+                let op = state.checklist.insertElement(item, at: state.checklist.count, replica: replica)
+                payload = ["item": .string(item), "text": "x", "op": NotePayload.encode(op)]
+            case 7 where !items.isEmpty:
+                type = .checklistItemDoneSet
+                payload = ["item": .string(items.randomElement(using: &random)!), "done": true]
+            default:
+                type = .pinnedSet
+                payload = ["pinned": .bool(Bool.random(using: &random))]
+            }
+            state.apply(type: type.rawValue, payload: .object(payload), hlc: hlc, dot: dot)
+        }
+        return state
+    }
+
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
+    func binaryFormRoundTrips(seed: UInt64) throws {
+        let state = Self.note(seed: seed, events: 300)
+        let bytes = state.binaryEncoded
+        let decoded = try NoteState(stored: bytes)
+        #expect(decoded == state)
+        #expect(decoded.view == state.view)
+        #expect(decoded.binaryEncoded == bytes, "deterministic bytes")
+        #expect(!state.body.text.isEmpty && state.tags.context.versionVector.counters.count > 0)
+    }
+
+    @Test func statesStoredAsJSONStillRead() throws {
+        let state = Self.note(seed: 9, events: 200)
+        let json = try CanonicalJSON.encode(state)
+        #expect(try NoteState(stored: [UInt8](json)) == state)
+        #expect(json.count > state.binaryEncoded.count * 2, "JSON \(json.count) B, binary \(state.binaryEncoded.count) B")
+    }
+
+    @Test func damagedStateIsRefused() {
+        let bytes = Self.note(seed: 4, events: 50).binaryEncoded
+        #expect(throws: SyncCRDTError.self) { try NoteState(stored: Array(bytes.dropLast())) }
+        #expect(throws: SyncCRDTError.self) { try NoteState(stored: [9] + bytes.dropFirst()) }
+        #expect(throws: (any Error).self) { try NoteState(stored: Array("{\"created\":".utf8)) }
+    }
+}
+
+private struct Seeded: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
