@@ -75,7 +75,8 @@ import Testing
         let state = Self.note(seed: 9, events: 200)
         let json = try CanonicalJSON.encode(state)
         #expect(try NoteState(stored: [UInt8](json)) == state)
-        #expect(json.count > state.binaryEncoded.count * 2, "JSON \(json.count) B, binary \(state.binaryEncoded.count) B")
+        #expect(
+            json.count > state.binaryEncoded.count * 2, "JSON \(json.count) B, binary \(state.binaryEncoded.count) B")
     }
 
     @Test func damagedStateIsRefused() {

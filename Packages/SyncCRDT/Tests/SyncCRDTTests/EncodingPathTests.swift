@@ -53,9 +53,13 @@ import Testing
                     }
                 case 2:
                     if list.count > 0, random.chance(0.3) {
-                        if let op = list.remove(at: random.int(below: list.count), replica: replica) { items.append(op) }
+                        if let op = list.remove(at: random.int(below: list.count), replica: replica) {
+                            items.append(op)
+                        }
                     } else {
-                        items.append(list.insert("item \(random.int(below: 99))", at: random.int(0...list.count), replica: replica))
+                        items.append(
+                            list.insert(
+                                "item \(random.int(below: 99))", at: random.int(0...list.count), replica: replica))
                     }
                 case 3:
                     let tag = random.pick(["x", "y", "z/w"])
@@ -143,7 +147,9 @@ import Testing
             #expect(decodedSet.binaryEncoded == set.binaryEncoded)
             var register = LWWRegister<String>()
             register.apply(
-                .init(value: "t", timestamp: HLCTimestamp(physical: 5, counter: 2, node: 9), dot: Dot(replica: replica(1), counter: 3)))
+                .init(
+                    value: "t", timestamp: HLCTimestamp(physical: 5, counter: 2, node: 9),
+                    dot: Dot(replica: replica(1), counter: 3)))
             #expect(try! LWWRegister<String>(binaryEncoded: register.binaryEncoded) == register)
             #expect(try! LWWRegister<Bool>(binaryEncoded: LWWRegister<Bool>().binaryEncoded) == LWWRegister<Bool>())
         }

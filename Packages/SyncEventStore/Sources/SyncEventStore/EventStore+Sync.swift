@@ -44,7 +44,8 @@ extension EventStore {
                 throw EventStoreError.from(error)
             }
             let existing = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT status FROM events WHERE event_id = ?"), arguments: [event.id.description])
+                db.cachedStatement(sql: "SELECT status FROM events WHERE event_id = ?"),
+                arguments: [event.id.description])
             if let existing {
                 let status = SyncStatus(rawValue: existing["status"]) ?? .pending
                 if status == .confirmed {

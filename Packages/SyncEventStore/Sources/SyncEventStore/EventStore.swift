@@ -243,7 +243,8 @@ public final class EventStore: Sendable {
 
     static func setMeta(_ key: String, _ value: String, _ db: Database) throws {
         try db.cachedStatement(
-            sql: "INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            sql:
+                "INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         ).execute(arguments: [key, value])
     }
 }

@@ -119,7 +119,8 @@ extension RFC3339 {
             return nil
         }
         guard index == bytes.count else { return nil }
-        let seconds = daysFromCivil(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+        let seconds =
+            daysFromCivil(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
             - offset
         if fractionDigits <= 3 {
             var milliseconds = fraction

@@ -17,7 +17,9 @@ import Testing
             let (seconds, fraction) = milliseconds.quotientAndRemainder(dividingBy: 1000)
             let whole = fraction < 0 ? seconds - 1 : seconds
             let base = Date(timeIntervalSince1970: Double(whole)).formatted(style).dropLast()
-            #expect(text == base + String(format: ".%03dZ", fraction < 0 ? fraction + 1000 : fraction), "ms \(milliseconds)")
+            #expect(
+                text == base + String(format: ".%03dZ", fraction < 0 ? fraction + 1000 : fraction), "ms \(milliseconds)"
+            )
             #expect(RFC3339.date(from: text) == date, "\(text)")
             #expect(RFC3339.string(from: RFC3339.date(from: text)!) == text)
         }

@@ -80,7 +80,8 @@ extension Dot: JSONValueDecodable {
     public init(json: JSONValue) throws {
         let object = try JSONField.object(json, "a dot")
         self.init(
-            replica: try JSONField.replica(object["replica"]), counter: try JSONField.unsigned(object["counter"], "counter"))
+            replica: try JSONField.replica(object["replica"]),
+            counter: try JSONField.unsigned(object["counter"], "counter"))
     }
 }
 
@@ -201,7 +202,8 @@ extension GCounter.Operation: JSONValueDecodable {
     /// `{"dot": Dot, "component": n}`.
     public init(json: JSONValue) throws {
         let object = try JSONField.object(json, "a counter operation")
-        self.init(dot: try JSONField.dot(object["dot"]), component: try JSONField.unsigned(object["component"], "component"))
+        self.init(
+            dot: try JSONField.dot(object["dot"]), component: try JSONField.unsigned(object["component"], "component"))
     }
 }
 
@@ -210,7 +212,8 @@ extension PNCounter.Operation: JSONValueDecodable {
     public init(json: JSONValue) throws {
         let object = try JSONField.object(json, "a counter operation")
         self.init(
-            dot: try JSONField.dot(object["dot"]), increments: try JSONField.unsigned(object["increments"], "increments"),
+            dot: try JSONField.dot(object["dot"]),
+            increments: try JSONField.unsigned(object["increments"], "increments"),
             decrements: try JSONField.unsigned(object["decrements"], "decrements"))
     }
 }
