@@ -11,16 +11,31 @@ public enum NotePayload {
         return try! JSONValue(parsing: data)
     }
 
-    /// Decodes an operation from a payload field (straight from the parsed value, the path replays take);
-    /// nil when the field is absent or has another shape.
-    public static func operation<T: JSONValueDecodable>(_ type: T.Type, _ value: JSONValue?) -> T? {
-        value.flatMap { try? T(json: $0) }
-    }
-
     /// Decodes an operation from a payload field through `JSONDecoder`; nil when it has another shape.
     public static func decode<T: Decodable>(_ type: T.Type) -> (JSONValue) -> T? {
         { value in
             try? JSONDecoder().decode(T.self, from: value.canonicalData())
+        }
+    }
+}
+
+extension JSONReader {
+    /// A string, or nil (the value skipped) when the value is of another type.
+    mutating func readStringIfString() throws(Bail) -> String? {
+        guard try peek() == UInt8(ascii: "\"") else {
+            try skipValue()
+            return nil
+        }
+        return try readString()
+    }
+
+    /// A boolean, or nil (the value skipped) when the value is of another type.
+    mutating func readBoolIfBool() throws(Bail) -> Bool? {
+        switch try peek() {
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return try readBool()
+        default:
+            try skipValue()
+            return nil
         }
     }
 }

@@ -31,36 +31,119 @@ public struct NoteState: Sendable, Codable, Equatable {
     /// (which validation keeps out) changes nothing.
     public mutating func apply(type: String, payload: JSONValue, hlc: HLCTimestamp, dot: Dot) {
         guard let kind = NoteEventType(rawValue: type) else { return }
+        apply(kind, Fields(kind, payload), hlc: hlc, dot: dot)
+    }
+
+    /// Applies one event from the canonical JSON bytes of its payload (as the log stores it), read in place
+    /// without building a `JSONValue`; the same result as `apply(type:payload:hlc:dot:)` on the parsed bytes.
+    public mutating func apply(type: String, payloadBytes bytes: UnsafeRawBufferPointer, hlc: HLCTimestamp, dot: Dot) {
+        guard let kind = NoteEventType(rawValue: type) else { return }
+        if let fields = Fields(kind, bytes) {
+            apply(kind, fields, hlc: hlc, dot: dot)
+        } else if let payload = try? JSONValue(parsing: bytes) {
+            apply(kind, Fields(kind, payload), hlc: hlc, dot: dot)
+        }
+    }
+
+    /// The payload fields an event type uses, each nil when absent or of another shape.
+    struct Fields {
+        var title: String?
+        var item: String?
+        var text: String?
+        var pinned: Bool?
+        var done: Bool?
+        var body: [FugueText.Operation]?
+        var tag: ORSet<String, AddWins>.Operation?
+        var view: PNCounter.Operation?
+        var list: FugueList<String>.Operation?
+
+        /// From a parsed payload.
+        init(_ kind: NoteEventType, _ payload: JSONValue) {
+            title = payload["title"]?.stringValue
+            item = payload["item"]?.stringValue
+            text = payload["text"]?.stringValue
+            pinned = payload["pinned"]?.boolValue
+            done = payload["done"]?.boolValue
+            guard case .object = payload else { return }
+            if let ops = payload["ops"], kind == .bodyEdited { body = .decode(json: ops) }
+            guard let op = payload["op"] else { return }
+            switch kind {
+            case .tagAdded, .tagRemoved: tag = .decode(json: op)
+            case .viewed: view = .decode(json: op)
+            case .checklistItemAdded, .checklistItemRemoved: list = .decode(json: op)
+            default: break
+            }
+        }
+
+        static let keys = ["title", "item", "text", "pinned", "done", "ops", "op"]
+
+        /// Straight from JSON bytes; nil when the reader is not sure of them (the caller parses them then).
+        init?(_ kind: NoteEventType, _ bytes: UnsafeRawBufferPointer) {
+            var fields = Fields(kind, JSONValue.null)
+            var reader = JSONReader(bytes)
+            var seen: UInt8 = 0
+            do throws(JSONReader.Bail) {
+                try reader.readObject { reader, key throws(JSONReader.Bail) in
+                    // A known key twice: the parsed path decides what that means.
+                    if let bit = Self.keys.firstIndex(of: key) {
+                        guard seen & 1 << bit == 0 else { throw JSONReader.Bail() }
+                        seen |= 1 << bit
+                    }
+                    switch key {
+                    case "title": fields.title = try reader.readStringIfString()
+                    case "item": fields.item = try reader.readStringIfString()
+                    case "text": fields.text = try reader.readStringIfString()
+                    case "pinned": fields.pinned = try reader.readBoolIfBool()
+                    case "done": fields.done = try reader.readBoolIfBool()
+                    case "ops" where kind == .bodyEdited: fields.body = .decode(jsonBytes: try reader.readRawValue())
+                    case "op":
+                        let op = try reader.readRawValue()
+                        switch kind {
+                        case .tagAdded, .tagRemoved: fields.tag = .decode(jsonBytes: op)
+                        case .viewed: fields.view = .decode(jsonBytes: op)
+                        case .checklistItemAdded, .checklistItemRemoved: fields.list = .decode(jsonBytes: op)
+                        default: break
+                        }
+                    default: try reader.skipValue()
+                    }
+                }
+                guard reader.atEnd() else { return nil }
+            } catch {
+                return nil
+            }
+            self = fields
+        }
+    }
+
+    private mutating func apply(_ kind: NoteEventType, _ fields: Fields, hlc: HLCTimestamp, dot: Dot) {
         func assignment<V>(_ value: V) -> LWWRegister<V>.Assignment {
             LWWRegister<V>.Assignment(value: value, timestamp: hlc, dot: dot)
         }
         switch kind {
         case .created:
             created = true
-            if let value = payload["title"]?.stringValue { title.apply(assignment(value)) }
+            if let value = fields.title { title.apply(assignment(value)) }
         case .titleSet:
-            if let value = payload["title"]?.stringValue { title.apply(assignment(value)) }
+            if let value = fields.title { title.apply(assignment(value)) }
         case .bodyEdited:
-            if let ops = NotePayload.operation([FugueText.Operation].self, payload["ops"]) {
-                for op in ops { body.apply(op) }
-            }
+            for op in fields.body ?? [] { body.apply(op) }
         case .tagAdded, .tagRemoved:
-            if let op = NotePayload.operation(ORSet<String, AddWins>.Operation.self, payload["op"]) { tags.apply(op) }
+            if let op = fields.tag { tags.apply(op) }
         case .pinnedSet:
-            if let value = payload["pinned"]?.boolValue { pinned.apply(assignment(value)) }
+            if let value = fields.pinned { pinned.apply(assignment(value)) }
         case .viewed:
-            if let op = NotePayload.operation(PNCounter.Operation.self, payload["op"]) { views.apply(op) }
+            if let op = fields.view { views.apply(op) }
         case .checklistItemAdded:
-            guard let item = payload["item"]?.stringValue else { return }
-            if let op = NotePayload.operation(FugueList<String>.Operation.self, payload["op"]) { checklist.apply(op) }
-            if let text = payload["text"]?.stringValue { itemText[item, default: .init()].apply(assignment(text)) }
+            guard let item = fields.item else { return }
+            if let op = fields.list { checklist.apply(op) }
+            if let text = fields.text { itemText[item, default: .init()].apply(assignment(text)) }
         case .checklistItemRemoved:
-            if let op = NotePayload.operation(FugueList<String>.Operation.self, payload["op"]) { checklist.apply(op) }
+            if let op = fields.list { checklist.apply(op) }
         case .checklistItemTextSet:
-            guard let item = payload["item"]?.stringValue, let text = payload["text"]?.stringValue else { return }
+            guard let item = fields.item, let text = fields.text else { return }
             itemText[item, default: .init()].apply(assignment(text))
         case .checklistItemDoneSet:
-            guard let item = payload["item"]?.stringValue, let done = payload["done"]?.boolValue else { return }
+            guard let item = fields.item, let done = fields.done else { return }
             itemDone[item, default: .init()].apply(assignment(done))
         case .deleted:
             deleted.apply(assignment(true))

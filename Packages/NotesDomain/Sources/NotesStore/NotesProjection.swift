@@ -12,7 +12,7 @@ import SyncStorage
 ///
 /// Applying a batch loads each touched note once, applies its events in memory and writes it back once,
 /// so rebuilds cost one read and one write per note per batch rather than per event.
-public struct NotesProjection: Projection {
+public struct NotesProjection: RowReplayingProjection {
     public let name = "notes"
     public let version = NoteState.version
 
@@ -60,6 +60,21 @@ public struct NotesProjection: Projection {
         try batches { events in
             try notes.load(for: events, from: db)
             notes.apply(events)
+        }
+        try notes.save(to: db)
+    }
+
+    /// Rebuilds and catch-up: every row applied from its payload bytes in place, each note loaded on first
+    /// sight and saved once at the end.
+    public func replay(
+        _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database
+    ) throws {
+        var notes = NotesWorkingSet()
+        try rows { event in
+            guard event.type.hasPrefix(NoteEventType.prefix), let slot = try notes.slot(of: event.stream, db) else {
+                return
+            }
+            notes.notes[slot].apply(event)
         }
         try notes.save(to: db)
     }
@@ -120,50 +135,96 @@ public struct NotesProjection: Projection {
 
 /// The notes a batch of events touches, loaded once and saved once.
 struct NotesWorkingSet {
-    var states: [String: NoteState] = [:]
-    var scopes: [String: String] = [:]
-    /// Note id (the row key) by stream name, so each event costs one lookup rather than a UUID parse.
-    var ids: [String: String] = [:]
+    struct Note {
+        var id: String
+        var scope: String?
+        var state = NoteState()
 
-    /// The note id of a stream, nil for streams that are not notes.
-    mutating func id(of stream: String) -> String? {
-        if let id = ids[stream] { return id }
-        guard let id = NoteID(stream)?.description else { return nil }
-        ids[stream] = id
-        return id
+        mutating func apply(_ event: StoredEvent) {
+            if scope == nil { scope = event.event.scope.name }
+            state.apply(
+                type: event.event.type, payload: event.event.payload, hlc: event.event.hlc, dot: event.event.dot)
+        }
+
+        mutating func apply(_ event: ReplayedEvent) {
+            if scope == nil { scope = event.scope }
+            state.apply(type: event.type, payloadBytes: event.payload, hlc: event.hlc, dot: event.dot)
+        }
     }
 
-    /// Loads the stored state of the notes `events` touch that are not loaded yet.
+    var notes: [Note] = []
+    /// Index in `notes` by stream name (one lookup per event), and by note id.
+    var slots: [String: Int] = [:]
+    var byID: [String: Int] = [:]
+    /// Streams that are not notes.
+    var others: Set<String> = []
+
+    /// The slot of a stream's note, loading its stored state on first sight; nil for streams that are not notes.
+    mutating func slot(of stream: String, _ db: Database) throws -> Int? {
+        if let slot = slots[stream] { return slot }
+        guard !others.contains(stream) else { return nil }
+        guard let id = NoteID(stream)?.description else {
+            others.insert(stream)
+            return nil
+        }
+        if let slot = byID[id] {
+            slots[stream] = slot
+            return slot
+        }
+        var note = Note(id: id)
+        if let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT scope, state FROM notes WHERE id = ?"), arguments: [id])
+        {
+            note.scope = row[0]
+            note.state = try Self.state(row, 1)
+        }
+        notes.append(note)
+        slots[stream] = notes.count - 1
+        byID[id] = notes.count - 1
+        return notes.count - 1
+    }
+
+    static func state(_ row: Row, _ index: Int) throws -> NoteState {
+        try row.withUnsafeData(atIndex: index) { data in try NoteState(stored: data.map { [UInt8]($0) } ?? []) }
+    }
+
+    /// Loads, in a few queries, the stored state of the notes `events` touch that are not loaded yet.
     mutating func load(for events: [StoredEvent], from db: Database) throws {
-        var missing = Set<String>()
+        var missing: [String: String] = [:]
         for stored in events where stored.event.type.hasPrefix(NoteEventType.prefix) {
-            if let id = id(of: stored.event.stream), scopes[id] == nil { missing.insert(id) }
+            let stream = stored.event.stream
+            guard slots[stream] == nil, !others.contains(stream) else { continue }
+            guard let id = NoteID(stream)?.description else {
+                others.insert(stream)
+                continue
+            }
+            if let slot = byID[id] { slots[stream] = slot } else { missing[id] = stream }
         }
         guard !missing.isEmpty else { return }
-        let list = Array(missing)
+        var loaded: [String: (scope: String, state: NoteState)] = [:]
+        let list = Array(missing.keys)
         for chunk in stride(from: 0, to: list.count, by: 500) {
             let slice = Array(list[chunk..<min(chunk + 500, list.count)])
             let rows = try Row.fetchCursor(
                 db,
                 sql: "SELECT id, scope, state FROM notes WHERE id IN (\(databaseQuestionMarks(count: slice.count)))",
                 arguments: StatementArguments(slice))
-            while let row = try rows.next() {
-                let id: String = row[0]
-                states[id] = try row.withUnsafeData(atIndex: 2) { data in
-                    try NoteState(stored: data.map { [UInt8]($0) } ?? [])
-                }
-                scopes[id] = row[1]
-            }
+            while let row = try rows.next() { loaded[row[0]] = (row[1], try Self.state(row, 2)) }
+        }
+        for (id, stream) in missing {
+            notes.append(Note(id: id, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()))
+            slots[stream] = notes.count - 1
+            byID[id] = notes.count - 1
         }
     }
 
+    /// Applies events whose notes `load` loaded.
     mutating func apply(_ events: [StoredEvent]) {
         for stored in events {
-            let event = stored.event
-            guard event.type.hasPrefix(NoteEventType.prefix), let id = id(of: event.stream) else { continue }
-            if scopes[id] == nil { scopes[id] = event.scope.name }
-            states[id, default: NoteState()].apply(
-                type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
+            guard stored.event.type.hasPrefix(NoteEventType.prefix), let slot = slots[stored.event.stream] else {
+                continue
+            }
+            notes[slot].apply(stored)
         }
     }
 
@@ -175,12 +236,11 @@ struct NotesWorkingSet {
                     pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
                     deleted = excluded.deleted, created = excluded.created, state = excluded.state
                 """)
-        for id in states.keys.sorted() {
-            let state = states[id]!
-            let view = state.view
+        for note in notes.sorted(by: { $0.id < $1.id }) {
+            let view = note.state.view
             try statement.execute(arguments: [
-                id, scopes[id] ?? "", view.title, view.body, view.tagsJSON, view.pinned, view.viewCount,
-                view.checklistJSON, view.deleted, state.created, Data(state.binaryEncoded),
+                note.id, note.scope ?? "", view.title, view.body, view.tagsJSON, view.pinned, view.viewCount,
+                view.checklistJSON, view.deleted, note.state.created, Data(note.state.binaryEncoded),
             ])
         }
     }

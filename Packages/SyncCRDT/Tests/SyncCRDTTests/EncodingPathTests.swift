@@ -13,11 +13,18 @@ import Testing
         try! JSONValue(parsing: CanonicalJSON.encode(value))
     }
 
-    /// Decodes `value` both ways; both must fail, or both succeed with equal results.
-    func agree<T: JSONValueDecodable & Decodable & Equatable>(_ type: T.Type, _ value: JSONValue) {
-        let fast = try? T(json: value)
-        let slow = try? JSONDecoder().decode(T.self, from: value.canonicalData())
-        #expect(fast == slow, "\(T.self) from \(String(decoding: value.canonicalData(), as: UTF8.self))")
+    /// Decodes `value` both ways; both must fail, or both succeed with equal results. The reader alone must
+    /// never give a value `JSONDecoder` would not.
+    func agree<T: JSONReadable & Equatable>(_ type: T.Type, _ value: JSONValue) {
+        let data = value.canonicalData()
+        let fast = T.decode(json: value)
+        let slow = try? JSONDecoder().decode(T.self, from: data)
+        #expect(fast == slow, "\(T.self) from \(String(decoding: data, as: UTF8.self))")
+        let read = data.withUnsafeBytes { bytes -> T? in
+            var reader = JSONReader(bytes)
+            do throws(JSONReader.Bail) { return try T(reading: &reader) } catch { return nil }
+        }
+        if let read { #expect(read == slow, "the reader agrees when it does not bail") }
     }
 
     /// Random edits on four replicas that see each other's operations, with every operation kept.
@@ -83,9 +90,15 @@ import Testing
             for op in history.tags { agree(ORSet<String, AddWins>.Operation.self, json(op)) }
             for op in history.counts { agree(PNCounter.Operation.self, json(op)) }
             agree([FugueText.Operation].self, json(history.text))
-            // Every decoded operation equals the original.
-            #expect(try! [FugueText.Operation](json: json(history.text)) == history.text)
-            #expect(try! [ORSet<String, AddWins>.Operation](json: json(history.tags)) == history.tags)
+            // Every decoded operation equals the original, and the reader read it without bailing.
+            #expect([FugueText.Operation].decode(json: json(history.text)) == history.text)
+            #expect([ORSet<String, AddWins>.Operation].decode(json: json(history.tags)) == history.tags)
+            let bytes = json(history.text).canonicalData()
+            #expect(
+                bytes.withUnsafeBytes { raw in
+                    var reader = JSONReader(raw)
+                    return (try? [FugueText.Operation](reading: &reader)) == history.text
+                })
         }
     }
 

@@ -37,21 +37,37 @@ extension EventStore {
 
     /// Applies every non-rejected event after `position`, in log order.
     func catchUp(_ projection: any Projection, from position: Int64, _ db: Database) throws {
-        try stream(
-            projection, db,
-            sql:
-                "SELECT \(StoredEvent.columns) FROM events WHERE position > ? AND status != 'rejected' ORDER BY position",
-            arguments: [position])
+        let filter = "WHERE position > ? AND status != 'rejected' ORDER BY position"
+        if let projection = projection as? any RowReplayingProjection {
+            try projection.replay(
+                { consume in
+                    try forEachRow(db, sql: "SELECT \(Self.replayColumns) FROM events \(filter)", [position], consume)
+                }, in: db)
+        } else {
+            try stream(
+                projection, db, sql: "SELECT \(StoredEvent.columns) FROM events \(filter)", arguments: [position])
+        }
     }
 
     /// Rebuilds a projection inside the current transaction: back to its snapshot, then every non-rejected
     /// event of the log in canonical order, in batches.
     func rebuild(_ projection: any Projection, _ db: Database) throws {
         try projection.restoreSnapshot(streams: nil, in: db)
-        try projection.applyStream(
-            { consume in
-                for sql in Self.canonicalReplay { try forEachBatch(db, sql: sql, consume) }
-            }, in: db)
+        if let projection = projection as? any RowReplayingProjection {
+            try projection.replay(
+                { consume in
+                    for filter in Self.canonicalReplay {
+                        try forEachRow(db, sql: "SELECT \(Self.replayColumns) FROM events \(filter)", [], consume)
+                    }
+                }, in: db)
+        } else {
+            try projection.applyStream(
+                { consume in
+                    for filter in Self.canonicalReplay {
+                        try forEachBatch(db, sql: "SELECT \(StoredEvent.columns) FROM events \(filter)", consume)
+                    }
+                }, in: db)
+        }
         try Self.setCheckpoint(projection, position: Self.lastPosition(db), db)
     }
 
@@ -59,9 +75,34 @@ extension EventStore {
     /// whole log: confirmed events by `(scope, seq)` through `events_scope_seq`, then pending events (few)
     /// by scope and position. Together they give exactly `ORDER BY canonicalOrder`.
     static let canonicalReplay = [
-        "SELECT \(StoredEvent.columns) FROM events WHERE seq IS NOT NULL ORDER BY scope, seq",
-        "SELECT \(StoredEvent.columns) FROM events WHERE status = 'pending' ORDER BY scope, position",
+        "WHERE seq IS NOT NULL ORDER BY scope, seq",
+        "WHERE status = 'pending' ORDER BY scope, position",
     ]
+
+    /// The columns `forEachRow` reads, in its order.
+    static let replayColumns = "position, scope, stream, type, hlc, dot_replica, dot_counter, payload"
+
+    /// Calls `body` with each row of a query selecting `replayColumns`, decoded in place.
+    func forEachRow(
+        _ db: Database, sql: String, _ arguments: StatementArguments, _ body: (ReplayedEvent) throws -> Void
+    ) throws {
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+        while let row = try rows.next() {
+            let position: Int64 = row[0]
+            do {
+                let hlc = try StoredEvent.parse(row, 4) { try HLCTimestamp(utf8: $0) }
+                let replica = try StoredEvent.parse(row, 5) { try ReplicaID(utf8: $0) }
+                try StoredEvent.parse(row, 7) { payload in
+                    try body(
+                        ReplayedEvent(
+                            position: position, scope: row[1], stream: row[2], type: row[3], hlc: hlc,
+                            dot: Dot(replica: replica, counter: UInt64(row[6] as Int64)), payload: payload))
+                }
+            } catch let error as SyncModelsError {
+                throw EventStoreError(code: "store.corrupt", message: "event row \(position): \(error.message)")
+            }
+        }
+    }
 
     /// Re-derives `streams` in every projection: back to their snapshot state, then their remaining
     /// non-rejected events in canonical order. Used when events are rejected (rollback).

@@ -1,4 +1,5 @@
 import GRDB
+import SyncModels
 import SyncStorage
 
 /// A read model derived from the event log: read tables plus a checkpoint, kept current in the same
@@ -39,4 +40,25 @@ extension Projection {
     ) throws {
         try batches { try apply($0, in: db) }
     }
+}
+
+/// One event of the log as a replay reads it: the envelope fields a projection routes on and the payload's
+/// canonical JSON bytes, unparsed. Valid only inside the call that receives it: the bytes are SQLite's.
+public struct ReplayedEvent {
+    public let position: Int64
+    public let scope: String
+    public let stream: String
+    public let type: String
+    public let hlc: HLCTimestamp
+    public let dot: Dot
+    /// Canonical JSON of the payload, in place.
+    public let payload: UnsafeRawBufferPointer
+}
+
+/// A projection that replays straight from the rows of the log, without decoding whole events (no event id,
+/// no parsed payload): the store feeds rebuilds and catch-up through `replay` instead of `applyStream`.
+/// Both must give the same state.
+public protocol RowReplayingProjection: Projection {
+    /// Applies the events `rows` feeds to its argument, one at a time, in order.
+    func replay(_ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database) throws
 }

@@ -72,7 +72,7 @@ public struct StoredEvent: Sendable, Hashable {
     }
 
     /// Runs `body` on the bytes of column `index` in place (no copy); an empty buffer for NULL.
-    private static func parse<T>(_ row: Row, _ index: Int, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T {
+    static func parse<T>(_ row: Row, _ index: Int, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T {
         try row.withUnsafeData(atIndex: index) { data in
             guard let data else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
             return try data.withUnsafeBytes(body)

@@ -4,21 +4,21 @@ import SyncModels
 /// The fast path of `WireCodec` for the bodies that carry events (`PushRequest`, `SyncRequest`).
 ///
 /// Every value it returns is the one `JSONDecoder` would return for the same bytes; whenever it is not
-/// certain (see `FastJSONReader`), it returns nil and the caller uses `JSONDecoder`.
+/// certain (see `JSONReader`), it returns nil and the caller uses `JSONDecoder`.
 enum FastEventDecoding {
     static func pushRequest(_ data: Data) -> PushRequest? {
         data.withUnsafeBytes { bytes in
-            var reader = FastJSONReader(bytes)
+            var reader = JSONReader(bytes)
             var replica: ReplicaID?
             var events: [Event]?
-            do throws(FastJSONReader.Bail) {
-                try reader.readObject { reader, key throws(FastJSONReader.Bail) in
+            do throws(JSONReader.Bail) {
+                try reader.readObject { reader, key throws(JSONReader.Bail) in
                     switch key {
                     case "replica":
-                        guard replica == nil else { throw FastJSONReader.Bail() }
+                        guard replica == nil else { throw JSONReader.Bail() }
                         replica = try Self.replica(&reader)
                     case "events":
-                        guard events == nil else { throw FastJSONReader.Bail() }
+                        guard events == nil else { throw JSONReader.Bail() }
                         events = try Self.events(&reader)
                     default:
                         _ = try reader.readValue()
@@ -34,40 +34,40 @@ enum FastEventDecoding {
 
     static func syncRequest(_ data: Data) -> SyncRequest? {
         data.withUnsafeBytes { bytes in
-            var reader = FastJSONReader(bytes)
+            var reader = JSONReader(bytes)
             var replica: ReplicaID?
             var events: [Event]?
             var cursor: String??
             var scopes: [Scope]??
             var limit: Int??
-            do throws(FastJSONReader.Bail) {
-                try reader.readObject { reader, key throws(FastJSONReader.Bail) in
+            do throws(JSONReader.Bail) {
+                try reader.readObject { reader, key throws(JSONReader.Bail) in
                     switch key {
                     case "replica":
-                        guard replica == nil else { throw FastJSONReader.Bail() }
+                        guard replica == nil else { throw JSONReader.Bail() }
                         replica = try Self.replica(&reader)
                     case "events":
-                        guard events == nil else { throw FastJSONReader.Bail() }
+                        guard events == nil else { throw JSONReader.Bail() }
                         events = try Self.events(&reader)
                     case "cursor":
-                        guard cursor == nil else { throw FastJSONReader.Bail() }
+                        guard cursor == nil else { throw JSONReader.Bail() }
                         cursor = .some(try reader.readNull() ? nil : try reader.readString())
                     case "scopes":
-                        guard scopes == nil else { throw FastJSONReader.Bail() }
+                        guard scopes == nil else { throw JSONReader.Bail() }
                         if try reader.readNull() {
                             scopes = .some(nil)
                         } else {
                             var list: [Scope] = []
-                            try reader.readArray { reader throws(FastJSONReader.Bail) in
+                            try reader.readArray { reader throws(JSONReader.Bail) in
                                 guard let scope = try? Scope(try reader.readString()) else {
-                                    throw FastJSONReader.Bail()
+                                    throw JSONReader.Bail()
                                 }
                                 list.append(scope)
                             }
                             scopes = .some(list)
                         }
                     case "limit":
-                        guard limit == nil else { throw FastJSONReader.Bail() }
+                        guard limit == nil else { throw JSONReader.Bail() }
                         if try reader.readNull() {
                             limit = .some(nil)
                         } else {
@@ -86,10 +86,10 @@ enum FastEventDecoding {
         }
     }
 
-    static func replica(_ reader: inout FastJSONReader) throws(FastJSONReader.Bail) -> ReplicaID {
+    static func replica(_ reader: inout JSONReader) throws(JSONReader.Bail) -> ReplicaID {
         try reader.readASCIIString { bytes in
-            guard bytes.count == 32, let high = FastJSONReader.hex(bytes, 0, 16),
-                let low = FastJSONReader.hex(bytes, 16, 16)
+            guard bytes.count == 32, let high = JSONReader.hex(bytes, 0, 16),
+                let low = JSONReader.hex(bytes, 16, 16)
             else { return nil }
             return ReplicaID(high: high, low: low)
         }
@@ -107,7 +107,7 @@ enum FastEventDecoding {
                 offset += 1
             }
             for _ in 0..<(group / 2) {
-                guard let value = FastJSONReader.hex(bytes, offset, 2) else { return nil }
+                guard let value = JSONReader.hex(bytes, offset, 2) else { return nil }
                 uuid[byteIndex] = UInt8(value)
                 byteIndex += 1
                 offset += 2
@@ -123,20 +123,20 @@ enum FastEventDecoding {
     /// What `HLCTimestamp(String)` accepts: 16:4:16 hexadecimal digits with a 48-bit physical time.
     static func hlc(_ bytes: UnsafeRawBufferPointer) -> HLCTimestamp? {
         guard bytes.count == 38, bytes[16] == UInt8(ascii: ":"), bytes[21] == UInt8(ascii: ":"),
-            let physical = FastJSONReader.hex(bytes, 0, 16), physical <= HLCTimestamp.maxPhysical,
-            let counter = FastJSONReader.hex(bytes, 17, 4), let node = FastJSONReader.hex(bytes, 22, 16)
+            let physical = JSONReader.hex(bytes, 0, 16), physical <= HLCTimestamp.maxPhysical,
+            let counter = JSONReader.hex(bytes, 17, 4), let node = JSONReader.hex(bytes, 22, 16)
         else { return nil }
         return HLCTimestamp(physical: physical, counter: UInt16(counter), node: node)
     }
 
-    static func events(_ reader: inout FastJSONReader) throws(FastJSONReader.Bail) -> [Event] {
+    static func events(_ reader: inout JSONReader) throws(JSONReader.Bail) -> [Event] {
         var events: [Event] = []
-        try reader.readArray { reader throws(FastJSONReader.Bail) in events.append(try event(&reader)) }
+        try reader.readArray { reader throws(JSONReader.Bail) in events.append(try event(&reader)) }
         return events
     }
 
     /// One event; bails on a missing, repeated or doubtful field, and on `receivedAt` (server-written).
-    static func event(_ reader: inout FastJSONReader) throws(FastJSONReader.Bail) -> Event {
+    static func event(_ reader: inout JSONReader) throws(JSONReader.Bail) -> Event {
         var id: EventID?
         var scope: Scope?
         var stream: String?
@@ -147,67 +147,67 @@ enum FastEventDecoding {
         var dot: Dot?
         var payload: JSONValue?
         var seq: Int64??
-        try reader.readObject { reader, key throws(FastJSONReader.Bail) in
+        try reader.readObject { reader, key throws(JSONReader.Bail) in
             switch key {
             case "id":
-                guard id == nil else { throw FastJSONReader.Bail() }
+                guard id == nil else { throw JSONReader.Bail() }
                 id = try reader.readASCIIString(Self.eventID)
             case "scope":
-                guard scope == nil, let value = try? Scope(try reader.readString()) else { throw FastJSONReader.Bail() }
+                guard scope == nil, let value = try? Scope(try reader.readString()) else { throw JSONReader.Bail() }
                 scope = value
             case "stream":
-                guard stream == nil else { throw FastJSONReader.Bail() }
+                guard stream == nil else { throw JSONReader.Bail() }
                 stream = try reader.readString()
             case "streamVersion":
-                guard streamVersion == nil else { throw FastJSONReader.Bail() }
+                guard streamVersion == nil else { throw JSONReader.Bail() }
                 streamVersion = try reader.readInt64()
             case "type":
-                guard type == nil else { throw FastJSONReader.Bail() }
+                guard type == nil else { throw JSONReader.Bail() }
                 type = try reader.readString()
             case "schemaVersion":
-                guard schemaVersion == nil else { throw FastJSONReader.Bail() }
+                guard schemaVersion == nil else { throw JSONReader.Bail() }
                 schemaVersion = Int(try reader.readInt64())
             case "hlc":
-                guard hlc == nil else { throw FastJSONReader.Bail() }
+                guard hlc == nil else { throw JSONReader.Bail() }
                 hlc = try reader.readASCIIString(Self.hlc)
             case "dot":
-                guard dot == nil else { throw FastJSONReader.Bail() }
+                guard dot == nil else { throw JSONReader.Bail() }
                 dot = try Self.dot(&reader)
             case "payload":
-                guard payload == nil else { throw FastJSONReader.Bail() }
+                guard payload == nil else { throw JSONReader.Bail() }
                 payload = try reader.readValue()
             case "seq":
-                guard seq == nil else { throw FastJSONReader.Bail() }
+                guard seq == nil else { throw JSONReader.Bail() }
                 seq = .some(try reader.readNull() ? nil : try reader.readInt64())
             default:
                 // `receivedAt` (a date) and anything unknown: let JSONDecoder judge.
-                throw FastJSONReader.Bail()
+                throw JSONReader.Bail()
             }
         }
         guard let id, let scope, let stream, let streamVersion, let type, let schemaVersion, let hlc, let dot,
             let payload
-        else { throw FastJSONReader.Bail() }
+        else { throw JSONReader.Bail() }
         return Event(
             id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,
             schemaVersion: schemaVersion, hlc: hlc, dot: dot, payload: payload, seq: seq ?? nil)
     }
 
-    static func dot(_ reader: inout FastJSONReader) throws(FastJSONReader.Bail) -> Dot {
+    static func dot(_ reader: inout JSONReader) throws(JSONReader.Bail) -> Dot {
         var replica: ReplicaID?
         var counter: Int64?
-        try reader.readObject { reader, key throws(FastJSONReader.Bail) in
+        try reader.readObject { reader, key throws(JSONReader.Bail) in
             switch key {
             case "replica":
-                guard replica == nil else { throw FastJSONReader.Bail() }
+                guard replica == nil else { throw JSONReader.Bail() }
                 replica = try Self.replica(&reader)
             case "counter":
-                guard counter == nil else { throw FastJSONReader.Bail() }
+                guard counter == nil else { throw JSONReader.Bail() }
                 counter = try reader.readInt64()
             default:
-                throw FastJSONReader.Bail()
+                throw JSONReader.Bail()
             }
         }
-        guard let replica, let counter, counter >= 0 else { throw FastJSONReader.Bail() }
+        guard let replica, let counter, counter >= 0 else { throw JSONReader.Bail() }
         return Dot(replica: replica, counter: UInt64(counter))
     }
 }

@@ -11,9 +11,9 @@ public protocol SequenceElement: Sendable, Hashable {
     static func encodeRun(_ elements: [Self], to encoder: any Encoder) throws
     /// Decodes a run of elements written by `encodeRun`.
     static func decodeRun(from decoder: any Decoder) throws -> [Self]
-    /// Decodes a run of elements from the parsed value `encodeRun` wrote. The default goes through
-    /// `decodeRun(from:)`.
-    static func decodeRun(json: JSONValue) throws -> [Self]
+    /// Reads a run of elements from the JSON `encodeRun` wrote; bails on anything it is not sure of (the
+    /// default always does, leaving the run to `decodeRun(from:)`).
+    static func readRun(reading reader: inout JSONReader) throws(JSONReader.Bail) -> [Self]
     /// Appends a run of elements to compact binary output.
     static func writeRun(_ elements: some Collection<Self>, to writer: inout BinaryWriter)
     /// Reads a run of `count` elements written by `writeRun`.

@@ -1,30 +1,32 @@
-import SyncModels
-
-/// A byte-level JSON reader for the hot path of the server: decoding pushed events.
+/// A byte-level pull reader of JSON, for hot paths: the server decoding pushed events, a projection replaying
+/// payloads from the log. Nothing is allocated but the strings it returns.
 ///
 /// It reads only the JSON it is sure to read exactly as `JSONDecoder` would (objects without repeated
 /// keys, strings of valid UTF-8, integers that fit in 64 bits, `true`, `false`, `null`) and gives up with
 /// `Bail` on anything else — a fraction or exponent, invalid input, nesting deeper than 256 — in which case
 /// the caller decodes the same bytes with `JSONDecoder`, which gives the precise value or error. So it
 /// changes speed, never results.
-struct FastJSONReader: ~Copyable {
-    struct Bail: Error {}
+public struct JSONReader: ~Copyable {
+    /// The input is not one this reader is sure of: decode it another way.
+    public struct Bail: Error {
+        public init() {}
+    }
 
     private let bytes: UnsafeRawBufferPointer
     private var index = 0
     private var depth = 0
 
-    init(_ bytes: UnsafeRawBufferPointer) {
+    public init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
     }
 
     /// Whether only whitespace is left.
-    mutating func atEnd() -> Bool {
+    public mutating func atEnd() -> Bool {
         skipWhitespace()
         return index == bytes.count
     }
 
-    mutating func skipWhitespace() {
+    public mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
             case 0x20, 0x09, 0x0A, 0x0D: index += 1
@@ -33,19 +35,19 @@ struct FastJSONReader: ~Copyable {
         }
     }
 
-    mutating func peek() throws(Bail) -> UInt8 {
+    public mutating func peek() throws(Bail) -> UInt8 {
         skipWhitespace()
         guard index < bytes.count else { throw Bail() }
         return bytes[index]
     }
 
-    mutating func expect(_ byte: UInt8) throws(Bail) {
+    public mutating func expect(_ byte: UInt8) throws(Bail) {
         guard try peek() == byte else { throw Bail() }
         index += 1
     }
 
     /// Reads an object, calling `member` with each key; `member` must read the value.
-    mutating func readObject(_ member: (inout FastJSONReader, String) throws(Bail) -> Void) throws(Bail) {
+    public mutating func readObject(_ member: (inout JSONReader, String) throws(Bail) -> Void) throws(Bail) {
         try expect(UInt8(ascii: "{"))
         depth += 1
         guard depth <= 256 else { throw Bail() }
@@ -70,7 +72,7 @@ struct FastJSONReader: ~Copyable {
     }
 
     /// Reads an array, calling `element` for each element; `element` must read it.
-    mutating func readArray(_ element: (inout FastJSONReader) throws(Bail) -> Void) throws(Bail) {
+    public mutating func readArray(_ element: (inout JSONReader) throws(Bail) -> Void) throws(Bail) {
         try expect(UInt8(ascii: "["))
         depth += 1
         guard depth <= 256 else { throw Bail() }
@@ -93,7 +95,7 @@ struct FastJSONReader: ~Copyable {
     }
 
     /// Reads a string; escapes are decoded, anything doubtful bails.
-    mutating func readString() throws(Bail) -> String {
+    public mutating func readString() throws(Bail) -> String {
         try expect(UInt8(ascii: "\""))
         let start = index
         var ascii = true
@@ -184,7 +186,7 @@ struct FastJSONReader: ~Copyable {
 
     /// Reads a string of plain ASCII without escapes and gives its bytes to `parse`; bails on anything else.
     /// For fixed-format fields (ids, clocks) that are then parsed without making a `String`.
-    mutating func readASCIIString<Result>(_ parse: (UnsafeRawBufferPointer) -> Result?) throws(Bail) -> Result {
+    public mutating func readASCIIString<Result>(_ parse: (UnsafeRawBufferPointer) -> Result?) throws(Bail) -> Result {
         try expect(UInt8(ascii: "\""))
         let start = index
         while index < bytes.count {
@@ -202,7 +204,7 @@ struct FastJSONReader: ~Copyable {
     }
 
     /// The value of `width` hexadecimal digits (either case) at `offset`; nil for anything else.
-    static func hex(_ bytes: UnsafeRawBufferPointer, _ offset: Int, _ width: Int) -> UInt64? {
+    public static func hex(_ bytes: UnsafeRawBufferPointer, _ offset: Int, _ width: Int) -> UInt64? {
         guard offset + width <= bytes.count else { return nil }
         var value: UInt64 = 0
         for index in offset..<(offset + width) {
@@ -220,7 +222,7 @@ struct FastJSONReader: ~Copyable {
     }
 
     /// Reads an integer written without fraction or exponent that fits in `Int64`.
-    mutating func readInt64() throws(Bail) -> Int64 {
+    public mutating func readInt64() throws(Bail) -> Int64 {
         skipWhitespace()
         var negative = false
         if index < bytes.count, bytes[index] == UInt8(ascii: "-") {
@@ -253,7 +255,7 @@ struct FastJSONReader: ~Copyable {
     }
 
     /// Reads `null`; false (and nothing consumed) when the next value is something else.
-    mutating func readNull() throws(Bail) -> Bool {
+    public mutating func readNull() throws(Bail) -> Bool {
         guard try peek() == UInt8(ascii: "n") else { return false }
         try literal("null")
         return true
@@ -267,7 +269,7 @@ struct FastJSONReader: ~Copyable {
     }
 
     /// Reads any value as a `JSONValue`.
-    mutating func readValue() throws(Bail) -> JSONValue {
+    public mutating func readValue() throws(Bail) -> JSONValue {
         switch try peek() {
         case UInt8(ascii: "{"):
             var object: [String: JSONValue] = [:]
@@ -293,6 +295,54 @@ struct FastJSONReader: ~Copyable {
             return .null
         default:
             return .int(try readInt64())
+        }
+    }
+
+    /// Reads `true` or `false`.
+    public mutating func readBool() throws(Bail) -> Bool {
+        switch try peek() {
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return true
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return false
+        default: throw Bail()
+        }
+    }
+
+    /// Reads a non-negative integer up to `Int64.max` (larger ones bail).
+    public mutating func readUInt64() throws(Bail) -> UInt64 {
+        let value = try readInt64()
+        guard value >= 0 else { throw Bail() }
+        return UInt64(value)
+    }
+
+    /// Reads (and checks) any value without building it, and returns its bytes.
+    public mutating func readRawValue() throws(Bail) -> UnsafeRawBufferPointer {
+        let start: Int
+        skipWhitespace()
+        start = index
+        try skipValue()
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<index])
+    }
+
+    /// Reads (and checks) any value without building it. Repeated keys are not looked for: whoever reads the
+    /// members of an object checks its own.
+    public mutating func skipValue() throws(Bail) {
+        switch try peek() {
+        case UInt8(ascii: "{"):
+            try readObject { reader, _ throws(Bail) in try reader.skipValue() }
+        case UInt8(ascii: "["):
+            try readArray { reader throws(Bail) in try reader.skipValue() }
+        case UInt8(ascii: "\""):
+            _ = try readString()
+        case UInt8(ascii: "t"), UInt8(ascii: "f"):
+            _ = try readBool()
+        case UInt8(ascii: "n"):
+            try literal("null")
+        default:
+            _ = try readInt64()
         }
     }
 }
