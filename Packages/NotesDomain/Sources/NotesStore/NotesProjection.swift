@@ -158,6 +158,9 @@ struct NotesWorkingSet {
     var byID: [String: Int] = [:]
     /// Streams that are not notes.
     var others: Set<String> = []
+    /// Whether the notes table held no row when first asked (a rebuild without snapshot): then no note
+    /// needs loading. Rows this working set saves come only at the end.
+    var tableEmpty: Bool?
 
     /// The slot of a stream's note, loading its stored state on first sight; nil for streams that are not notes.
     mutating func slot(of stream: String, _ db: Database) throws -> Int? {
@@ -172,8 +175,12 @@ struct NotesWorkingSet {
             return slot
         }
         var note = Note(id: id)
-        if let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT scope, state FROM notes WHERE id = ?"), arguments: [id])
+        if tableEmpty == nil {
+            tableEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM notes)") ?? false)
+        }
+        if tableEmpty == false,
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT scope, state FROM notes WHERE id = ?"), arguments: [id])
         {
             note.scope = row[0]
             note.state = try Self.state(row, 1)

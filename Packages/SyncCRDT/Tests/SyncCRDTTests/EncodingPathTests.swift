@@ -156,6 +156,8 @@ import Testing
             let decodedSet = try! ORSet<String, AddWins>(binaryEncoded: set.binaryEncoded)
             #expect(decodedSet == set && decodedSet.compactedVersion == set.compactedVersion)
             #expect(try! PNCounter(binaryEncoded: counter.binaryEncoded) == counter)
+            #expect(FugueText().binaryEncoded == [0], "an empty list is a zero length")
+            #expect(try! FugueList<String>(binaryEncoded: FugueList<String>().binaryEncoded) == FugueList<String>())
             // Equal states encode to equal bytes: a dictionary's order does not leak into the form.
             #expect(decodedSet.binaryEncoded == set.binaryEncoded)
             var register = LWWRegister<String>()

@@ -252,10 +252,16 @@ extension ORSet: BinaryCodable where Element: BinaryCodable & Comparable {
 extension FugueList: BinaryCodable where Element: SequenceElement {
     /// `encoded(includingDeletedContent: true)`, length-prefixed: the whole list, deleted text included, so
     /// the decoded list equals this one.
+    /// An empty list (nothing seen, nothing waiting) is zero bytes.
     public func encode(to writer: inout BinaryWriter) {
-        writer.writeBytes(encoded(includingDeletedContent: true))
+        if core.tree.totalCount == 0 && pending.isEmpty && version.isEmpty {
+            writer.writeBytes([])
+        } else {
+            writer.writeBytes(encoded(includingDeletedContent: true))
+        }
     }
     public init(from reader: inout BinaryReader) throws {
-        try self.init(encoded: try reader.readBytes())
+        let bytes = try reader.readBytes()
+        if bytes.isEmpty { self.init() } else { try self.init(encoded: bytes) }
     }
 }
