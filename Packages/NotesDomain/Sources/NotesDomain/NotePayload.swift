@@ -10,13 +10,6 @@ public enum NotePayload {
         let data = try! CanonicalJSON.encode(value)
         return try! JSONValue(parsing: data)
     }
-
-    /// Decodes an operation from a payload field through `JSONDecoder`; nil when it has another shape.
-    public static func decode<T: Decodable>(_ type: T.Type) -> (JSONValue) -> T? {
-        { value in
-            try? JSONDecoder().decode(T.self, from: value.canonicalData())
-        }
-    }
 }
 
 extension JSONReader {

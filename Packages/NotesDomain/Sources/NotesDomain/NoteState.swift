@@ -57,6 +57,8 @@ public struct NoteState: Sendable, Codable, Equatable {
         var view: PNCounter.Operation?
         var list: FugueList<String>.Operation?
 
+        init() {}
+
         /// From a parsed payload.
         init(_ kind: NoteEventType, _ payload: JSONValue) {
             title = payload["title"]?.stringValue
@@ -79,7 +81,7 @@ public struct NoteState: Sendable, Codable, Equatable {
 
         /// Straight from JSON bytes; nil when the reader is not sure of them (the caller parses them then).
         init?(_ kind: NoteEventType, _ bytes: UnsafeRawBufferPointer) {
-            var fields = Fields(kind, JSONValue.null)
+            var fields = Fields()
             var reader = JSONReader(bytes)
             var seen: UInt8 = 0
             do throws(JSONReader.Bail) {

@@ -162,17 +162,43 @@ struct NotesWorkingSet {
     /// needs loading. Rows this working set saves come only at the end.
     var tableEmpty: Bool?
 
-    /// The slot of a stream's note, loading its stored state on first sight; nil for streams that are not notes.
-    mutating func slot(of stream: String, _ db: Database) throws -> Int? {
-        if let slot = slots[stream] { return slot }
-        guard !others.contains(stream) else { return nil }
+    enum Lookup {
+        case slot(Int)
+        /// A note not in the working set yet.
+        case missing(id: String)
+        /// Not a note's stream.
+        case other
+    }
+
+    /// Where a stream's note is in the working set.
+    mutating func lookup(_ stream: String) -> Lookup {
+        if let slot = slots[stream] { return .slot(slot) }
+        guard !others.contains(stream) else { return .other }
         guard let id = NoteID(stream)?.description else {
             others.insert(stream)
-            return nil
+            return .other
         }
-        if let slot = byID[id] {
-            slots[stream] = slot
-            return slot
+        guard let slot = byID[id] else { return .missing(id: id) }
+        slots[stream] = slot
+        return .slot(slot)
+    }
+
+    /// Adds a note reached by `stream` and returns its slot.
+    @discardableResult
+    mutating func add(_ note: Note, stream: String) -> Int {
+        notes.append(note)
+        slots[stream] = notes.count - 1
+        byID[note.id] = notes.count - 1
+        return notes.count - 1
+    }
+
+    /// The slot of a stream's note, loading its stored state on first sight; nil for streams that are not notes.
+    mutating func slot(of stream: String, _ db: Database) throws -> Int? {
+        let id: String
+        switch lookup(stream) {
+        case .slot(let slot): return slot
+        case .other: return nil
+        case .missing(let missing): id = missing
         }
         var note = Note(id: id)
         if tableEmpty == nil {
@@ -185,10 +211,7 @@ struct NotesWorkingSet {
             note.scope = row[0]
             note.state = try Self.state(row, 1)
         }
-        notes.append(note)
-        slots[stream] = notes.count - 1
-        byID[id] = notes.count - 1
-        return notes.count - 1
+        return add(note, stream: stream)
     }
 
     static func state(_ row: Row, _ index: Int) throws -> NoteState {
@@ -199,13 +222,7 @@ struct NotesWorkingSet {
     mutating func load(for events: [StoredEvent], from db: Database) throws {
         var missing: [String: String] = [:]
         for stored in events where stored.event.type.hasPrefix(NoteEventType.prefix) {
-            let stream = stored.event.stream
-            guard slots[stream] == nil, !others.contains(stream) else { continue }
-            guard let id = NoteID(stream)?.description else {
-                others.insert(stream)
-                continue
-            }
-            if let slot = byID[id] { slots[stream] = slot } else { missing[id] = stream }
+            if case .missing(let id) = lookup(stored.event.stream) { missing[id] = stored.event.stream }
         }
         guard !missing.isEmpty else { return }
         var loaded: [String: (scope: String, state: NoteState)] = [:]
@@ -219,18 +236,15 @@ struct NotesWorkingSet {
             while let row = try rows.next() { loaded[row[0]] = (row[1], try Self.state(row, 2)) }
         }
         for (id, stream) in missing {
-            notes.append(Note(id: id, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()))
-            slots[stream] = notes.count - 1
-            byID[id] = notes.count - 1
+            add(Note(id: id, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()), stream: stream)
         }
     }
 
     /// Applies events whose notes `load` loaded.
     mutating func apply(_ events: [StoredEvent]) {
         for stored in events {
-            guard stored.event.type.hasPrefix(NoteEventType.prefix), let slot = slots[stored.event.stream] else {
-                continue
-            }
+            guard stored.event.type.hasPrefix(NoteEventType.prefix), case .slot(let slot) = lookup(stored.event.stream)
+            else { continue }
             notes[slot].apply(stored)
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import NotesDomain
 import SyncCRDT
+import SyncEventStoreTestSupport
 import SyncModels
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 @Suite struct NoteStateEncodingTests {
     /// A note edited through every event type by three replicas.
     static func note(seed: UInt64, events: Int) -> NoteState {
-        var random = Seeded(state: seed)
+        var random = SplitMix64(seed: seed)
         var state = NoteState()
         let replicas = (1...3).map { ReplicaID(high: $0, low: 42) }
         var counters = [UInt64](repeating: 0, count: replicas.count)
@@ -84,16 +85,5 @@ import Testing
         #expect(throws: SyncCRDTError.self) { try NoteState(stored: Array(bytes.dropLast())) }
         #expect(throws: SyncCRDTError.self) { try NoteState(stored: [9] + bytes.dropFirst()) }
         #expect(throws: (any Error).self) { try NoteState(stored: Array("{\"created\":".utf8)) }
-    }
-}
-
-private struct Seeded: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

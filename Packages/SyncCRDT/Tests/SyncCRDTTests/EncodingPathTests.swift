@@ -5,7 +5,7 @@ import Testing
 
 @testable import SyncCRDT
 
-/// The fast paths must read and write exactly what the `Codable` paths do: `init(json:)` against
+/// The fast paths must read and write exactly what the `Codable` paths do: `decode(json:)` and the reader against
 /// `JSONDecoder`, and the binary state form against equality after a round trip.
 @Suite struct EncodingPathTests {
     /// The JSON value of a Codable operation, as a payload carries it.

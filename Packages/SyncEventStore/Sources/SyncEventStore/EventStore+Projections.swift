@@ -37,37 +37,14 @@ extension EventStore {
 
     /// Applies every non-rejected event after `position`, in log order.
     func catchUp(_ projection: any Projection, from position: Int64, _ db: Database) throws {
-        let filter = "WHERE position > ? AND status != 'rejected' ORDER BY position"
-        if let projection = projection as? any RowReplayingProjection {
-            try projection.replay(
-                { consume in
-                    try forEachRow(db, sql: "SELECT \(Self.replayColumns) FROM events \(filter)", [position], consume)
-                }, in: db)
-        } else {
-            try stream(
-                projection, db, sql: "SELECT \(StoredEvent.columns) FROM events \(filter)", arguments: [position])
-        }
+        try feed(projection, db, ["WHERE position > ? AND status != 'rejected' ORDER BY position"], [position])
     }
 
     /// Rebuilds a projection inside the current transaction: back to its snapshot, then every non-rejected
     /// event of the log in canonical order, in batches.
     func rebuild(_ projection: any Projection, _ db: Database) throws {
         try projection.restoreSnapshot(streams: nil, in: db)
-        if let projection = projection as? any RowReplayingProjection {
-            try projection.replay(
-                { consume in
-                    for filter in Self.canonicalReplay {
-                        try forEachRow(db, sql: "SELECT \(Self.replayColumns) FROM events \(filter)", [], consume)
-                    }
-                }, in: db)
-        } else {
-            try projection.applyStream(
-                { consume in
-                    for filter in Self.canonicalReplay {
-                        try forEachBatch(db, sql: "SELECT \(StoredEvent.columns) FROM events \(filter)", consume)
-                    }
-                }, in: db)
-        }
+        try feed(projection, db, Self.canonicalReplay)
         try Self.setCheckpoint(projection, position: Self.lastPosition(db), db)
     }
 
@@ -78,6 +55,31 @@ extension EventStore {
         "WHERE seq IS NOT NULL ORDER BY scope, seq",
         "WHERE status = 'pending' ORDER BY scope, position",
     ]
+
+    /// Feeds a projection the events that `filters` select (each a `WHERE … ORDER BY …` clause, run in turn):
+    /// as rows to a `RowReplayingProjection`, as batches of decoded events to any other.
+    func feed(
+        _ projection: any Projection, _ db: Database, _ filters: [String], _ arguments: StatementArguments = []
+    ) throws {
+        if let projection = projection as? any RowReplayingProjection {
+            try projection.replay(
+                { consume in
+                    for filter in filters {
+                        try forEachRow(
+                            db, sql: "SELECT \(Self.replayColumns) FROM events \(filter)", arguments, consume)
+                    }
+                }, in: db)
+        } else {
+            try projection.applyStream(
+                { consume in
+                    for filter in filters {
+                        try forEachBatch(
+                            db, sql: "SELECT \(StoredEvent.columns) FROM events \(filter)", arguments: arguments,
+                            consume)
+                    }
+                }, in: db)
+        }
+    }
 
     /// The columns `forEachRow` reads, in its order.
     static let replayColumns = "position, scope, stream, type, hlc, dot_replica, dot_counter, payload"

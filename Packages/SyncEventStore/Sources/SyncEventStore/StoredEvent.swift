@@ -48,13 +48,7 @@ public struct StoredEvent: Sendable, Hashable {
             let id = try Self.parse(row, 1) { try EventID(utf8: $0) }
             let hlc = try Self.parse(row, 8) { try HLCTimestamp(utf8: $0) }
             let replica = try Self.parse(row, 9) { try ReplicaID(utf8: $0) }
-            let payload = try Self.parse(row, 7) { bytes -> JSONValue in
-                do {
-                    return try JSONValue(parsing: bytes)
-                } catch {
-                    throw SyncModelsError(code: "payload.invalid", message: "stored payload is not JSON")
-                }
-            }
+            let payload = try Self.parse(row, 7, PayloadCodec.decode)
             let receivedAt: Date? =
                 row.hasNull(atIndex: 13)
                 ? nil : try Self.parse(row, 13) { RFC3339.date(utf8: $0) } ?? RFC3339.date(from: row[13])
@@ -86,9 +80,9 @@ enum PayloadCodec {
         payload.canonicalData()
     }
 
-    static func decode(_ data: Data) throws -> JSONValue {
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> JSONValue {
         do {
-            return try JSONValue(parsing: data)
+            return try JSONValue(parsing: bytes)
         } catch {
             throw SyncModelsError(code: "payload.invalid", message: "stored payload is not JSON")
         }

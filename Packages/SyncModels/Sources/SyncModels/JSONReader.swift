@@ -167,21 +167,9 @@ public struct JSONReader: ~Copyable {
     }
 
     private mutating func readHex4() throws(Bail) -> UInt32 {
-        guard index + 4 <= bytes.count else { throw Bail() }
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            let byte = bytes[index]
-            index += 1
-            let nibble: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = byte - UInt8(ascii: "A") + 10
-            default: throw Bail()
-            }
-            value = value << 4 | UInt32(nibble)
-        }
-        return value
+        guard let value = Hex.decode(bytes, from: index, count: 4) else { throw Bail() }
+        index += 4
+        return UInt32(value)
     }
 
     /// Reads a string of plain ASCII without escapes and gives its bytes to `parse`; bails on anything else.
@@ -203,22 +191,9 @@ public struct JSONReader: ~Copyable {
         throw Bail()
     }
 
-    /// The value of `width` hexadecimal digits (either case) at `offset`; nil for anything else.
-    public static func hex(_ bytes: UnsafeRawBufferPointer, _ offset: Int, _ width: Int) -> UInt64? {
-        guard offset + width <= bytes.count else { return nil }
-        var value: UInt64 = 0
-        for index in offset..<(offset + width) {
-            let byte = bytes[index]
-            let nibble: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = byte - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-            value = value << 4 | UInt64(nibble)
-        }
-        return value
+    /// Reads a replica id: a string of 32 hexadecimal digits.
+    public mutating func readReplica() throws(Bail) -> ReplicaID {
+        try readASCIIString { try? ReplicaID(utf8: $0) }
     }
 
     /// Reads an integer written without fraction or exponent that fits in `Int64`.

@@ -258,20 +258,11 @@ struct JSONParser {
 
     mutating func parseHex4() throws -> UInt32 {
         guard index + 4 <= bytes.count else { throw fail("short \\u escape") }
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw fail("invalid \\u escape")
-            }
-            value = value << 4 | digit
-            index += 1
+        guard let value = Hex.decode(UnsafeRawBufferPointer(bytes), from: index, count: 4) else {
+            throw fail("invalid \\u escape")
         }
-        return value
+        index += 4
+        return UInt32(value)
     }
 
     mutating func parseNumber() throws -> JSONValue {

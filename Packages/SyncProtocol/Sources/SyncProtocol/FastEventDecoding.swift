@@ -16,7 +16,7 @@ enum FastEventDecoding {
                     switch key {
                     case "replica":
                         guard replica == nil else { throw JSONReader.Bail() }
-                        replica = try Self.replica(&reader)
+                        replica = try reader.readReplica()
                     case "events":
                         guard events == nil else { throw JSONReader.Bail() }
                         events = try Self.events(&reader)
@@ -45,7 +45,7 @@ enum FastEventDecoding {
                     switch key {
                     case "replica":
                         guard replica == nil else { throw JSONReader.Bail() }
-                        replica = try Self.replica(&reader)
+                        replica = try reader.readReplica()
                     case "events":
                         guard events == nil else { throw JSONReader.Bail() }
                         events = try Self.events(&reader)
@@ -86,49 +86,6 @@ enum FastEventDecoding {
         }
     }
 
-    static func replica(_ reader: inout JSONReader) throws(JSONReader.Bail) -> ReplicaID {
-        try reader.readASCIIString { bytes in
-            guard bytes.count == 32, let high = JSONReader.hex(bytes, 0, 16),
-                let low = JSONReader.hex(bytes, 16, 16)
-            else { return nil }
-            return ReplicaID(high: high, low: low)
-        }
-    }
-
-    /// What `EventID(String)` accepts: 36 characters, hexadecimal groups of 8-4-4-4-12 split by hyphens.
-    static func eventID(_ bytes: UnsafeRawBufferPointer) -> EventID? {
-        guard bytes.count == 36 else { return nil }
-        var uuid = [UInt8](repeating: 0, count: 16)
-        var byteIndex = 0
-        var offset = 0
-        for group in [8, 4, 4, 4, 12] {
-            if offset > 0 {
-                guard bytes[offset] == UInt8(ascii: "-") else { return nil }
-                offset += 1
-            }
-            for _ in 0..<(group / 2) {
-                guard let value = JSONReader.hex(bytes, offset, 2) else { return nil }
-                uuid[byteIndex] = UInt8(value)
-                byteIndex += 1
-                offset += 2
-            }
-        }
-        let tuple = (
-            uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9], uuid[10],
-            uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]
-        )
-        return EventID(uuid: UUID(uuid: tuple))
-    }
-
-    /// What `HLCTimestamp(String)` accepts: 16:4:16 hexadecimal digits with a 48-bit physical time.
-    static func hlc(_ bytes: UnsafeRawBufferPointer) -> HLCTimestamp? {
-        guard bytes.count == 38, bytes[16] == UInt8(ascii: ":"), bytes[21] == UInt8(ascii: ":"),
-            let physical = JSONReader.hex(bytes, 0, 16), physical <= HLCTimestamp.maxPhysical,
-            let counter = JSONReader.hex(bytes, 17, 4), let node = JSONReader.hex(bytes, 22, 16)
-        else { return nil }
-        return HLCTimestamp(physical: physical, counter: UInt16(counter), node: node)
-    }
-
     static func events(_ reader: inout JSONReader) throws(JSONReader.Bail) -> [Event] {
         var events: [Event] = []
         try reader.readArray { reader throws(JSONReader.Bail) in events.append(try event(&reader)) }
@@ -151,7 +108,7 @@ enum FastEventDecoding {
             switch key {
             case "id":
                 guard id == nil else { throw JSONReader.Bail() }
-                id = try reader.readASCIIString(Self.eventID)
+                id = try reader.readASCIIString { try? EventID(utf8: $0) }
             case "scope":
                 guard scope == nil, let value = try? Scope(try reader.readString()) else { throw JSONReader.Bail() }
                 scope = value
@@ -169,7 +126,7 @@ enum FastEventDecoding {
                 schemaVersion = Int(try reader.readInt64())
             case "hlc":
                 guard hlc == nil else { throw JSONReader.Bail() }
-                hlc = try reader.readASCIIString(Self.hlc)
+                hlc = try reader.readASCIIString { try? HLCTimestamp(utf8: $0) }
             case "dot":
                 guard dot == nil else { throw JSONReader.Bail() }
                 dot = try Self.dot(&reader)
@@ -199,7 +156,7 @@ enum FastEventDecoding {
             switch key {
             case "replica":
                 guard replica == nil else { throw JSONReader.Bail() }
-                replica = try Self.replica(&reader)
+                replica = try reader.readReplica()
             case "counter":
                 guard counter == nil else { throw JSONReader.Bail() }
                 counter = try reader.readInt64()

@@ -43,11 +43,6 @@ struct SeenKeys {
 }
 
 extension JSONReader {
-    /// A replica id: 32 hexadecimal digits.
-    mutating func readReplica() throws(Bail) -> ReplicaID {
-        try readASCIIString { try? ReplicaID(utf8: $0) }
-    }
-
     /// An `Int` count.
     mutating func readInt() throws(Bail) -> Int {
         guard let value = Int(exactly: try readInt64()) else { throw Bail() }
