@@ -21,6 +21,8 @@ let package = Package(
             name: "SyncEventStore",
             dependencies: [
                 "SyncModels", "SyncStorage", "SyncCompression", .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for reading log rows in place during replays.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         .target(

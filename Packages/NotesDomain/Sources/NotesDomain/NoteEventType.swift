@@ -34,6 +34,22 @@ public enum NoteEventType: String, Sendable, Hashable, CaseIterable, Codable {
 
     /// The prefix of every type of this domain; other types are not this domain's business.
     public static let prefix = "note."
+
+    /// The UTF-8 of every raw value, in `allCases` order.
+    private static let utf8Names: [(NoteEventType, [UInt8])] = allCases.map { ($0, Array($0.rawValue.utf8)) }
+
+    /// The type whose raw value is these UTF-8 bytes exactly (a replay reads them from SQLite in place);
+    /// nil for any other type, as `init(rawValue:)`.
+    public init?(utf8 bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 5, bytes[4] == UInt8(ascii: ".") else { return nil }
+        for (kind, name) in Self.utf8Names where name.count == bytes.count {
+            if name.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
+                self = kind
+                return
+            }
+        }
+        return nil
+    }
 }
 
 /// A note's id; its stream is `note:<id>`.
@@ -44,9 +60,21 @@ public struct NoteID: Hashable, Sendable, Comparable, CustomStringConvertible, C
 
     /// Parses a note id or its stream name (`note:<uuid>`).
     public init?(_ text: String) {
-        let raw = text.hasPrefix("note:") ? String(text.dropFirst(5)) : text
+        var text = text
+        guard let id = text.withUTF8({ NoteID(utf8: UnsafeRawBufferPointer($0)) }) else { return nil }
+        self = id
+    }
+
+    /// Parses a note id or its stream name (`note:<uuid>`, the UUID in either case) from UTF-8 bytes.
+    public init?(utf8 bytes: UnsafeRawBufferPointer) {
+        var raw = bytes
+        if bytes.count == 41, bytes[0] == UInt8(ascii: "n"), bytes[1] == UInt8(ascii: "o"),
+            bytes[2] == UInt8(ascii: "t"), bytes[3] == UInt8(ascii: "e"), bytes[4] == UInt8(ascii: ":")
+        {
+            raw = UnsafeRawBufferPointer(rebasing: bytes[5...])
+        }
         // EventID's parser takes any UUID, without Foundation's sscanf (hot in the server's push path).
-        guard let parsed = try? EventID(raw) else { return nil }
+        guard let parsed = try? EventID(utf8: raw) else { return nil }
         self.uuid = parsed.uuid
     }
 

@@ -38,6 +38,13 @@ public struct NoteState: Sendable, Codable, Equatable {
     /// without building a `JSONValue`; the same result as `apply(type:payload:hlc:dot:)` on the parsed bytes.
     public mutating func apply(type: String, payloadBytes bytes: UnsafeRawBufferPointer, hlc: HLCTimestamp, dot: Dot) {
         guard let kind = NoteEventType(rawValue: type) else { return }
+        apply(kind, payloadBytes: bytes, hlc: hlc, dot: dot)
+    }
+
+    /// Applies one event of type `kind` from the canonical JSON bytes of its payload, read in place.
+    public mutating func apply(
+        _ kind: NoteEventType, payloadBytes bytes: UnsafeRawBufferPointer, hlc: HLCTimestamp, dot: Dot
+    ) {
         if let fields = Fields(kind, bytes) {
             apply(kind, fields, hlc: hlc, dot: dot)
         } else if let payload = try? JSONValue(parsing: bytes) {

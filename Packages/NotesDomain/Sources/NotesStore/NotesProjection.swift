@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import GRDB
 import NotesDomain
@@ -15,8 +16,14 @@ import SyncStorage
 public struct NotesProjection: RowReplayingProjection {
     public let name = "notes"
     public let version = NoteState.version
+    /// Threads a long replay (rebuild, catch-up) applies events and encodes notes on. Notes are independent
+    /// CRDTs, so they are split among threads by note; each note still sees its events in replay order.
+    public let workers: Int
 
-    public init() {}
+    /// - Parameter workers: threads for long replays; by default one per active processor, at most 8.
+    public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount) {
+        self.workers = max(1, min(workers, 8))
+    }
 
     static let columns = "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state"
 
@@ -61,22 +68,28 @@ public struct NotesProjection: RowReplayingProjection {
             try notes.load(for: events, from: db)
             notes.apply(events)
         }
-        try notes.save(to: db)
+        try notes.save(to: db, workers: workers)
     }
 
-    /// Rebuilds and catch-up: every row applied from its payload bytes in place, each note loaded on first
-    /// sight and saved once at the end.
+    /// Rebuilds and catch-up: every row's payload read from its bytes, each note loaded on first sight and
+    /// saved once at the end; rows are gathered in batches that `workers` threads apply, split by note.
     public func replay(
         _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database
     ) throws {
         var notes = NotesWorkingSet()
+        var batch = NotesReplayBatch()
         try rows { event in
-            guard event.type.hasPrefix(NoteEventType.prefix), let slot = try notes.slot(of: event.stream, db) else {
-                return
+            guard event.typeBytes.starts(with: NoteEventType.prefix.utf8), let slot = try notes.slot(of: event, db)
+            else { return }
+            guard let kind = NoteEventType(utf8: event.typeBytes) else { return }
+            batch.append(slot: slot, kind: kind, event)
+            if batch.isFull {
+                batch.apply(to: &notes.notes, workers: workers)
+                batch.removeAll()
             }
-            notes.notes[slot].apply(event)
         }
-        try notes.save(to: db)
+        batch.apply(to: &notes.notes, workers: workers)
+        try notes.save(to: db, workers: workers)
     }
 
     public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
@@ -145,62 +158,30 @@ struct NotesWorkingSet {
             state.apply(
                 type: event.event.type, payload: event.event.payload, hlc: event.event.hlc, dot: event.event.dot)
         }
-
-        mutating func apply(_ event: ReplayedEvent) {
-            if scope == nil { scope = event.scope }
-            state.apply(type: event.type, payloadBytes: event.payload, hlc: event.hlc, dot: event.dot)
-        }
     }
 
     var notes: [Note] = []
-    /// Index in `notes` by stream name (one lookup per event), and by note id.
-    var slots: [String: Int] = [:]
-    var byID: [String: Int] = [:]
-    /// Streams that are not notes.
-    var others: Set<String> = []
+    /// Index in `notes` by note id (parsed from the stream name, so one lookup per event).
+    var slots: [NoteID: Int] = [:]
     /// Whether the notes table held no row when first asked (a rebuild without snapshot): then no note
     /// needs loading. Rows this working set saves come only at the end.
     var tableEmpty: Bool?
 
-    enum Lookup {
-        case slot(Int)
-        /// A note not in the working set yet.
-        case missing(id: String)
-        /// Not a note's stream.
-        case other
-    }
-
-    /// Where a stream's note is in the working set.
-    mutating func lookup(_ stream: String) -> Lookup {
-        if let slot = slots[stream] { return .slot(slot) }
-        guard !others.contains(stream) else { return .other }
-        guard let id = NoteID(stream)?.description else {
-            others.insert(stream)
-            return .other
-        }
-        guard let slot = byID[id] else { return .missing(id: id) }
-        slots[stream] = slot
-        return .slot(slot)
-    }
-
-    /// Adds a note reached by `stream` and returns its slot.
+    /// Adds a note and returns its slot.
     @discardableResult
-    mutating func add(_ note: Note, stream: String) -> Int {
+    mutating func add(_ note: Note, key: NoteID) -> Int {
         notes.append(note)
-        slots[stream] = notes.count - 1
-        byID[note.id] = notes.count - 1
+        slots[key] = notes.count - 1
         return notes.count - 1
     }
 
-    /// The slot of a stream's note, loading its stored state on first sight; nil for streams that are not notes.
-    mutating func slot(of stream: String, _ db: Database) throws -> Int? {
-        let id: String
-        switch lookup(stream) {
-        case .slot(let slot): return slot
-        case .other: return nil
-        case .missing(let missing): id = missing
-        }
-        var note = Note(id: id)
+    /// The slot of a replayed event's note, loading its stored state on first sight; nil for streams that are
+    /// not notes.
+    mutating func slot(of event: ReplayedEvent, _ db: Database) throws -> Int? {
+        guard let key = NoteID(utf8: event.streamBytes) else { return nil }
+        if let slot = slots[key] { return slot }
+        let id = key.description
+        var note = Note(id: id, scope: event.scope)
         if tableEmpty == nil {
             tableEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM notes)") ?? false)
         }
@@ -208,10 +189,10 @@ struct NotesWorkingSet {
             let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT scope, state FROM notes WHERE id = ?"), arguments: [id])
         {
-            note.scope = row[0]
+            note.scope = row[0] as String? ?? note.scope
             note.state = try Self.state(row, 1)
         }
-        return add(note, stream: stream)
+        return add(note, key: key)
     }
 
     static func state(_ row: Row, _ index: Int) throws -> NoteState {
@@ -220,9 +201,9 @@ struct NotesWorkingSet {
 
     /// Loads, in a few queries, the stored state of the notes `events` touch that are not loaded yet.
     mutating func load(for events: [StoredEvent], from db: Database) throws {
-        var missing: [String: String] = [:]
+        var missing: [String: NoteID] = [:]
         for stored in events where stored.event.type.hasPrefix(NoteEventType.prefix) {
-            if case .missing(let id) = lookup(stored.event.stream) { missing[id] = stored.event.stream }
+            if let key = NoteID(stored.event.stream), slots[key] == nil { missing[key.description] = key }
         }
         guard !missing.isEmpty else { return }
         var loaded: [String: (scope: String, state: NoteState)] = [:]
@@ -235,21 +216,56 @@ struct NotesWorkingSet {
                 arguments: StatementArguments(slice))
             while let row = try rows.next() { loaded[row[0]] = (row[1], try Self.state(row, 2)) }
         }
-        for (id, stream) in missing {
-            add(Note(id: id, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()), stream: stream)
+        for (id, key) in missing {
+            add(Note(id: id, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()), key: key)
         }
     }
 
     /// Applies events whose notes `load` loaded.
     mutating func apply(_ events: [StoredEvent]) {
         for stored in events {
-            guard stored.event.type.hasPrefix(NoteEventType.prefix), case .slot(let slot) = lookup(stored.event.stream)
+            guard stored.event.type.hasPrefix(NoteEventType.prefix), let key = NoteID(stored.event.stream),
+                let slot = slots[key]
             else { continue }
             notes[slot].apply(stored)
         }
     }
 
-    func save(to db: Database) throws {
+    /// A note's row as `save` writes it.
+    struct SavedRow: Sendable {
+        var view: NoteView
+        var tags: String
+        var checklist: String
+        var state: [UInt8]
+
+        init(_ state: NoteState) {
+            view = state.view
+            tags = view.tagsJSON
+            checklist = view.checklistJSON
+            self.state = state.binaryEncoded
+        }
+    }
+
+    /// Writes every note of the working set, in id order; the rows' values (read columns and encoded state)
+    /// are computed on up to `workers` threads first.
+    func save(to db: Database, workers: Int = 1) throws {
+        let order = notes.indices.sorted { notes[$0].id < notes[$1].id }
+        var rows = [SavedRow?](repeating: nil, count: order.count)
+        let workers = order.count < 64 ? 1 : workers
+        notes.withUnsafeBufferPointer { notes in
+            order.withUnsafeBufferPointer { order in
+                rows.withUnsafeMutableBufferPointer { rows in
+                    // Worker `w` writes only the rows at indices `w` modulo `workers`; the notes and the
+                    // order are only read: the buffers are shared without a race.
+                    nonisolated(unsafe) let shared = (notes, order, rows)
+                    DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                        for index in stride(from: worker, to: shared.1.count, by: workers) {
+                            shared.2[index] = SavedRow(shared.0[shared.1[index]].state)
+                        }
+                    }
+                }
+            }
+        }
         let statement = try db.cachedStatement(
             sql: """
                 INSERT INTO notes (\(NotesProjection.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -257,11 +273,12 @@ struct NotesWorkingSet {
                     pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
                     deleted = excluded.deleted, created = excluded.created, state = excluded.state
                 """)
-        for note in notes.sorted(by: { $0.id < $1.id }) {
-            let view = note.state.view
+        for (index, slot) in order.enumerated() {
+            let note = notes[slot]
+            guard let row = rows[index] else { continue }
             try statement.execute(arguments: [
-                note.id, note.scope ?? "", view.title, view.body, view.tagsJSON, view.pinned, view.viewCount,
-                view.checklistJSON, view.deleted, note.state.created, Data(note.state.binaryEncoded),
+                note.id, note.scope ?? "", row.view.title, row.view.body, row.tags, row.view.pinned,
+                row.view.viewCount, row.checklist, row.view.deleted, note.state.created, Data(row.state),
             ])
         }
     }

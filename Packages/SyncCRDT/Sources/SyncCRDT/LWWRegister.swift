@@ -51,6 +51,8 @@ public struct LWWRegister<Value: Sendable & Hashable & Codable>: OperationCRDT, 
         return assignment
     }
 
+    @_specialize(exported:true,where Value == String)
+    @_specialize(exported:true,where Value == Bool)
     public mutating func apply(_ operation: Assignment) {
         if let winner, !winner.precedes(operation) { return }
         winner = operation

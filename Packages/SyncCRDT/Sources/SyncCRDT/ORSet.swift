@@ -137,6 +137,7 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
         return delta
     }
 
+    @_specialize(exported:true,where Element == String, Bias == AddWins)
     public mutating func apply(_ operation: Operation) {
         merge(Self.delta(of: operation))
     }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import SyncModels
 
 extension EventStore {
@@ -84,22 +85,31 @@ extension EventStore {
     /// The columns `forEachRow` reads, in its order.
     static let replayColumns = "position, scope, stream, type, hlc, dot_replica, dot_counter, payload"
 
-    /// Calls `body` with each row of a query selecting `replayColumns`, decoded in place.
+    /// Calls `body` with each row of a query selecting `replayColumns`, decoded in place: GRDB steps the
+    /// statement, the columns are read with SQLite's own accessors (no `Row` values, no `Data` wrappers, no
+    /// strings), since a rebuild reads every row of the log.
     func forEachRow(
         _ db: Database, sql: String, _ arguments: StatementArguments, _ body: (ReplayedEvent) throws -> Void
     ) throws {
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
-        while let row = try rows.next() {
-            let position: Int64 = row[0]
+        let statement = try db.cachedStatement(sql: sql)
+        let rows = try Row.fetchCursor(statement, arguments: arguments)
+        let handle = statement.sqliteStatement
+        func column(_ index: Int32, blob: Bool = false) -> UnsafeRawBufferPointer {
+            let start = blob ? sqlite3_column_blob(handle, index) : UnsafeRawPointer(sqlite3_column_text(handle, index))
+            return UnsafeRawBufferPointer(
+                start: start, count: start == nil ? 0 : Int(sqlite3_column_bytes(handle, index)))
+        }
+        while try rows.next() != nil {
+            let position = sqlite3_column_int64(handle, 0)
             do {
-                let hlc = try StoredEvent.parse(row, 4) { try HLCTimestamp(utf8: $0) }
-                let replica = try StoredEvent.parse(row, 5) { try ReplicaID(utf8: $0) }
-                try StoredEvent.parse(row, 7) { payload in
-                    try body(
-                        ReplayedEvent(
-                            position: position, scope: row[1], stream: row[2], type: row[3], hlc: hlc,
-                            dot: Dot(replica: replica, counter: UInt64(row[6] as Int64)), payload: payload))
-                }
+                let hlc = try HLCTimestamp(utf8: column(4))
+                let replica = try ReplicaID(utf8: column(5))
+                try body(
+                    ReplayedEvent(
+                        position: position, hlc: hlc,
+                        dot: Dot(replica: replica, counter: UInt64(bitPattern: sqlite3_column_int64(handle, 6))),
+                        scopeBytes: column(1), streamBytes: column(2), typeBytes: column(3),
+                        payload: column(7, blob: true)))
             } catch let error as SyncModelsError {
                 throw EventStoreError(code: "store.corrupt", message: "event row \(position): \(error.message)")
             }

@@ -42,17 +42,42 @@ extension Projection {
     }
 }
 
-/// One event of the log as a replay reads it: the envelope fields a projection routes on and the payload's
-/// canonical JSON bytes, unparsed. Valid only inside the call that receives it: the bytes are SQLite's.
+/// One event of the log as a replay reads it: the envelope fields a projection routes on, with the text
+/// ones (`scope`, `stream`, `type`) and the payload's canonical JSON as SQLite's bytes, unparsed and
+/// uncopied. Valid only inside the call that receives it: the bytes are SQLite's, and the next row
+/// overwrites them.
 public struct ReplayedEvent {
     public let position: Int64
-    public let scope: String
-    public let stream: String
-    public let type: String
     public let hlc: HLCTimestamp
     public let dot: Dot
+    /// UTF-8 of the scope name, in place.
+    public let scopeBytes: UnsafeRawBufferPointer
+    /// UTF-8 of the stream (aggregate) name, in place.
+    public let streamBytes: UnsafeRawBufferPointer
+    /// UTF-8 of the event type, in place.
+    public let typeBytes: UnsafeRawBufferPointer
     /// Canonical JSON of the payload, in place.
     public let payload: UnsafeRawBufferPointer
+
+    public init(
+        position: Int64, hlc: HLCTimestamp, dot: Dot, scopeBytes: UnsafeRawBufferPointer,
+        streamBytes: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer
+    ) {
+        self.position = position
+        self.hlc = hlc
+        self.dot = dot
+        self.scopeBytes = scopeBytes
+        self.streamBytes = streamBytes
+        self.typeBytes = typeBytes
+        self.payload = payload
+    }
+
+    /// The scope name (allocates a `String`).
+    public var scope: String { String(decoding: scopeBytes, as: UTF8.self) }
+    /// The stream name (allocates a `String`).
+    public var stream: String { String(decoding: streamBytes, as: UTF8.self) }
+    /// The event type (allocates a `String` past 15 bytes).
+    public var type: String { String(decoding: typeBytes, as: UTF8.self) }
 }
 
 /// A projection that replays straight from the rows of the log, without decoding whole events (no event id,

@@ -137,6 +137,8 @@ extension Array: BinaryCodable where Element: BinaryCodable {
 
 extension Dictionary: BinaryCodable where Key: BinaryCodable & Comparable, Value: BinaryCodable {
     /// Entries sorted by key, so equal dictionaries encode to equal bytes.
+    @_specialize(exported:true,where Key == String, Value == LWWRegister<String>)
+    @_specialize(exported:true,where Key == String, Value == LWWRegister<Bool>)
     public func encode(to writer: inout BinaryWriter) {
         writer.writeVarint(count)
         for key in keys.sorted() {
@@ -215,6 +217,7 @@ extension PNCounter: BinaryCodable {
 extension ORSet: BinaryCodable where Element: BinaryCodable & Comparable {
     /// Entries by element, each with its dots (sorted) and their add flags; the context; the compacted
     /// version; the floors (deltas only).
+    @_specialize(exported:true,where Element == String, Bias == AddWins)
     public func encode(to writer: inout BinaryWriter) {
         writer.writeVarint(entries.count)
         for element in entries.keys.sorted() {
@@ -253,6 +256,10 @@ extension FugueList: BinaryCodable where Element: SequenceElement {
     /// `encoded(includingDeletedContent: true)`, length-prefixed: the whole list, deleted text included, so
     /// the decoded list equals this one.
     /// An empty list (nothing seen, nothing waiting) is zero bytes.
+    // Prespecialized for text and for lists of strings: callers in other modules otherwise run the generic
+    // code, with a runtime metadata lookup on every call (13% of a notes rebuild, measured).
+    @_specialize(exported:true,where Element == Unicode.Scalar)
+    @_specialize(exported:true,where Element == String)
     public func encode(to writer: inout BinaryWriter) {
         if core.tree.totalCount == 0 && pending.isEmpty && version.isEmpty {
             writer.writeBytes([])

@@ -15,6 +15,12 @@ public protocol JSONReadable: Decodable {
 extension JSONReadable {
     /// Decodes JSON bytes: by the reader, or by `JSONDecoder` where the reader bails. nil when the bytes are
     /// not this type.
+    // Prespecialized for the operations of text, string lists, string sets and counters, which callers in
+    // other modules otherwise decode through generic code with runtime metadata lookups.
+    @_specialize(exported:true,where Self == [FugueList<Unicode.Scalar>.Operation])
+    @_specialize(exported:true,where Self == FugueList<String>.Operation)
+    @_specialize(exported:true,where Self == ORSet<String, AddWins>.Operation)
+    @_specialize(exported:true,where Self == PNCounter.Operation)
     public static func decode(jsonBytes bytes: UnsafeRawBufferPointer) -> Self? {
         var reader = JSONReader(bytes)
         do throws(JSONReader.Bail) {

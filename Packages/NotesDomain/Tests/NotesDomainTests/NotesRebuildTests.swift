@@ -1,0 +1,72 @@
+import Foundation
+import GRDB
+import NotesDomain
+import NotesStore
+import SyncEventStore
+import SyncEventStoreTestSupport
+import SyncModels
+import Testing
+
+/// Rebuilds of the notes projection: on several threads, on one, and event by event all give the same rows.
+@Suite struct NotesRebuildTests {
+    /// Every column of every note row, in id order (the state as its stored bytes).
+    static func rows(_ store: EventStore) async throws -> [[DatabaseValue]] {
+        try await store.database.writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM notes ORDER BY id").map { Array($0.databaseValues) }
+        }
+    }
+
+    /// A log of a few thousand events over more notes and events than the parallel thresholds: every kind of
+    /// command, in a seeded random order.
+    static func makeLog(at path: String, seed: UInt64) async throws -> (views: Data, events: Int) {
+        let client = try NotesClient.open(path: path)
+        var random = SplitMix64(seed: seed)
+        var notes: [NoteID] = []
+        var items: [NoteID: [String]] = [:]
+        for index in 0..<120 {
+            notes.append(try await client.create(scope: index % 3 == 0 ? "team-2" : "team-1", title: "n\(index)"))
+        }
+        for step in 0..<1_600 {
+            let id = notes[Int.random(in: 0..<notes.count, using: &random)]
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0: try await client.setTitle(id, "title \(step)")
+            case 1, 2: try await client.setBody(id, "body \(step) of \(id.description.prefix(4))")
+            case 3: try await client.addTag(id, "t\(step % 7)")
+            case 4: try await client.removeTag(id, "t\(step % 7)")
+            case 5: try await client.view(id)
+            case 6: try await client.setPinned(id, step % 2 == 0)
+            case 7: items[id, default: []].append(try await client.addChecklistItem(id, text: "item \(step)"))
+            case 8:
+                if let item = items[id]?.randomElement(using: &random) {
+                    try await client.setChecklistItemDone(id, item: item, done: true)
+                }
+            default:
+                if step % 50 == 0 { try await client.delete(id) } else { try await client.view(id) }
+            }
+        }
+        let events = try await client.store.database.writer.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM events") ?? 0
+        }
+        return (try await client.exportState(), events)
+    }
+
+    @Test func parallelRebuildWritesTheSameRowsAsSerialAndIncremental() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("notes.sqlite")
+        let (incremental, events) = try await Self.makeLog(at: path, seed: 11)
+        #expect(events > 2_000, "enough events for the parallel path")
+
+        let serial = try EventStore(path: path, projections: [NotesProjection(workers: 1)])
+        try await serial.rebuild(projection: "notes")
+        let serialRows = try await Self.rows(serial)
+        #expect(try await serial.database.writer.read { try NotesProjection.exportState(in: $0) } == incremental)
+
+        for workers in [2, 3, 8] {
+            let parallel = try EventStore(path: path, projections: [NotesProjection(workers: workers)])
+            try await parallel.rebuild(projection: "notes")
+            let parallelRows = try await Self.rows(parallel)
+            #expect(parallelRows.count == 120)
+            #expect(parallelRows == serialRows, "rebuild on \(workers) threads")
+        }
+    }
+}
