@@ -19,10 +19,16 @@ struct RebuildCommand: AsyncParsableCommand {
     @Option(help: "Distinct notes the events touch.") var notes: Int = 2_000
     @Option(help: "Timed runs of each measurement; the median is reported.") var runs: Int = 5
     @Option(help: "Directory for the database files (a temporary one by default).") var directory: String?
+    @Option(help: "Time rebuilds of this existing notes store instead (no log is built, no baseline is measured).")
+    var existing: String?
+    @Option(help: "Threads the notes projection rebuilds on (default: one per active processor).")
+    var workers: Int?
 
     struct Result: Codable {
         var events: Int
         var notes: Int
+        /// Threads the rebuild applied events and encoded notes on.
+        var workers: Int
         var runs: Int
         var rebuild_ms: Double
         var events_per_s: Double
@@ -32,7 +38,22 @@ struct RebuildCommand: AsyncParsableCommand {
         var database_bytes: Int
     }
 
+    var projection: NotesProjection { workers.map { NotesProjection(workers: $0) } ?? NotesProjection() }
+
     func run() async throws {
+        if let existing {
+            let store = try EventStore(path: existing, projections: [projection])
+            var rebuilds: [Double] = []
+            for _ in 0..<runs { rebuilds.append(milliseconds(try await store.rebuild(projection: "notes"))) }
+            let count = try await store.database.writer.read { db in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM events") ?? 0
+            }
+            print(
+                String(
+                    format: "rebuild of %@ (%d events) on %d threads: %.1f ms median of %d", existing, count,
+                    projection.workers, median(rebuilds), runs))
+            return
+        }
         let folder =
             directory.map { URL(fileURLWithPath: $0) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("sync-bench-rebuild-\(UUID())")
@@ -41,7 +62,7 @@ struct RebuildCommand: AsyncParsableCommand {
 
         let log = NotesWorkload(notes: notes, seed: 42).events(count: events)
         let store = try EventStore(
-            path: folder.appendingPathComponent("rebuild.sqlite").path, projections: [NotesProjection()])
+            path: folder.appendingPathComponent("rebuild.sqlite").path, projections: [projection])
         for start in stride(from: 0, to: log.count, by: 10_000) {
             try await store.applyConfirmed(Array(log[start..<min(start + 10_000, log.count)]), cursor: nil)
         }
@@ -66,15 +87,15 @@ struct RebuildCommand: AsyncParsableCommand {
         let rebuild = median(rebuilds)
         let baseline = median(baselines)
         let result = Result(
-            events: log.count, notes: notes, runs: runs, rebuild_ms: rebuild,
+            events: log.count, notes: notes, workers: projection.workers, runs: runs, rebuild_ms: rebuild,
             events_per_s: Double(log.count) / (rebuild / 1000), baseline_insert_ms: baseline,
             rebuild_to_baseline: rebuild / baseline, incremental_10_ms: median(incrementals),
             database_bytes: try store.database.maintenance.statistics().fileBytes)
         print(
             String(
                 format:
-                    "rebuild of %d events (%d notes): %.1f ms median of %d (%.0f events/s); baseline insert %.1f ms (%.2f×); incremental 10 events %.3f ms",
-                result.events, notes, rebuild, runs, result.events_per_s, baseline, result.rebuild_to_baseline,
+                    "rebuild of %d events (%d notes, %d threads): %.1f ms median of %d (%.0f events/s); baseline insert %.1f ms (%.2f×); incremental 10 events %.3f ms",
+                result.events, notes, result.workers, rebuild, runs, result.events_per_s, baseline, result.rebuild_to_baseline,
                 result.incremental_10_ms))
         print(String(decoding: try JSONEncoder.sortedKeys.encode(result), as: UTF8.self))
     }

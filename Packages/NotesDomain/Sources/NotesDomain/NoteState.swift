@@ -104,14 +104,16 @@ public struct NoteState: Sendable, Codable, Equatable {
                     case "text": fields.text = try reader.readStringIfString()
                     case "pinned": fields.pinned = try reader.readBoolIfBool()
                     case "done": fields.done = try reader.readBoolIfBool()
-                    case "ops" where kind == .bodyEdited: fields.body = .decode(jsonBytes: try reader.readRawValue())
+                    // Operations are read in place; one the reader is unsure of bails the whole payload to the
+                    // parsed path, which decodes each operation on its own, as here.
+                    case "ops" where kind == .bodyEdited: fields.body = try [FugueText.Operation](reading: &reader)
                     case "op":
-                        let op = try reader.readRawValue()
                         switch kind {
-                        case .tagAdded, .tagRemoved: fields.tag = .decode(jsonBytes: op)
-                        case .viewed: fields.view = .decode(jsonBytes: op)
-                        case .checklistItemAdded, .checklistItemRemoved: fields.list = .decode(jsonBytes: op)
-                        default: break
+                        case .tagAdded, .tagRemoved: fields.tag = try ORSet<String, AddWins>.Operation(reading: &reader)
+                        case .viewed: fields.view = try PNCounter.Operation(reading: &reader)
+                        case .checklistItemAdded, .checklistItemRemoved:
+                            fields.list = try FugueList<String>.Operation(reading: &reader)
+                        default: try reader.skipValue()
                         }
                     default: try reader.skipValue()
                     }

@@ -72,23 +72,24 @@ public struct NotesProjection: RowReplayingProjection {
     }
 
     /// Rebuilds and catch-up: every row's payload read from its bytes, each note loaded on first sight and
-    /// saved once at the end; rows are gathered in batches that `workers` threads apply, split by note.
+    /// saved once at the end. Rows are gathered in batches that `workers` threads apply, split by note, while
+    /// this thread reads the next batch.
     public func replay(
         _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database
     ) throws {
         var notes = NotesWorkingSet()
+        let pipeline = NotesReplayPipeline(workers: workers)
+        defer { pipeline.finish() }
         var batch = NotesReplayBatch()
         try rows { event in
             guard event.typeBytes.starts(with: NoteEventType.prefix.utf8), let slot = try notes.slot(of: event, db)
             else { return }
             guard let kind = NoteEventType(utf8: event.typeBytes) else { return }
-            batch.append(slot: slot, kind: kind, event)
-            if batch.isFull {
-                batch.apply(to: &notes.notes, workers: workers)
-                batch.removeAll()
-            }
+            batch.append(notes.notes[slot], slot: slot, kind: kind, event)
+            if batch.isFull { batch = pipeline.submit(batch) }
         }
-        batch.apply(to: &notes.notes, workers: workers)
+        _ = pipeline.submit(batch)
+        pipeline.finish()
         try notes.save(to: db, workers: workers)
     }
 
@@ -148,12 +149,20 @@ public struct NotesProjection: RowReplayingProjection {
 
 /// The notes a batch of events touches, loaded once and saved once.
 struct NotesWorkingSet {
-    struct Note {
-        var id: String
+    /// One note's state while events are applied: a class, so that a replay batch can carry it to the worker
+    /// thread that applies its events while this working set keeps growing.
+    final class Note {
+        let id: String
         var scope: String?
-        var state = NoteState()
+        var state: NoteState
 
-        mutating func apply(_ event: StoredEvent) {
+        init(id: String, scope: String?, state: NoteState = NoteState()) {
+            self.id = id
+            self.scope = scope
+            self.state = state
+        }
+
+        func apply(_ event: StoredEvent) {
             if scope == nil { scope = event.event.scope.name }
             state.apply(
                 type: event.event.type, payload: event.event.payload, hlc: event.event.hlc, dot: event.event.dot)
@@ -181,7 +190,7 @@ struct NotesWorkingSet {
         guard let key = NoteID(utf8: event.streamBytes) else { return nil }
         if let slot = slots[key] { return slot }
         let id = key.description
-        var note = Note(id: id, scope: event.scope)
+        let note = Note(id: id, scope: event.scope)
         if tableEmpty == nil {
             tableEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM notes)") ?? false)
         }

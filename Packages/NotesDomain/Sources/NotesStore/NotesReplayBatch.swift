@@ -3,14 +3,21 @@ import NotesDomain
 import SyncEventStore
 import SyncModels
 
-/// Replayed note events gathered for one parallel apply: each with its note's slot in the working set, its
-/// type, clock, dot and a copy of its payload bytes (a `ReplayedEvent`'s bytes live only until the next row).
+/// Replayed note events gathered for one parallel apply: each with its note, its type, clock, dot and a copy
+/// of its payload bytes (a `ReplayedEvent`'s bytes live only until the next row).
 ///
-/// Notes are independent CRDTs, so `apply(to:workers:)` splits the batch by note: worker `w` applies, in
-/// batch order, the events of the notes whose slot is `w` modulo the number of workers. Each note still sees
-/// its events in replay order, so the result is the same as a serial apply, event for event.
-struct NotesReplayBatch {
+/// Notes are independent CRDTs, so `apply(worker:of:)` splits the batch by note: worker `w` of `n` applies,
+/// in batch order, the events of the notes whose slot is `w` modulo `n`. Each note still sees its events in
+/// replay order, so the result is the same as a serial apply, event for event.
+///
+/// `@unchecked Sendable`: the batch crosses to worker threads with references to mutable notes. This is
+/// race-free because (1) each note is mutated by exactly one worker, the one its slot maps to, (2) the
+/// thread that filled the batch does not touch it, nor the state of any note in it, until
+/// `NotesReplayPipeline` has waited for every worker to finish, and (3) the batch's own arrays are only read
+/// by the workers.
+struct NotesReplayBatch: @unchecked Sendable {
     struct Entry {
+        var note: NotesWorkingSet.Note
         var slot: Int
         var kind: NoteEventType
         var hlc: HLCTimestamp
@@ -21,8 +28,6 @@ struct NotesReplayBatch {
 
     /// Events per batch before it is applied.
     static let capacity = 8192
-    /// Below this many events a batch is applied on the calling thread: waking workers costs more.
-    static let parallelThreshold = 1024
 
     private(set) var entries: [Entry] = []
     private var payloads: [UInt8] = []
@@ -35,10 +40,10 @@ struct NotesReplayBatch {
     var count: Int { entries.count }
     var isFull: Bool { entries.count >= Self.capacity }
 
-    mutating func append(slot: Int, kind: NoteEventType, _ event: ReplayedEvent) {
+    mutating func append(_ note: NotesWorkingSet.Note, slot: Int, kind: NoteEventType, _ event: ReplayedEvent) {
         entries.append(
             Entry(
-                slot: slot, kind: kind, hlc: event.hlc, dot: event.dot, payloadStart: payloads.count,
+                note: note, slot: slot, kind: kind, hlc: event.hlc, dot: event.dot, payloadStart: payloads.count,
                 payloadCount: event.payload.count))
         payloads.append(contentsOf: event.payload)
     }
@@ -48,36 +53,57 @@ struct NotesReplayBatch {
         payloads.removeAll(keepingCapacity: true)
     }
 
-    /// Applies every event to its note in `notes`, on up to `workers` threads.
-    func apply(to notes: inout [NotesWorkingSet.Note], workers: Int) {
-        guard !entries.isEmpty else { return }
+    /// Applies, in order, the events of the notes that fall to `worker` of `workers`.
+    func apply(worker: Int, of workers: Int) {
         payloads.withUnsafeBytes { payloads in
-            entries.withUnsafeBufferPointer { entries in
-                notes.withUnsafeMutableBufferPointer { notes in
-                    let workers = entries.count < Self.parallelThreshold ? 1 : max(1, workers)
-                    guard workers > 1 else {
-                        Self.apply(entries, payloads, to: notes, worker: 0, of: 1)
-                        return
-                    }
-                    // Each worker writes only the notes whose slot is its own modulo `workers`, and reads
-                    // the batch, which nobody writes meanwhile: the buffers are shared without a race.
-                    nonisolated(unsafe) let shared = (entries, payloads, notes)
-                    DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                        Self.apply(shared.0, shared.1, to: shared.2, worker: worker, of: workers)
-                    }
-                }
+            for entry in entries where workers == 1 || entry.slot % workers == worker {
+                let payload = UnsafeRawBufferPointer(
+                    rebasing: payloads[entry.payloadStart..<entry.payloadStart + entry.payloadCount])
+                entry.note.state.apply(entry.kind, payloadBytes: payload, hlc: entry.hlc, dot: entry.dot)
             }
         }
     }
+}
 
-    private static func apply(
-        _ entries: UnsafeBufferPointer<Entry>, _ payloads: UnsafeRawBufferPointer,
-        to notes: UnsafeMutableBufferPointer<NotesWorkingSet.Note>, worker: Int, of workers: Int
-    ) {
-        for entry in entries where workers == 1 || entry.slot % workers == worker {
-            let payload = UnsafeRawBufferPointer(
-                rebasing: payloads[entry.payloadStart..<entry.payloadStart + entry.payloadCount])
-            notes[entry.slot].state.apply(entry.kind, payloadBytes: payload, hlc: entry.hlc, dot: entry.dot)
+/// Applies replay batches on worker threads while the replaying thread reads the next batch from the log:
+/// reading and applying overlap, and applying is split among `workers` threads by note.
+///
+/// Owned by one replaying thread; `finish()` must be called before the notes are read or saved.
+final class NotesReplayPipeline {
+    /// Below this many events a batch is applied on the calling thread: waking workers costs more.
+    static let parallelThreshold = 1024
+
+    let workers: Int
+    private let group = DispatchGroup()
+    /// The batch being applied in the background, kept to be reused once it is done.
+    private var inFlight: NotesReplayBatch?
+
+    init(workers: Int) {
+        self.workers = max(1, workers)
+    }
+
+    /// Waits for the batch in flight, then starts applying `batch` (in the background when it is large
+    /// enough and there is more than one worker), and returns an empty batch to fill next.
+    func submit(_ batch: NotesReplayBatch) -> NotesReplayBatch {
+        group.wait()
+        var spare = inFlight ?? NotesReplayBatch()
+        inFlight = nil
+        if workers == 1 || batch.count < Self.parallelThreshold {
+            batch.apply(worker: 0, of: 1)
+        } else {
+            inFlight = batch
+            let workers = workers
+            DispatchQueue.global().async(group: group) {
+                DispatchQueue.concurrentPerform(iterations: workers) { batch.apply(worker: $0, of: workers) }
+            }
         }
+        spare.removeAll()
+        return spare
+    }
+
+    /// Waits until every submitted batch is applied.
+    func finish() {
+        group.wait()
+        inFlight = nil
     }
 }

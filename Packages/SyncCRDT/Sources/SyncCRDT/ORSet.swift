@@ -137,9 +137,37 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
         return delta
     }
 
-    @_specialize(exported:true,where Element == String, Bias == AddWins)
+    /// Applies one operation: exactly `merge(Self.delta(of: operation))`, without building the delta or
+    /// rebuilding every element's entry (a replay applies thousands of operations to one set).
+    @_specialize(exported: true, where Element == String, Bias == AddWins)
     public mutating func apply(_ operation: Operation) {
-        merge(Self.delta(of: operation))
+        let element = operation.element
+        // The delta holds the operation's own dot (for adds, and for removes in the remove-wins variant), and
+        // its context is the observed dots plus the operation's dot.
+        let keepsDot = operation.isAdd || Bias.removeWins
+        func inDelta(_ key: Element, _ dot: Dot) -> Bool { keepsDot && dot == operation.dot && key == element }
+        func inDeltaContext(_ dot: Dot) -> Bool { dot == operation.dot || operation.observed.contains(dot) }
+
+        // The floor: every token of the element up to the author's compacted version was observed.
+        if !operation.observedUpTo.isEmpty, let tokens = entries[element] {
+            let kept = tokens.filter { !operation.observedUpTo.contains($0.key) || inDelta(element, $0.key) }
+            entries[element] = kept.isEmpty ? nil : kept
+        }
+        // The join: a stored dot the delta's context covers goes unless the delta holds it too; an empty entry
+        // goes.
+        var changes: [(Element, [Dot: Bool]?)] = []
+        for (key, tokens) in entries
+        where tokens.isEmpty || tokens.keys.contains(where: { inDeltaContext($0) && !inDelta(key, $0) }) {
+            let kept = tokens.filter { !inDeltaContext($0.key) || inDelta(key, $0.key) }
+            changes.append((key, kept.isEmpty ? nil : kept))
+        }
+        for (key, tokens) in changes { entries[key] = tokens }
+        // The delta's dot joins unless this set holds or has seen it.
+        if keepsDot && entries[element]?[operation.dot] == nil && !context.contains(operation.dot) {
+            entries[element, default: [:]][operation.dot] = operation.isAdd
+        }
+        for dot in operation.observed { context.insert(dot) }
+        context.insert(operation.dot)
     }
 
     public mutating func merge(_ other: ORSet) {

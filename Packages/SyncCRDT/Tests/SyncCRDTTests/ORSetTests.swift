@@ -117,6 +117,39 @@ import Testing
         }
     }
 
+    /// `apply` is a fast path of `merge(delta(of:))`: over random operations (some made after compaction, so
+    /// with floors) delivered in random order with duplicates, both give equal sets at every step.
+    static func checkApplyIsTheDeltaMerge<Bias: ORSetBias>(_ seed: UInt64, _: Bias.Type) {
+        var random = SeededRandom(seed: seed)
+        var authors = [ORSet<Int, Bias>](repeating: ORSet(), count: 3)
+        var operations: [ORSet<Int, Bias>.Operation] = []
+        for step in 0..<30 {
+            let index = random.int(below: authors.count)
+            let element = random.int(0...4)
+            if step == 15 { authors[index].compact(stableAt: authors[index].context.versionVector) }
+            operations.append(
+                random.chance(0.6)
+                    ? authors[index].add(element, replica: replica(index))
+                    : authors[index].remove(element, replica: replica(index)))
+            if random.chance(0.5) { authors[random.int(below: authors.count)].apply(operations.last!) }
+        }
+        var fast = ORSet<Int, Bias>()
+        var merged = ORSet<Int, Bias>()
+        for _ in 0..<45 {
+            let operation = random.pick(operations)
+            fast.apply(operation)
+            merged.merge(ORSet.delta(of: operation))
+            #expect(fast == merged, "seed \(seed)")
+        }
+    }
+
+    @Test func applyIsTheMergeOfTheOperationsDelta() async {
+        await propertyCheck(count: 1000, input: Gen.uint64()) { seed in
+            Self.checkApplyIsTheDeltaMerge(seed, AddWins.self)
+            Self.checkApplyIsTheDeltaMerge(seed, RemoveWins.self)
+        }
+    }
+
     @Test func codableRoundTrip() throws {
         var set = RemoveWinsSet<String>()
         set.add("a", replica: replica(0))
