@@ -95,7 +95,8 @@ struct RebuildCommand: AsyncParsableCommand {
             String(
                 format:
                     "rebuild of %d events (%d notes, %d threads): %.1f ms median of %d (%.0f events/s); baseline insert %.1f ms (%.2f×); incremental 10 events %.3f ms",
-                result.events, notes, result.workers, rebuild, runs, result.events_per_s, baseline, result.rebuild_to_baseline,
+                result.events, notes, result.workers, rebuild, runs, result.events_per_s, baseline,
+                result.rebuild_to_baseline,
                 result.incremental_10_ms))
         print(String(decoding: try JSONEncoder.sortedKeys.encode(result), as: UTF8.self))
     }

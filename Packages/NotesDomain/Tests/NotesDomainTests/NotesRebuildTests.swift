@@ -26,7 +26,7 @@ import Testing
         for index in 0..<120 {
             notes.append(try await client.create(scope: index % 3 == 0 ? "team-2" : "team-1", title: "n\(index)"))
         }
-        for step in 0..<1_600 {
+        for step in 0..<2_000 {
             let id = notes[Int.random(in: 0..<notes.count, using: &random)]
             switch Int.random(in: 0..<10, using: &random) {
             case 0: try await client.setTitle(id, "title \(step)")
@@ -54,7 +54,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("notes.sqlite")
         let (incremental, events) = try await Self.makeLog(at: path, seed: 11)
-        #expect(events > 2_000, "enough events for the parallel path")
+        #expect(events > 1_024, "enough events for the parallel path (from 1,024 events a batch)")
 
         let serial = try EventStore(path: path, projections: [NotesProjection(workers: 1)])
         try await serial.rebuild(projection: "notes")

@@ -139,7 +139,7 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
 
     /// Applies one operation: exactly `merge(Self.delta(of: operation))`, without building the delta or
     /// rebuilding every element's entry (a replay applies thousands of operations to one set).
-    @_specialize(exported: true, where Element == String, Bias == AddWins)
+    @_specialize(exported:true,where Element == String, Bias == AddWins)
     public mutating func apply(_ operation: Operation) {
         let element = operation.element
         // The delta holds the operation's own dot (for adds, and for removes in the remove-wins variant), and

@@ -1,15 +1,25 @@
 /// Hexadecimal digits of the text forms (replica ids, HLCs, event ids), read from and written to UTF-8 bytes.
 enum Hex {
     /// Parses exactly `count` hexadecimal digits (either case) at `start`; nil for anything else.
+    /// Without a branch per digit: each byte's value comes from a table where anything but a hexadecimal
+    /// digit has its high bits set, and those bits are checked once at the end (ids, clocks and replicas of
+    /// every replayed event go through here).
     static func decode(_ bytes: UnsafeRawBufferPointer, from start: Int, count: Int) -> UInt64? {
         guard count <= 16, start >= 0, start + count <= bytes.count else { return nil }
-        var value: UInt64 = 0
-        for index in start..<start + count {
-            guard let nibble = nibble(bytes[index]) else { return nil }
-            value = value << 4 | UInt64(nibble)
+        return nibbles.withUnsafeBufferPointer { table in
+            var value: UInt64 = 0
+            var invalid: UInt8 = 0
+            for index in start..<start + count {
+                let nibble = table[Int(bytes[index])]
+                invalid |= nibble
+                value = value << 4 | UInt64(nibble & 0x0F)
+            }
+            return invalid & 0xF0 == 0 ? value : nil
         }
-        return value
     }
+
+    /// The value of each byte as a hexadecimal digit, 0xFF for any other byte.
+    private static let nibbles: [UInt8] = (0...255).map { nibble(UInt8($0)) ?? 0xFF }
 
     @inline(__always)
     static func nibble(_ byte: UInt8) -> UInt8? {

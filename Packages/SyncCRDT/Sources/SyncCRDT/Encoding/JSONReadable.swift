@@ -140,7 +140,7 @@ extension DotRange: JSONReadable {
 
 extension Array: JSONReadable where Element: JSONReadable {
     /// A JSON array of readable values.
-    @_specialize(exported: true, where Element == FugueList<Unicode.Scalar>.Operation)
+    @_specialize(exported:true,where Element == FugueList<Unicode.Scalar>.Operation)
     public init(reading reader: inout JSONReader) throws(JSONReader.Bail) {
         var elements: [Element] = []
         try reader.readArray { reader throws(JSONReader.Bail) in elements.append(try Element(reading: &reader)) }
@@ -238,8 +238,8 @@ extension FugueList.Deletion: JSONReadable {
 
 extension FugueList.Operation: JSONReadable where Element: SequenceElement {
     /// `{"insert": Insertion}` or `{"delete": Deletion}` (an object with both bails).
-    @_specialize(exported: true, where Element == Unicode.Scalar)
-    @_specialize(exported: true, where Element == String)
+    @_specialize(exported:true,where Element == Unicode.Scalar)
+    @_specialize(exported:true,where Element == String)
     public init(reading reader: inout JSONReader) throws(JSONReader.Bail) {
         var operation: FugueList.Operation?
         try reader.readObject { reader, key throws(JSONReader.Bail) in
@@ -261,7 +261,7 @@ extension FugueList.Operation: JSONReadable where Element: SequenceElement {
 extension ORSet.Operation: JSONReadable {
     /// `{"element", "dot", "isAdd", "observed": [Dot], "observedUpTo": VersionVector?}`; elements other than
     /// strings go to `JSONDecoder`.
-    @_specialize(exported: true, where Element == String, Bias == AddWins)
+    @_specialize(exported:true,where Element == String, Bias == AddWins)
     public init(reading reader: inout JSONReader) throws(JSONReader.Bail) {
         var seen = SeenKeys()
         var element: Element?

@@ -127,14 +127,30 @@ struct RangeDecoder {
 /// An adaptive code for non-negative integers: the bit length of `n + 1` in unary (each step its own adaptive
 /// probability), then its top bits below the leading one through an adaptive bit tree, the rest direct. Small
 /// and frequent values cost little; any 64-bit value can be coded.
+///
+/// The probability tables grow with the longest length coded so far (an entry never reached keeps its initial
+/// probability, so this codes exactly as full tables would): a model is made for every list encoded, and full
+/// tables of every length cost more to allocate and fill than encoding a small list.
 struct AdaptiveInteger {
     private static let treeBits = 4
-    private var lengths = [UInt16](repeating: RangeEncoder.half, count: 65)
-    private var trees = [UInt16](repeating: RangeEncoder.half, count: 65 << treeBits)
+    private var lengths: [UInt16] = []
+    private var trees: [UInt16] = []
+
+    /// Makes the tables cover bit length `length` (0...64).
+    private mutating func reserve(_ length: Int) {
+        if lengths.count <= length {
+            lengths.append(contentsOf: repeatElement(RangeEncoder.half, count: length + 1 - lengths.count))
+        }
+        let needed = (length + 1) << Self.treeBits
+        if trees.count < needed {
+            trees.append(contentsOf: repeatElement(RangeEncoder.half, count: needed - trees.count))
+        }
+    }
 
     mutating func encode(_ value: UInt64, with encoder: inout RangeEncoder) {
         let shifted = value &+ 1
         let length = shifted == 0 ? 64 : 63 - shifted.leadingZeroBitCount  // bits below the leading one
+        reserve(length)
         for step in 0..<length { encoder.encode(true, &lengths[step]) }
         if length < 64 { encoder.encode(false, &lengths[length]) }
         let treed = min(length, Self.treeBits)
@@ -149,7 +165,12 @@ struct AdaptiveInteger {
 
     mutating func decode(with decoder: inout RangeDecoder) -> UInt64 {
         var length = 0
-        while length < 64 && decoder.decode(&lengths[length]) { length += 1 }
+        while length < 64 {
+            reserve(length)
+            guard decoder.decode(&lengths[length]) else { break }
+            length += 1
+        }
+        reserve(length)
         let treed = min(length, Self.treeBits)
         var value: UInt64 = 1
         var node = 1
