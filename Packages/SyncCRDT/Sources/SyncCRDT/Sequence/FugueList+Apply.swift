@@ -124,7 +124,7 @@ extension FugueList: OperationCRDT {
         guard !missing.isEmpty else { return .duplicate }
         var targets: [(first: ItemID, count: Int)] = []
         for target in deletion.targets where target.count > 0 {
-            guard let targetAgent = core.agents[target.replica],
+            guard let targetAgent = core.knownAgent(target.replica),
                 core.seen[targetAgent].covers(target.first..<target.first + target.count)
             else { return .waiting }
             targets.append((ItemID(agent: targetAgent, counter: target.first), Int(target.count)))

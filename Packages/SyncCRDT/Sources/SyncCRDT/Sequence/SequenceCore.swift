@@ -30,11 +30,24 @@ struct SequenceCore: Sendable {
     @usableFromInline
     init() {}
 
+    /// Up to this many replicas, `knownAgent` scans the replica table: comparing a few 16-byte ids costs
+    /// less than hashing one, and a list rarely has more editors than this.
+    static let scannedReplicaCount = 8
+
+    /// The agent of a replica already in the table, nil for a new one. `replicas` and `agents` always change
+    /// together (`agent(for:)`), so the scan and the dictionary agree.
+    @inline(__always)
+    func knownAgent(_ replica: ReplicaID) -> Int? {
+        guard replicas.count <= Self.scannedReplicaCount else { return agents[replica] }
+        for agent in replicas.indices where replicas[agent] == replica { return agent }
+        return nil
+    }
+
     @usableFromInline
     mutating func agent(for replica: ReplicaID) -> Int {
         if replica == lastReplica { return lastAgent }
         let agent: Int
-        if let known = agents[replica] {
+        if let known = knownAgent(replica) {
             agent = known
         } else {
             agent = replicas.count
@@ -53,13 +66,13 @@ struct SequenceCore: Sendable {
 
     /// The internal id of `dot` if its replica is known.
     func item(_ dot: Dot) -> ItemID? {
-        agents[dot.replica].map { ItemID(agent: $0, counter: dot.counter) }
+        knownAgent(dot.replica).map { ItemID(agent: $0, counter: dot.counter) }
     }
 
     /// Whether `count` counters from `dot` are valid and not absurdly far ahead of what was seen from its
     /// replica.
     func isPlausible(_ dot: Dot, count: UInt64) -> Bool {
-        let last = agents[dot.replica].map { seen[$0].last } ?? 0
+        let last = knownAgent(dot.replica).map { seen[$0].last } ?? 0
         return dot.counter >= 1 && dot.counter <= ItemID.maxCounter && count <= ItemID.maxCounter - dot.counter
             && dot.counter <= last + Self.maximumCounterGap
     }
