@@ -69,4 +69,27 @@ import Testing
             #expect(parallelRows == serialRows, "rebuild on \(workers) threads")
         }
     }
+
+    /// The `tags` and `checklist` read columns are canonical JSON, escapes included, as `JSONValue` writes it.
+    @Test func readColumnsAreCanonicalJSON() async throws {
+        let directory = try TemporaryDirectory()
+        let client = try NotesClient.open(path: directory.path("json.sqlite"))
+        let id = try await client.create(scope: "team-1", title: "json")
+        for tag in ["plain", "quote\"d", "back\\slash", "tab\tand\nnewline", "é ✓"] { try await client.addTag(id, tag) }
+        let first = try await client.addChecklistItem(id, text: "say \"hi\"\u{1}")
+        try await client.addChecklistItem(id, text: "second ✓", after: first)
+        try await client.setChecklistItemDone(id, item: first, done: true)
+        let view = try #require(try await client.note(id))
+        let row = try #require(
+            try await client.store.database.writer.read { db in
+                try Row.fetchOne(db, sql: "SELECT tags, checklist FROM notes WHERE id = ?", arguments: [id.description])
+            })
+        let tags = JSONValue.array(view.tags.map(JSONValue.string)).canonicalData()
+        let checklist = JSONValue.array(
+            view.checklist.map { ["id": .string($0.id), "text": .string($0.text), "done": .bool($0.done)] }
+        ).canonicalData()
+        #expect(row["tags"] == String(decoding: tags, as: UTF8.self))
+        #expect(row["checklist"] == String(decoding: checklist, as: UTF8.self))
+        #expect(view.checklist.count == 2 && view.tags.count == 5)
+    }
 }

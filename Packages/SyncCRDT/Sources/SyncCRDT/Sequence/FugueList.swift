@@ -34,6 +34,11 @@ public struct FugueList<Element: Sendable & Hashable>: Sendable {
 
     /// The visible elements in order.
     public var elements: [Element] {
+        @_specialize(exported:true,where Element == String)
+        get { visibleElements() }
+    }
+
+    private func visibleElements() -> [Element] {
         var result: [Element] = []
         result.reserveCapacity(count)
         core.tree.forEachRun { run in

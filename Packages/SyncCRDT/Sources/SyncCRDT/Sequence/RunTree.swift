@@ -39,9 +39,18 @@ struct RunTree: Sendable {
     /// For each agent, the leaf of each of its elements by counter (-1: not in the tree).
     private(set) var leafOf: [[Int32]] = []
 
+    /// An empty tree (one empty leaf).
     init() {
+        // A copy of one shared empty tree: its arrays are shared until the first edit, so the many lists that
+        // stay empty (a note without a checklist) allocate nothing.
+        self = Self.empty
+    }
+
+    private init(allocatingFirstLeaf: Void) {
         _ = allocateLeaf()
     }
+
+    private static let empty = RunTree(allocatingFirstLeaf: ())
 
     /// Bytes held by the tree's arrays (capacities times strides), the element index included.
     var memoryFootprint: Int {
