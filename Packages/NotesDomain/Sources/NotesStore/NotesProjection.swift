@@ -20,6 +20,10 @@ public struct NotesProjection: RowReplayingProjection {
     /// CRDTs, so they are split among threads by note; each note still sees its events in replay order.
     public let workers: Int
 
+    /// Notes are CRDTs, so any order gives the same notes; log order is the cheapest to read and leaves a
+    /// rebuilt note exactly as incremental application left it.
+    public var replayOrder: ReplayOrder { .arrival }
+
     /// - Parameter workers: threads for long replays; by default one per active processor, at most 8.
     public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount) {
         self.workers = max(1, min(workers, 8))

@@ -42,10 +42,13 @@ extension EventStore {
     }
 
     /// Rebuilds a projection inside the current transaction: back to its snapshot, then every non-rejected
-    /// event of the log in canonical order, in batches.
+    /// event of the log in the projection's `replayOrder`, in batches.
     func rebuild(_ projection: any Projection, _ db: Database) throws {
         try projection.restoreSnapshot(streams: nil, in: db)
-        try feed(projection, db, Self.canonicalReplay)
+        switch projection.replayOrder {
+        case .canonical: try feed(projection, db, Self.canonicalReplay)
+        case .arrival: try feed(projection, db, Self.arrivalReplay)
+        }
         try Self.setCheckpoint(projection, position: Self.lastPosition(db), db)
     }
 
@@ -56,6 +59,9 @@ extension EventStore {
         "WHERE seq IS NOT NULL ORDER BY scope, seq",
         "WHERE status = 'pending' ORDER BY scope, position",
     ]
+
+    /// Every non-rejected event in log order: a scan of the table in rowid order.
+    static let arrivalReplay = ["WHERE status != 'rejected' ORDER BY position"]
 
     /// Feeds a projection the events that `filters` select (each a `WHERE … ORDER BY …` clause, run in turn):
     /// as rows to a `RowReplayingProjection`, as batches of decoded events to any other.

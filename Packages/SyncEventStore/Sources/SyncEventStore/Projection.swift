@@ -32,9 +32,24 @@ public protocol Projection: Sendable {
     func restoreSnapshot(streams: Set<String>?, in db: Database) throws
     /// Saves the whole current state as the snapshot (replacing the previous one).
     func saveSnapshot(in db: Database) throws
+    /// The order a rebuild replays the log in. `.canonical` unless the projection says otherwise.
+    var replayOrder: ReplayOrder { get }
+}
+
+/// The order a rebuild feeds a projection the log in.
+public enum ReplayOrder: Sendable, Hashable {
+    /// Confirmed events by `(scope, seq)`, then pending events by local order (DESIGN §5): the same on every
+    /// replica. What a projection whose result depends on order needs.
+    case canonical
+    /// The order events were written to this log (their `position`), which is the order incremental
+    /// application saw them in (rollbacks aside). Only for projections that reach the same state in any
+    /// order (CRDTs, DESIGN §5): it reads the log as a plain table scan instead of walking the `seq` index.
+    case arrival
 }
 
 extension Projection {
+    public var replayOrder: ReplayOrder { .canonical }
+
     public func applyStream(
         _ batches: (_ consume: ([StoredEvent]) throws -> Void) throws -> Void, in db: Database
     ) throws {
