@@ -69,12 +69,14 @@ struct NotesReplayBatch: @unchecked Sendable {
 }
 
 /// Applies replay batches on worker threads while the replaying thread reads the next batch from the log:
-/// reading and applying overlap, and applying is split among `workers` threads by note.
+/// reading and applying overlap, and applying is split by note into parts that `workers` threads share.
 ///
 /// Owned by one replaying thread; `finish()` must be called before the notes are read or saved.
 final class NotesReplayPipeline {
     /// Below this many events a batch is applied on the calling thread: waking workers costs more.
     static let parallelThreshold = 1024
+    /// Parts each batch is split into per worker thread.
+    static let partsPerWorker = 4
 
     let workers: Int
     private let group = DispatchGroup()
@@ -95,9 +97,11 @@ final class NotesReplayPipeline {
             batch.apply(worker: 0, of: 1)
         } else {
             inFlight = batch
-            let workers = workers
+            // More parts than threads: a thread that finishes its part early takes the next one, so one
+            // slow part (a few long notes) does not leave a core idle until the batch ends.
+            let parts = workers * Self.partsPerWorker
             DispatchQueue.global().async(group: group) {
-                DispatchQueue.concurrentPerform(iterations: workers) { batch.apply(worker: $0, of: workers) }
+                DispatchQueue.concurrentPerform(iterations: parts) { batch.apply(worker: $0, of: parts) }
             }
         }
         spare.removeAll()
