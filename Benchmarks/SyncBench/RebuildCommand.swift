@@ -60,24 +60,30 @@ struct RebuildCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { if directory == nil { try? FileManager.default.removeItem(at: folder) } }
 
-        let log = NotesWorkload(notes: notes, seed: 42).events(count: events)
         let store = try EventStore(
             path: folder.appendingPathComponent("rebuild.sqlite").path, projections: [projection])
-        for start in stride(from: 0, to: log.count, by: 10_000) {
-            try await store.applyConfirmed(Array(log[start..<min(start + 10_000, log.count)]), cursor: nil)
+        let logCount: Int
+        var baselines: [Double] = []
+        do {
+            let log = NotesWorkload(notes: notes, seed: 42).events(count: events)
+            logCount = log.count
+            for start in stride(from: 0, to: log.count, by: 10_000) {
+                try await store.applyConfirmed(Array(log[start..<min(start + 10_000, log.count)]), cursor: nil)
+            }
+            for run in 0..<runs {
+                baselines.append(
+                    try baselineInsert(log, path: folder.appendingPathComponent("baseline-\(run).sqlite").path))
+            }
         }
-
+        // The generated log is freed before the rebuilds are timed, so they run in a process holding what an
+        // app would hold: for a million events it is about 2 GB of objects (the process peaks at 2.4 GB), and
+        // timing beside it made the same rebuild about 20% slower.
         var rebuilds: [Double] = []
         for _ in 0..<runs {
             rebuilds.append(milliseconds(try await store.rebuild(projection: "notes")))
         }
-        var baselines: [Double] = []
-        for run in 0..<runs {
-            baselines.append(
-                try baselineInsert(log, path: folder.appendingPathComponent("baseline-\(run).sqlite").path))
-        }
         var incrementals: [Double] = []
-        let extra = NotesWorkload(notes: notes, seed: 7).events(count: 10 * runs, firstSeq: Int64(log.count) + 1)
+        let extra = NotesWorkload(notes: notes, seed: 7).events(count: 10 * runs, firstSeq: Int64(logCount) + 1)
         for run in 0..<runs {
             let page = Array(extra[(run * 10)..<(run * 10 + 10)])
             let start = ContinuousClock.now
@@ -87,8 +93,8 @@ struct RebuildCommand: AsyncParsableCommand {
         let rebuild = median(rebuilds)
         let baseline = median(baselines)
         let result = Result(
-            events: log.count, notes: notes, workers: projection.workers, runs: runs, rebuild_ms: rebuild,
-            events_per_s: Double(log.count) / (rebuild / 1000), baseline_insert_ms: baseline,
+            events: logCount, notes: notes, workers: projection.workers, runs: runs, rebuild_ms: rebuild,
+            events_per_s: Double(logCount) / (rebuild / 1000), baseline_insert_ms: baseline,
             rebuild_to_baseline: rebuild / baseline, incremental_10_ms: median(incrementals),
             database_bytes: try store.database.maintenance.statistics().fileBytes)
         print(
