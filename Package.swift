@@ -119,10 +119,11 @@ let package = Package(
             ],
             path: "Apps/SyncAgent/Sources/sync-agent"
         ),
-        // End-to-end: PostgreSQL, sync-server and sync-agent as real processes on loopback.
+        // End-to-end: PostgreSQL, sync-server and sync-agent as real processes on loopback; sync-bench run as
+        // its users run it.
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["sync-server", "sync-agent"],
+            dependencies: ["sync-server", "sync-agent", "SyncBench"],
             path: "Tests/EndToEndTests"
         ),
 
