@@ -79,6 +79,8 @@ public struct NoteID: Hashable, Sendable, Comparable, CustomStringConvertible, C
     }
 
     public var stream: String { "note:\(description)" }
-    public var description: String { uuid.uuidString.lowercased() }
+    /// The lowercase UUID, written by hand (`uuidString.lowercased()` allocates twice; every note a replay
+    /// meets takes one).
+    public var description: String { EventID(uuid: uuid).description }
     public static func < (lhs: NoteID, rhs: NoteID) -> Bool { lhs.description < rhs.description }
 }

@@ -92,4 +92,29 @@ import Testing
         #expect(row["checklist"] == String(decoding: checklist, as: UTF8.self))
         #expect(view.checklist.count == 2 && view.tags.count == 5)
     }
+
+    /// Replays route rows by the note id and type parsed from their bytes: the same answers as the `String`
+    /// forms, for upper- and lowercase ids, with and without the stream prefix.
+    @Test func noteIDsAndTypesParseFromBytesAsFromStrings() {
+        for _ in 0..<200 {
+            let id = NoteID(uuid: UUID())
+            #expect(id.description == id.uuid.uuidString.lowercased())
+            for text in [id.stream, id.description, id.uuid.uuidString, "note:" + id.uuid.uuidString] {
+                var copy = text
+                let parsed = copy.withUTF8 { NoteID(utf8: UnsafeRawBufferPointer($0)) }
+                #expect(parsed == id && NoteID(text) == id, "\(text)")
+            }
+        }
+        for bad in ["note:", "note:123", "note:\(UUID().uuidString)x", "nope:\(UUID().uuidString)", ""] {
+            #expect(NoteID(bad) == nil, "\(bad)")
+        }
+        for kind in NoteEventType.allCases {
+            var name = kind.rawValue
+            #expect(name.withUTF8 { NoteEventType(utf8: UnsafeRawBufferPointer($0)) } == kind)
+        }
+        for other in ["note.", "note.create", "note.createdX", "other.created", "NOTE.CREATED"] {
+            var name = other
+            #expect(name.withUTF8 { NoteEventType(utf8: UnsafeRawBufferPointer($0)) } == nil, "\(other)")
+        }
+    }
 }
