@@ -90,9 +90,12 @@ public struct NotesProjection: RowReplayingProjection {
         }
         var batch = NotesReplayBatch()
         try rows { event in
-            guard event.typeBytes.starts(with: NoteEventType.prefix.utf8), let slot = try notes.slot(of: event, db)
+            // A note.* type this version does not know still gives its note a row (as incremental application
+            // does), and changes nothing in it.
+            let kind = NoteEventType(utf8: event.typeBytes)
+            guard kind != nil || event.typeBytes.starts(with: NoteEventType.prefix.utf8),
+                let slot = try notes.slot(of: event, db), let kind
             else { return }
-            guard let kind = NoteEventType(utf8: event.typeBytes) else { return }
             batch.append(notes.notes[slot], slot: slot, kind: kind, event)
             if batch.isFull { batch = pipeline.submit(batch) }
         }
@@ -250,6 +253,7 @@ struct NotesWorkingSet {
 
     /// A note's row as `save` writes it.
     struct SavedRow: Sendable {
+        var created: Bool
         var view: NoteView
         var tags: String
         var checklist: String
@@ -288,7 +292,7 @@ struct NotesWorkingSet {
             guard let row = rows[index] else { continue }
             try statement.execute(arguments: [
                 note.id, note.scope ?? "", row.view.title, row.view.body, row.tags, row.view.pinned,
-                row.view.viewCount, row.checklist, row.view.deleted, note.state.created, Data(row.state),
+                row.view.viewCount, row.checklist, row.view.deleted, row.created, Data(row.state),
             ])
         }
     }
@@ -300,7 +304,7 @@ extension NoteView {
         var output: [UInt8] = [UInt8(ascii: "[")]
         for (index, tag) in tags.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
-            JSONValue.writeCanonical(tag, to: &output)
+            JSONValue.writeString(tag, to: &output)
         }
         output.append(UInt8(ascii: "]"))
         return String(decoding: output, as: UTF8.self)
@@ -314,9 +318,9 @@ extension NoteView {
         for (index, item) in checklist.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             output.append(contentsOf: item.done ? #"{"done":true,"id":"#.utf8 : #"{"done":false,"id":"#.utf8)
-            JSONValue.writeCanonical(item.id, to: &output)
+            JSONValue.writeString(item.id, to: &output)
             output.append(contentsOf: #","text":"#.utf8)
-            JSONValue.writeCanonical(item.text, to: &output)
+            JSONValue.writeString(item.text, to: &output)
             output.append(UInt8(ascii: "}"))
         }
         output.append(UInt8(ascii: "]"))
@@ -330,6 +334,6 @@ extension NoteState {
     func savedRow() -> NotesWorkingSet.SavedRow {
         let view = view
         return NotesWorkingSet.SavedRow(
-            view: view, tags: view.tagsJSON, checklist: view.checklistJSON, state: binaryEncoded)
+            created: created, view: view, tags: view.tagsJSON, checklist: view.checklistJSON, state: binaryEncoded)
     }
 }

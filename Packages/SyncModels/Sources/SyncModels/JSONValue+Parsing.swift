@@ -60,11 +60,7 @@ extension JSONValue {
 
     /// Appends `string` as a JSON string exactly as `canonicalData()` writes it, for code that writes
     /// canonical JSON of a known shape without building a `JSONValue` first.
-    public static func writeCanonical(_ string: String, to output: inout [UInt8]) {
-        writeString(string, to: &output)
-    }
-
-    static func writeString(_ string: String, to output: inout [UInt8]) {
+    public static func writeString(_ string: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         for byte in string.utf8 {
             switch byte {
