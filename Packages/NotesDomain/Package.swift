@@ -23,8 +23,9 @@ let package = Package(
         .target(
             name: "NotesStore",
             dependencies: [
-                "NotesDomain", "SyncModels", "SyncStorage", "SyncEventStore",
+                "NotesDomain", "SyncModels", "SyncCRDT", "SyncStorage", "SyncEventStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         .testTarget(

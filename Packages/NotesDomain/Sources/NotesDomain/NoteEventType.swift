@@ -82,5 +82,6 @@ public struct NoteID: Hashable, Sendable, Comparable, CustomStringConvertible, C
     /// The lowercase UUID, written by hand (`uuidString.lowercased()` allocates twice; every note a replay
     /// meets takes one).
     public var description: String { EventID(uuid: uuid).description }
-    public static func < (lhs: NoteID, rhs: NoteID) -> Bool { lhs.description < rhs.description }
+    /// The order of the ids' strings (`description`), compared without making them.
+    public static func < (lhs: NoteID, rhs: NoteID) -> Bool { EventID(uuid: lhs.uuid) < EventID(uuid: rhs.uuid) }
 }

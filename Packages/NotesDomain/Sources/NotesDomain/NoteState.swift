@@ -166,10 +166,14 @@ public struct NoteState: Sendable, Codable, Equatable {
         NoteView(
             title: title.value ?? "", body: body.text, tags: tags.elements.sorted(), pinned: pinned.value ?? false,
             viewCount: views.value,
-            checklist: checklist.elements.map { item in
-                NoteView.Item(id: item, text: itemText[item]?.value ?? "", done: itemDone[item]?.value ?? false)
-            },
-            deleted: deleted.value ?? false)
+            checklist: Array(checklistItems), deleted: deleted.value ?? false)
+    }
+
+    /// The checklist's items in list order, with their text and done flags.
+    public var checklistItems: some Sequence<NoteView.Item> {
+        checklist.elements.lazy.map { item in
+            NoteView.Item(id: item, text: itemText[item]?.value ?? "", done: itemDone[item]?.value ?? false)
+        }
     }
 }
 

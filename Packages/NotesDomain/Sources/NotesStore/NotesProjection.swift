@@ -88,7 +88,7 @@ public struct NotesProjection: RowReplayingProjection {
             pipeline.finish()
             withExtendedLifetime(notes) {}
         }
-        var batch = NotesReplayBatch()
+        var batch = pipeline.firstBatch()
         try rows { event in
             // A note.* type this version does not know still gives its note a row (as incremental application
             // does), and changes nothing in it.
@@ -163,15 +163,18 @@ struct NotesWorkingSet {
     /// One note's state while events are applied: a class, so that a replay batch can carry it to the worker
     /// thread that applies its events while this working set keeps growing.
     final class Note {
-        let id: String
+        let key: NoteID
         var scope: String?
         var state: NoteState
 
-        init(id: String, scope: String?, state: NoteState = NoteState()) {
-            self.id = id
+        init(key: NoteID, scope: String?, state: NoteState = NoteState()) {
+            self.key = key
             self.scope = scope
             self.state = state
         }
+
+        /// The note's id as its row stores it (made when needed, on the thread that saves the note).
+        var id: String { key.description }
 
         func apply(_ event: StoredEvent) {
             if scope == nil { scope = event.event.scope.name }
@@ -189,9 +192,9 @@ struct NotesWorkingSet {
 
     /// Adds a note and returns its slot.
     @discardableResult
-    mutating func add(_ note: Note, key: NoteID) -> Int {
+    mutating func add(_ note: Note) -> Int {
         notes.append(note)
-        slots[key] = notes.count - 1
+        slots[note.key] = notes.count - 1
         return notes.count - 1
     }
 
@@ -200,19 +203,18 @@ struct NotesWorkingSet {
     mutating func slot(of event: ReplayedEvent, _ db: Database) throws -> Int? {
         guard let key = NoteID(utf8: event.streamBytes) else { return nil }
         if let slot = slots[key] { return slot }
-        let id = key.description
-        let note = Note(id: id, scope: event.scope)
+        let note = Note(key: key, scope: event.scope)
         if tableEmpty == nil {
             tableEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM notes)") ?? false)
         }
         if tableEmpty == false,
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT scope, state FROM notes WHERE id = ?"), arguments: [id])
+                db.cachedStatement(sql: "SELECT scope, state FROM notes WHERE id = ?"), arguments: [note.id])
         {
             note.scope = row[0] as String? ?? note.scope
             note.state = try Self.state(row, 1)
         }
-        return add(note, key: key)
+        return add(note)
     }
 
     static func state(_ row: Row, _ index: Int) throws -> NoteState {
@@ -237,7 +239,7 @@ struct NotesWorkingSet {
             while let row = try rows.next() { loaded[row[0]] = (row[1], try Self.state(row, 2)) }
         }
         for (id, key) in missing {
-            add(Note(id: id, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()), key: key)
+            add(Note(key: key, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()))
         }
     }
 
@@ -251,89 +253,17 @@ struct NotesWorkingSet {
         }
     }
 
-    /// A note's row as `save` writes it.
-    struct SavedRow: Sendable {
-        var created: Bool
-        var view: NoteView
-        var tags: String
-        var checklist: String
-        var state: [UInt8]
-    }
-
-    /// Writes every note of the working set, in id order; the rows' values (read columns and encoded state)
-    /// are computed on up to `workers` threads first.
+    /// Writes every note of the working set, in id order. Each row's values (read columns and encoded
+    /// state) are computed on up to `workers` threads while this thread inserts the rows computed before it.
     func save(to db: Database, workers: Int = 1) throws {
-        let order = notes.indices.sorted { notes[$0].id < notes[$1].id }
-        var rows = [SavedRow?](repeating: nil, count: order.count)
-        let workers = order.count < 64 ? 1 : workers
-        notes.withUnsafeBufferPointer { notes in
-            order.withUnsafeBufferPointer { order in
-                rows.withUnsafeMutableBufferPointer { rows in
-                    // Worker `w` writes only the rows at indices `w` modulo `workers`; the notes and the
-                    // order are only read: the buffers are shared without a race.
-                    nonisolated(unsafe) let shared = (notes, order, rows)
-                    DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                        for index in stride(from: worker, to: shared.1.count, by: workers) {
-                            shared.2[index] = shared.0[shared.1[index]].state.savedRow()
-                        }
-                    }
-                }
+        let order = notes.indices.sorted { notes[$0].key < notes[$1].key }
+        let insert = try NotesRowInsert(db)
+        defer { insert.finish() }
+        try notes.withUnsafeBufferPointer { notes in
+            try order.withUnsafeBufferPointer { order in
+                let rows = NotesRowProducer(notes: notes, order: order)
+                try rows.produce(workers: workers) { row in try insert.execute(row) }
             }
         }
-        let statement = try db.cachedStatement(
-            sql: """
-                INSERT INTO notes (\(NotesProjection.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
-                    pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
-                    deleted = excluded.deleted, created = excluded.created, state = excluded.state
-                """)
-        for (index, slot) in order.enumerated() {
-            let note = notes[slot]
-            guard let row = rows[index] else { continue }
-            try statement.execute(arguments: [
-                note.id, note.scope ?? "", row.view.title, row.view.body, row.tags, row.view.pinned,
-                row.view.viewCount, row.checklist, row.view.deleted, row.created, Data(row.state),
-            ])
-        }
-    }
-}
-
-extension NoteView {
-    /// The `tags` read column: a JSON array of the sorted tags (canonical JSON, written directly).
-    var tagsJSON: String {
-        var output: [UInt8] = [UInt8(ascii: "[")]
-        for (index, tag) in tags.enumerated() {
-            if index > 0 { output.append(UInt8(ascii: ",")) }
-            JSONValue.writeString(tag, to: &output)
-        }
-        output.append(UInt8(ascii: "]"))
-        return String(decoding: output, as: UTF8.self)
-    }
-
-    /// The `checklist` read column: a JSON array of `{"done", "id", "text"}` in list order (canonical JSON,
-    /// keys sorted, written directly: building `JSONValue` trees was a sixth of saving a note).
-    var checklistJSON: String {
-        var output: [UInt8] = [UInt8(ascii: "[")]
-        output.reserveCapacity(2 + checklist.count * 72)
-        for (index, item) in checklist.enumerated() {
-            if index > 0 { output.append(UInt8(ascii: ",")) }
-            output.append(contentsOf: item.done ? #"{"done":true,"id":"#.utf8 : #"{"done":false,"id":"#.utf8)
-            JSONValue.writeString(item.id, to: &output)
-            output.append(contentsOf: #","text":"#.utf8)
-            JSONValue.writeString(item.text, to: &output)
-            output.append(UInt8(ascii: "}"))
-        }
-        output.append(UInt8(ascii: "]"))
-        return String(decoding: output, as: UTF8.self)
-    }
-}
-
-extension NoteState {
-    /// The values of this note's row (a method of the state, so that the state is read where it is stored
-    /// rather than copied out of its note first).
-    func savedRow() -> NotesWorkingSet.SavedRow {
-        let view = view
-        return NotesWorkingSet.SavedRow(
-            created: created, view: view, tags: view.tagsJSON, checklist: view.checklistJSON, state: binaryEncoded)
     }
 }

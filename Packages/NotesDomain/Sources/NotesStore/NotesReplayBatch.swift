@@ -29,22 +29,25 @@ struct NotesReplayBatch: @unchecked Sendable {
         var payloadCount: Int
     }
 
-    /// Events per batch before it is applied. Large, so that a note has several events in a batch to apply
-    /// together (65,536 measured 12% faster than 8,192 on a 1M-event rebuild); two batches, about 15 MB each,
-    /// are alive at a time.
-    static let capacity = 65536
+    /// Events per batch, at most, before it is applied. Large, so that a note has several events in a batch
+    /// to apply together (65,536 measured 12% faster than 8,192 on a 1M-event rebuild); two batches, about
+    /// 15 MB each, are alive at a time.
+    static let maximumCapacity = 65536
 
     private(set) var entries: [Entry] = []
     private var payloads: [UInt8] = []
+    /// Events this batch takes before it is applied (`NotesReplayPipeline` starts small and doubles it).
+    var capacity: Int
 
-    init() {
+    init(capacity: Int = Self.maximumCapacity) {
+        self.capacity = capacity
         // Grown as filled: a short replay (catch-up on open) stays small.
-        entries.reserveCapacity(1024)
-        payloads.reserveCapacity(1024 * 128)
+        entries.reserveCapacity(min(capacity, 1024))
+        payloads.reserveCapacity(min(capacity, 1024) * 128)
     }
 
     var count: Int { entries.count }
-    var isFull: Bool { entries.count >= Self.capacity }
+    var isFull: Bool { entries.count >= capacity }
 
     mutating func append(_ note: NotesWorkingSet.Note, slot: Int, kind: NoteEventType, _ event: ReplayedEvent) {
         entries.append(
@@ -88,6 +91,11 @@ struct NotesReplayBatch: @unchecked Sendable {
 /// Applies replay batches on worker threads while the replaying thread reads the next batch from the log:
 /// reading and applying overlap, and applying is split by note into parts that `workers` threads share.
 ///
+/// Batches start small and grow with the replay, each a quarter of the events before it, up to
+/// `NotesReplayBatch.maximumCapacity`: a short replay (a few thousand events) is then applied while it is
+/// read too, instead of in one batch after the reading, and the last batch, applied after the reading, is
+/// at most about a fifth of any replay.
+///
 /// Owned by one replaying thread; `finish()` must be called before the notes are read or saved.
 final class NotesReplayPipeline {
     /// Below this many events a batch is applied on the calling thread: waking workers costs more.
@@ -99,9 +107,20 @@ final class NotesReplayPipeline {
     private let group = DispatchGroup()
     /// The batch being applied in the background, kept to be reused once it is done.
     private var inFlight: NotesReplayBatch?
+    /// The capacity of the next batch.
+    private var nextCapacity: Int
+    /// Events submitted so far.
+    private var submitted = 0
 
     init(workers: Int) {
         self.workers = max(1, workers)
+        // On one thread nothing overlaps: batches are as large as they go from the start.
+        nextCapacity = workers > 1 ? Self.parallelThreshold : NotesReplayBatch.maximumCapacity
+    }
+
+    /// The first batch to fill.
+    func firstBatch() -> NotesReplayBatch {
+        NotesReplayBatch(capacity: nextCapacity)
     }
 
     /// Waits for the batch in flight, then starts applying `batch` (in the background when it is large
@@ -110,6 +129,11 @@ final class NotesReplayPipeline {
         group.wait()
         var spare = inFlight ?? NotesReplayBatch()
         inFlight = nil
+        submitted += batch.count
+        if workers > 1 {
+            nextCapacity = min(max(Self.parallelThreshold, submitted / 4), NotesReplayBatch.maximumCapacity)
+        }
+        spare.capacity = nextCapacity
         if workers == 1 || batch.count < Self.parallelThreshold {
             batch.apply(worker: 0, of: 1)
         } else {

@@ -105,6 +105,9 @@ import Testing
                 #expect(parsed == id && NoteID(text) == id, "\(text)")
             }
         }
+        // Rows are saved in id order, compared without making the strings: the same order as the strings'.
+        let ids = (0..<500).map { _ in NoteID(uuid: UUID()) }
+        #expect(ids.sorted().map(\.description) == ids.map(\.description).sorted())
         for bad in ["note:", "note:123", "note:\(UUID().uuidString)x", "nope:\(UUID().uuidString)", ""] {
             #expect(NoteID(bad) == nil, "\(bad)")
         }

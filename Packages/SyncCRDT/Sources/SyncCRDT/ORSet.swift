@@ -43,10 +43,12 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
 
     /// The empty set.
     public init() {
-        entries = [:]
+        // `Dictionary()`, not `[:]`: in generic code the empty literal looks up tuple metadata at run time,
+        // and a rebuild makes a set for every note.
+        entries = Dictionary()
         context = CausalContext()
         compactedVersion = VersionVector()
-        floors = [:]
+        floors = Dictionary()
     }
 
     /// Whether `element` is in the set.
@@ -56,7 +58,17 @@ public struct ORSet<Element: Sendable & Hashable & Codable, Bias: ORSetBias>: Op
     }
 
     /// The elements in the set.
-    public var elements: Set<Element> { Set(entries.keys.filter(contains)) }
+    public var elements: Set<Element> {
+        @_specialize(exported:true,where Element == String, Bias == AddWins)
+        get {
+            var result = Set<Element>(minimumCapacity: entries.count)
+            for (element, tokens) in entries
+            where !tokens.isEmpty && (!Bias.removeWins || tokens.values.allSatisfy { $0 }) {
+                result.insert(element)
+            }
+            return result
+        }
+    }
 
     /// One add or remove: the element, the operation's dot, the dots of the element it observed, and the
     /// version up to which its author had compacted (every token of the element up to it counts as observed).
@@ -252,7 +264,7 @@ extension ORSet: Codable {
             throw DecodingError.dataCorruptedError(
                 forKey: .removeWins, in: container, debugDescription: "set bias does not match the type")
         }
-        entries = [:]
+        entries = Dictionary()
         for entry in try container.decode([Entry].self, forKey: .entries) {
             entries[entry.element] = Dictionary(
                 entry.tokens.map { ($0.dot, $0.isAdd) }, uniquingKeysWith: { first, _ in first })
@@ -260,7 +272,7 @@ extension ORSet: Codable {
         context = try container.decode(CausalContext.self, forKey: .context)
         compactedVersion =
             try container.decodeIfPresent(VersionVector.self, forKey: .compactedVersion) ?? VersionVector()
-        floors = [:]
+        floors = Dictionary()
         for floor in try container.decodeIfPresent([Floor].self, forKey: .floors) ?? [] {
             floors[floor.element] = floor.upTo
         }

@@ -174,6 +174,10 @@ extension CausalContext: BinaryCodable {
 }
 
 extension LWWRegister: BinaryCodable where Value: BinaryCodable {
+    // Inlinable (every saved note encodes several registers): callers in other modules otherwise run the
+    // generic code, with runtime metadata lookups. (An exported prespecialization of this function was not
+    // emitted by the compiler.)
+    @inlinable
     public func encode(to writer: inout BinaryWriter) {
         guard let winner else { return writer.writeByte(0) }
         writer.writeByte(1)
@@ -181,6 +185,9 @@ extension LWWRegister: BinaryCodable where Value: BinaryCodable {
         winner.timestamp.encode(to: &writer)
         winner.dot.encode(to: &writer)
     }
+    // Prespecialized for the registers a domain stores, as `apply` is.
+    @_specialize(exported:true,where Value == String)
+    @_specialize(exported:true,where Value == Bool)
     public init(from reader: inout BinaryReader) throws {
         switch try reader.readByte() {
         case 0: self.init()

@@ -5,6 +5,9 @@ public struct BinaryWriter: Sendable {
 
     public init() {}
 
+    /// A writer that appends to `bytes` (pass it with `consume` to append without a copy).
+    public init(appendingTo bytes: [UInt8]) { self.bytes = bytes }
+
     /// Appends an unsigned LEB128 varint.
     public mutating func writeVarint(_ value: UInt64) {
         var value = value

@@ -10,6 +10,12 @@ extension FugueList where Element == Unicode.Scalar {
         // one costs several times more (every saved note computes its text).
         var utf8: [UInt8] = []
         utf8.reserveCapacity(count)
+        appendUTF8(to: &utf8)
+        return String(decoding: utf8, as: UTF8.self)
+    }
+
+    /// Appends the visible text's UTF-8 to `utf8` (what `text` holds, without making the string).
+    public func appendUTF8(to utf8: inout [UInt8]) {
         core.tree.forEachRun { run in
             if !run.isDeleted {
                 let start = Int(run.contentOffset)
@@ -22,7 +28,6 @@ extension FugueList where Element == Unicode.Scalar {
                 }
             }
         }
-        return String(decoding: utf8, as: UTF8.self)
     }
 
     /// Inserts `string` at scalar `position` on behalf of `replica`; returns the operation to ship.

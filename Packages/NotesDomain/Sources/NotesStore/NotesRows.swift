@@ -1,0 +1,212 @@
+import Dispatch
+import GRDB
+import GRDBSQLite
+import NotesDomain
+import SyncCRDT
+import SyncModels
+import Synchronization
+
+/// A note's row as `NotesWorkingSet.save` writes it: the text and blob columns' bytes back to back in one
+/// buffer (made on a worker thread, bound in place), and the numbers.
+struct SavedRow: Sendable {
+    /// `id`, `scope`, `title`, `body`, `tags` and `checklist` (UTF-8), then `state`, back to back.
+    var bytes: [UInt8]
+    /// Where each of those seven ends in `bytes`.
+    var ends: (Int, Int, Int, Int, Int, Int, Int)
+    var pinned: Bool
+    var viewCount: Int64
+    var deleted: Bool
+    var created: Bool
+}
+
+extension NoteState {
+    /// A note's row: the columns of `view`, written straight into one buffer, and the binary state.
+    ///
+    /// `state` is `inout` only so that a note's state, a class property, is read in place: passed any other
+    /// way it is copied first (a dozen retains, then releases). Nothing in it changes.
+    static func savedRow(of state: inout NoteState, id: String, scope: String) -> SavedRow {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(512)
+        bytes.append(contentsOf: id.utf8)
+        let idEnd = bytes.count
+        bytes.append(contentsOf: scope.utf8)
+        let scopeEnd = bytes.count
+        if let title = state.title.value { bytes.append(contentsOf: title.utf8) }
+        let titleEnd = bytes.count
+        state.body.appendUTF8(to: &bytes)
+        let bodyEnd = bytes.count
+        NotesColumnJSON.writeTags(state.tags.elements.sorted(), to: &bytes)
+        let tagsEnd = bytes.count
+        NotesColumnJSON.writeChecklist(state.checklistItems, to: &bytes)
+        let checklistEnd = bytes.count
+        var writer = BinaryWriter(appendingTo: consume bytes)
+        state.encode(to: &writer)
+        bytes = writer.bytes
+        return SavedRow(
+            bytes: bytes, ends: (idEnd, scopeEnd, titleEnd, bodyEnd, tagsEnd, checklistEnd, bytes.count),
+            pinned: state.pinned.value ?? false, viewCount: state.views.value, deleted: state.deleted.value ?? false,
+            created: state.created)
+    }
+}
+
+/// The read columns' JSON, canonical (sorted keys), written directly: building `JSONValue` trees was a sixth
+/// of saving a note.
+enum NotesColumnJSON {
+    /// The `tags` column: a JSON array of the sorted tags.
+    static func writeTags(_ tags: [String], to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "["))
+        for (index, tag) in tags.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            JSONValue.writeString(tag, to: &output)
+        }
+        output.append(UInt8(ascii: "]"))
+    }
+
+    /// The `checklist` column: a JSON array of `{"done", "id", "text"}` in list order.
+    static func writeChecklist(_ items: some Sequence<NoteView.Item>, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "["))
+        for (index, item) in items.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            output.append(contentsOf: item.done ? #"{"done":true,"id":"#.utf8 : #"{"done":false,"id":"#.utf8)
+            JSONValue.writeString(item.id, to: &output)
+            output.append(contentsOf: #","text":"#.utf8)
+            JSONValue.writeString(item.text, to: &output)
+            output.append(UInt8(ascii: "}"))
+        }
+        output.append(UInt8(ascii: "]"))
+    }
+}
+
+/// The upsert of note rows, with the values bound from each row's own bytes.
+///
+/// GRDB executes the statement, so transaction observers (and so ValueObservation) see every change as
+/// usual. Only the binding is done here: `StatementArguments` box every value and copy every blob, which was
+/// half the time of saving a row. GRDB is told once that the arguments are bound; `finish()` clears the
+/// bindings, which point into rows that are gone by then.
+struct NotesRowInsert {
+    let statement: Statement
+
+    init(_ db: Database) throws {
+        statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO notes (\(NotesProjection.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
+                    pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
+                    deleted = excluded.deleted, created = excluded.created, state = excluded.state
+                """)
+        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 11)))
+    }
+
+    func execute(_ row: SavedRow) throws {
+        let handle = statement.sqliteStatement
+        try row.bytes.withUnsafeBytes { bytes in
+            sqlite3_reset(handle)
+            let ends = row.ends
+            func text(_ column: Int32, _ start: Int, _ end: Int) {
+                // A nil pointer would bind NULL: an empty value points into the buffer, never empty.
+                sqlite3_bind_text(
+                    handle, column, (bytes.baseAddress! + start).assumingMemoryBound(to: CChar.self),
+                    Int32(end - start), nil)
+            }
+            text(1, 0, ends.0)
+            text(2, ends.0, ends.1)
+            text(3, ends.1, ends.2)
+            text(4, ends.2, ends.3)
+            text(5, ends.3, ends.4)
+            sqlite3_bind_int64(handle, 6, row.pinned ? 1 : 0)
+            sqlite3_bind_int64(handle, 7, row.viewCount)
+            text(8, ends.4, ends.5)
+            sqlite3_bind_int64(handle, 9, row.deleted ? 1 : 0)
+            sqlite3_bind_int64(handle, 10, row.created ? 1 : 0)
+            sqlite3_bind_blob(handle, 11, bytes.baseAddress! + ends.5, Int32(ends.6 - ends.5), nil)
+            try statement.execute()
+        }
+    }
+
+    func finish() {
+        sqlite3_reset(statement.sqliteStatement)
+        sqlite3_clear_bindings(statement.sqliteStatement)
+    }
+}
+
+/// Computes the rows of notes in a given order, in chunks, on worker threads, and hands them to the calling
+/// thread in order as chunks complete: the caller inserts one chunk's rows while the workers compute the
+/// next ones, and computes a chunk itself when the next one is not ready yet.
+///
+/// `@unchecked Sendable`: the notes and the order are only read; each chunk's rows are written by the one
+/// thread that took the chunk (an atomic counter hands each out once) and read by the caller only after
+/// that chunk's semaphore is signalled. The caller does not return before every worker is done.
+final class NotesRowProducer: @unchecked Sendable {
+    /// Rows per chunk: small, so that inserting starts early and no thread waits long for the next one.
+    static let chunkSize = 32
+
+    let notes: UnsafeBufferPointer<NotesWorkingSet.Note>
+    let order: UnsafeBufferPointer<Int>
+    let chunkCount: Int
+    private let rows: UnsafeMutableBufferPointer<SavedRow?>
+    /// Per chunk: whether its rows are computed (checked without a system call; a semaphore timed wait of
+    /// zero is one, and with the kernel's timer slack it cost tens of microseconds per chunk).
+    private let done: UnsafeMutablePointer<Atomic<Bool>>
+    /// Per chunk: signalled once its rows are computed, for the caller to wait on when all are taken.
+    private let ready: [DispatchSemaphore]
+    private let nextChunk = Atomic<Int>(0)
+
+    init(notes: UnsafeBufferPointer<NotesWorkingSet.Note>, order: UnsafeBufferPointer<Int>) {
+        self.notes = notes
+        self.order = order
+        chunkCount = (order.count + Self.chunkSize - 1) / Self.chunkSize
+        rows = .allocate(capacity: order.count)
+        rows.initialize(repeating: nil)
+        done = .allocate(capacity: chunkCount)
+        for chunk in 0..<chunkCount { (done + chunk).initialize(to: Atomic(false)) }
+        ready = (0..<chunkCount).map { _ in DispatchSemaphore(value: 0) }
+    }
+
+    deinit {
+        rows.deinitialize()
+        rows.deallocate()
+        done.deinitialize(count: chunkCount)
+        done.deallocate()
+    }
+
+    /// Computes the rows of the next chunk nobody has taken, if any; returns whether there was one.
+    private func computeNextChunk() -> Bool {
+        let chunk = nextChunk.wrappingAdd(1, ordering: .relaxed).oldValue
+        guard chunk < chunkCount else { return false }
+        for index in chunk * Self.chunkSize..<min((chunk + 1) * Self.chunkSize, order.count) {
+            let note = notes[order[index]]
+            rows[index] = NoteState.savedRow(of: &note.state, id: note.id, scope: note.scope ?? "")
+        }
+        done[chunk].store(true, ordering: .releasing)
+        ready[chunk].signal()
+        return true
+    }
+
+    /// Calls `body` with every row, in order; `workers` threads, this one included, compute them.
+    func produce(workers: Int, _ body: (SavedRow) throws -> Void) throws {
+        let group = DispatchGroup()
+        let helpers = order.count < 2 * Self.chunkSize ? 0 : min(workers, 8) - 1
+        for _ in 0..<helpers {
+            DispatchQueue.global().async(group: group) { while self.computeNextChunk() {} }
+        }
+        // The helpers read the notes: they must be done before this returns, thrown error or not.
+        defer {
+            nextChunk.store(chunkCount, ordering: .relaxed)
+            group.wait()
+        }
+        for chunk in 0..<chunkCount {
+            // Help while the next chunk is not ready; wait only when every chunk is taken.
+            while !done[chunk].load(ordering: .acquiring) {
+                if !computeNextChunk() {
+                    ready[chunk].wait()
+                    break
+                }
+            }
+            for index in chunk * Self.chunkSize..<min((chunk + 1) * Self.chunkSize, order.count) {
+                guard let row = rows[index] else { continue }
+                rows[index] = nil
+                try body(row)
+            }
+        }
+    }
+}
