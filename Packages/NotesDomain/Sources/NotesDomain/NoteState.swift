@@ -166,12 +166,13 @@ public struct NoteState: Sendable, Codable, Equatable {
         NoteView(
             title: title.value ?? "", body: body.text, tags: tags.elements.sorted(), pinned: pinned.value ?? false,
             viewCount: views.value,
-            checklist: Array(checklistItems), deleted: deleted.value ?? false)
+            checklist: checklistItems, deleted: deleted.value ?? false)
     }
 
     /// The checklist's items in list order, with their text and done flags.
-    public var checklistItems: some Sequence<NoteView.Item> {
-        checklist.elements.lazy.map { item in
+    public var checklistItems: [NoteView.Item] {
+        // Eager: a lazy map would capture (copy) the whole state.
+        checklist.elements.map { item in
             NoteView.Item(id: item, text: itemText[item]?.value ?? "", done: itemDone[item]?.value ?? false)
         }
     }

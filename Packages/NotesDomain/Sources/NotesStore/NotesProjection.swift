@@ -102,6 +102,11 @@ public struct NotesProjection: RowReplayingProjection {
         _ = pipeline.submit(batch)
         pipeline.finish()
         try notes.save(to: db, workers: workers)
+        // Freeing thousands of note states takes a while: another thread does it while this one commits.
+        // Nothing refers to the notes any more (the pipeline is finished, the rows are written).
+        nonisolated(unsafe) let retired = notes
+        notes = NotesWorkingSet()
+        DispatchQueue.global().async { withExtendedLifetime(retired) {} }
     }
 
     public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {

@@ -63,7 +63,7 @@ enum NotesColumnJSON {
     }
 
     /// The `checklist` column: a JSON array of `{"done", "id", "text"}` in list order.
-    static func writeChecklist(_ items: some Sequence<NoteView.Item>, to output: inout [UInt8]) {
+    static func writeChecklist(_ items: [NoteView.Item], to output: inout [UInt8]) {
         output.append(UInt8(ascii: "["))
         for (index, item) in items.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }

@@ -44,6 +44,10 @@ extension SequenceCore {
 
     /// The adaptive contexts of the block; encoder and decoder evolve identical copies.
     struct HistoryModel {
+        /// A fresh model to copy: its tables are shared until written, so coding a short history allocates
+        /// only the few it uses (a save encodes a model per list of every note).
+        static let initial = HistoryModel()
+
         var isRemote = [UInt16](repeating: RangeEncoder.half, count: 5)
         var isDelete = [UInt16](repeating: RangeEncoder.half, count: 10)
         var isReversed = [UInt16](repeating: RangeEncoder.half, count: 5)
@@ -176,7 +180,7 @@ extension SequenceCore {
             }
         }
         var encoder = RangeEncoder()
-        var model = HistoryModel()
+        var model = HistoryModel.initial
         if flags.contains(.snapshot) { encodeSnapshot(flags: flags, model: &model, encoder: &encoder) }
         encodeHistory(
             flags.contains(.historyOmitted) ? [] : codedEntries(snapshot: flags.contains(.snapshot)), model: &model,
@@ -301,7 +305,7 @@ extension SequenceCore {
         }
         let block = try reader.readRaw(count: try reader.readCount())
         var decoder = RangeDecoder(block)
-        var model = HistoryModel()
+        var model = HistoryModel.initial
         var virtualContent: Int32 = 0
         if flags.contains(.snapshot) {
             try decodeSnapshot(
