@@ -99,7 +99,7 @@ public struct NotesProjection: RowReplayingProjection {
             batch.append(notes.notes[slot], slot: slot, kind: kind, event)
             if batch.isFull { batch = pipeline.submit(batch) }
         }
-        _ = pipeline.submit(batch)
+        _ = pipeline.submit(batch, last: true)
         pipeline.finish()
         try notes.save(to: db, workers: workers)
         // Freeing thousands of note states takes a while: another thread does it while this one commits.

@@ -123,9 +123,15 @@ final class NotesReplayPipeline {
         NotesReplayBatch(capacity: nextCapacity)
     }
 
+    /// Batches smaller than this, while the log is still being read, are applied on one thread fewer than
+    /// `workers`: the reading thread, which every batch waits for, keeps a core to itself. (Larger batches
+    /// come once a replay is long, where applying is most of the work and takes every core.)
+    static let sharedCoreThreshold = 8192
+
     /// Waits for the batch in flight, then starts applying `batch` (in the background when it is large
-    /// enough and there is more than one worker), and returns an empty batch to fill next.
-    func submit(_ batch: NotesReplayBatch) -> NotesReplayBatch {
+    /// enough and there is more than one worker), and returns an empty batch to fill next. `last`: no batch
+    /// follows (the reading is done).
+    func submit(_ batch: NotesReplayBatch, last: Bool = false) -> NotesReplayBatch {
         group.wait()
         var spare = inFlight ?? NotesReplayBatch()
         inFlight = nil
@@ -140,9 +146,14 @@ final class NotesReplayPipeline {
             inFlight = batch
             // More parts than threads: a thread that finishes its part early takes the next one, so one
             // slow part (a few long notes) does not leave a core idle until the batch ends.
-            let parts = workers * Self.partsPerWorker
+            let threads = last || batch.count >= Self.sharedCoreThreshold ? workers : workers - 1
+            let parts = threads * Self.partsPerWorker
             DispatchQueue.global().async(group: group) {
-                DispatchQueue.concurrentPerform(iterations: parts) { batch.apply(worker: $0, of: parts) }
+                if threads == 1 {
+                    batch.apply(worker: 0, of: 1)
+                } else {
+                    DispatchQueue.concurrentPerform(iterations: parts) { batch.apply(worker: $0, of: parts) }
+                }
             }
         }
         spare.removeAll()
