@@ -2,17 +2,18 @@ import Foundation
 import SyncModels
 
 /// The event types of the reference Notes domain. Every payload is a CRDT operation, so replicas converge
-/// whatever order events arrive in:
+/// whatever order events arrive in. `ops` and `op` are the operations of SyncCRDT types in their JSON form
+/// (`NotePayload.encode`); `NoteRules` checks that they decode and agree with the fields beside them:
 ///
 /// | type | payload | field it changes (CRDT) |
 /// |---|---|---|
 /// | `note.created` | `{"title"}` | the note exists; title (LWW) |
 /// | `note.titleSet` | `{"title"}` | title (LWW register by HLC) |
 /// | `note.bodyEdited` | `{"ops": [...]}` | body (text sequence, FugueMax) |
-/// | `note.tagAdded` | `{"tag"}` | tags (add-wins OR-Set; the event's dot tags the add) |
-/// | `note.tagRemoved` | `{"tag", "observed": [dot]}` | tags (removes the adds it observed) |
+/// | `note.tagAdded` | `{"tag", "op"}` | tags (add-wins OR-Set; `op` adds the tag) |
+/// | `note.tagRemoved` | `{"tag", "observed": [dot], "op"}` | tags (`op` removes the adds it observed) |
 /// | `note.pinnedSet` | `{"pinned"}` | pinned (LWW) |
-/// | `note.viewed` | `{"count"}` | view count (PN-counter, the event's dot) |
+/// | `note.viewed` | `{"count", "op"}` | view count (PN-counter; `op` adds the views) |
 /// | `note.checklistItemAdded` | `{"item", "text", "op"}` | checklist (sequence of item ids) |
 /// | `note.checklistItemRemoved` | `{"item", "op"}` | checklist |
 /// | `note.checklistItemTextSet` | `{"item", "text"}` | the item's text (LWW) |

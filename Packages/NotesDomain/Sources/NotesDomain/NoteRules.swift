@@ -1,3 +1,4 @@
+import SyncCRDT
 import SyncModels
 
 /// The rules of the Notes domain that any replica can check alone (payload shapes and sizes), and the one
@@ -12,6 +13,10 @@ public enum NoteRules {
 
     /// Why `event` breaks a rule of the domain, or nil if it is fine (and for types of other domains).
     /// The message is for the user and contains no payload text.
+    ///
+    /// The CRDT operations a payload carries must decode, and agree with the fields beside them: replicas
+    /// apply the operations, so an event whose operation does not decode would be accepted and then change
+    /// nothing anywhere, an edit lost without a word.
     public static func violation(type: String, stream: String, payload: JSONValue) -> String? {
         guard type.hasPrefix(NoteEventType.prefix) else { return nil }
         guard let kind = NoteEventType(rawValue: type) else { return "unknown note event type \(type)" }
@@ -24,6 +29,9 @@ public enum NoteRules {
         case .bodyEdited:
             guard case .array(let ops)? = payload["ops"] else { return "ops is an array" }
             if ops.count > maxBodyOpsPerEvent { return "at most \(maxBodyOpsPerEvent) body operations per event" }
+            if ops.contains(where: { FugueText.Operation.decode(json: $0) == nil }) {
+                return "ops are text operations"
+            }
         case .tagAdded, .tagRemoved:
             guard let tag = payload["tag"]?.stringValue else { return "tag is a string" }
             if !tagLength.contains(tag.count) { return "tag names are 1-32 characters" }
@@ -31,20 +39,33 @@ public enum NoteRules {
             } else if kind == .tagRemoved {
                 return "observed is an array of dots"
             }
+            guard let op = payload["op"].flatMap(ORSet<String, AddWins>.Operation.decode(json:)),
+                op.element == tag, op.isAdd == (kind == .tagAdded)
+            else { return kind == .tagAdded ? "op adds the tag" : "op removes the tag" }
         case .pinnedSet:
             if payload["pinned"]?.boolValue == nil { return "pinned is a boolean" }
         case .viewed:
             guard let count = payload["count"]?.intValue, count >= 1, count <= 1_000_000 else {
                 return "count is an integer from 1 to 1000000"
             }
+            // The operation carries the replica's running totals: at least this event's views, no subtraction.
+            guard let op = payload["op"].flatMap(PNCounter.Operation.decode(json:)),
+                op.increments >= UInt64(count), op.decrements == 0
+            else { return "op adds the views" }
         case .checklistItemAdded, .checklistItemTextSet:
             guard payload["item"]?.stringValue.flatMap(NoteID.init) != nil else { return "item is an id" }
             guard let text = payload["text"]?.stringValue else { return "text is a string" }
             if text.count > maxChecklistTextLength {
                 return "checklist items are at most \(maxChecklistTextLength) characters"
             }
+            if kind == .checklistItemAdded, payload["op"].flatMap(FugueList<String>.Operation.decode(json:)) == nil {
+                return "op is a checklist operation"
+            }
         case .checklistItemRemoved:
             guard payload["item"]?.stringValue.flatMap(NoteID.init) != nil else { return "item is an id" }
+            if payload["op"].flatMap(FugueList<String>.Operation.decode(json:)) == nil {
+                return "op is a checklist operation"
+            }
         case .checklistItemDoneSet:
             guard payload["item"]?.stringValue.flatMap(NoteID.init) != nil else { return "item is an id" }
             if payload["done"]?.boolValue == nil { return "done is a boolean" }

@@ -130,4 +130,42 @@ import Testing
         #expect(
             NoteRules.liveNoteDelta(type: "note.created") == 1 && NoteRules.liveNoteDelta(type: "note.deleted") == -1)
     }
+
+    /// Replicas apply a payload's CRDT operations: one that does not decode, or says something else than the
+    /// fields beside it, is refused rather than accepted and then ignored everywhere.
+    @Test func rulesCheckTheOperationsPayloadsCarry() {
+        let stream = NoteID().stream
+        let replica = ReplicaID.random()
+        var state = NoteState()
+        func violation(_ type: NoteEventType, _ payload: [String: JSONValue]) -> String? {
+            NoteRules.violation(type: type.rawValue, stream: stream, payload: .object(payload))
+        }
+        let add = NotePayload.encode(state.tags.add("work", replica: replica))
+        let remove = NotePayload.encode(state.tags.remove("work", replica: replica))
+        #expect(violation(.tagAdded, ["tag": "work", "op": add]) == nil)
+        #expect(violation(.tagAdded, ["tag": "work"]) == "op adds the tag")
+        #expect(violation(.tagAdded, ["tag": "home", "op": add]) == "op adds the tag", "an op for another tag")
+        #expect(violation(.tagAdded, ["tag": "work", "op": remove]) == "op adds the tag", "a remove")
+        #expect(violation(.tagRemoved, ["tag": "work", "observed": [], "op": remove]) == nil)
+        #expect(violation(.tagRemoved, ["tag": "work", "observed": [], "op": add]) == "op removes the tag")
+
+        let body = NotePayload.encode(state.body.insert("hello", at: 0, replica: replica).map { [$0] } ?? [])
+        #expect(violation(.bodyEdited, ["ops": body]) == nil)
+        #expect(violation(.bodyEdited, ["ops": [["insert": "nonsense"]]]) == "ops are text operations")
+
+        let view = NotePayload.encode(state.views.add(2, at: Dot(replica: replica, counter: 1)))
+        #expect(violation(.viewed, ["count": 2, "op": view]) == nil)
+        #expect(violation(.viewed, ["count": 3, "op": view]) == "op adds the views", "fewer views than counted")
+        #expect(violation(.viewed, ["count": 2]) == "op adds the views")
+        let subtract = NotePayload.encode(state.views.add(-1, at: Dot(replica: replica, counter: 2)))
+        #expect(violation(.viewed, ["count": 1, "op": subtract]) == "op adds the views", "views never go down")
+
+        let item = NoteID().description
+        let insert = NotePayload.encode(state.checklist.insertElement(item, at: 0, replica: replica))
+        #expect(violation(.checklistItemAdded, ["item": .string(item), "text": "milk", "op": insert]) == nil)
+        #expect(
+            violation(.checklistItemAdded, ["item": .string(item), "text": "milk", "op": 3])
+                == "op is a checklist operation")
+        #expect(violation(.checklistItemRemoved, ["item": .string(item)]) == "op is a checklist operation")
+    }
 }
