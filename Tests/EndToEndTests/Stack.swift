@@ -73,7 +73,7 @@ final class Stack: @unchecked Sendable {
         environment["SYNC_JWT_SECRET"] = Self.secret
         process.environment = environment
         let log = directory.appendingPathComponent("server.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let handle = try FileHandle(forWritingTo: log)
         handle.seekToEndOfFile()
         process.standardOutput = handle

@@ -51,7 +51,7 @@ struct TestDatabase: Sendable {
 
     /// Runs one statement on the server's maintenance database.
     static func admin(_ sql: String) async throws {
-        try await connect(serverURL.with(database: "postgres")) { connection in
+        _ = try await connect(serverURL.with(database: "postgres")) { connection in
             try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
         }
     }
@@ -63,7 +63,7 @@ struct TestDatabase: Sendable {
 
     /// Runs one statement on this database.
     func execute(_ query: PostgresQuery) async throws {
-        try await connection { connection in
+        _ = try await connection { connection in
             try await connection.query(query, logger: Self.logger)
         }
     }
