@@ -36,7 +36,7 @@ struct NotesReplayBatch: @unchecked Sendable {
 
     private(set) var entries: [Entry] = []
     private var payloads: [UInt8] = []
-    /// Events this batch takes before it is applied (`NotesReplayPipeline` starts small and doubles it).
+    /// Events this batch takes before it is applied (`NotesReplayPipeline` starts small and grows it).
     var capacity: Int
 
     init(capacity: Int = Self.maximumCapacity) {

@@ -93,6 +93,38 @@ import Testing
         #expect(view.checklist.count == 2 && view.tags.count == 5)
     }
 
+    /// Saving writes the read columns straight from the state (not through `NoteState.view`): after a
+    /// rebuild, every row's columns say what its stored state's `view` says.
+    @Test func readColumnsAgreeWithTheStoredState() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("columns.sqlite")
+        _ = try await Self.makeLog(at: path, seed: 5)
+        let store = try EventStore(path: path, projections: [NotesProjection(workers: 2)])
+        try await store.rebuild(projection: "notes")
+        let rows: [(Row, NoteState?)] = try await store.database.writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM notes ORDER BY id").map { row in
+                let id: String = row["id"]
+                return (row, try NoteID(id).flatMap { try NotesProjection.state(of: $0, in: db) })
+            }
+        }
+        #expect(rows.count == 120)
+        #expect(rows.contains { $0.1?.view.deleted == true } && rows.contains { $0.1?.view.checklist.isEmpty == false })
+        for (row, state) in rows {
+            let state = try #require(state, "the state of \(row["id"] as String)")
+            let view = state.view
+            let checklist = JSONValue.array(
+                view.checklist.map { ["id": .string($0.id), "text": .string($0.text), "done": .bool($0.done)] })
+            #expect(row["title"] == view.title && row["body"] == view.body)
+            #expect(
+                row["tags"]
+                    == String(decoding: JSONValue.array(view.tags.map(JSONValue.string)).canonicalData(), as: UTF8.self)
+            )
+            #expect(row["checklist"] == String(decoding: checklist.canonicalData(), as: UTF8.self))
+            #expect(row["pinned"] == view.pinned && row["view_count"] == view.viewCount)
+            #expect(row["deleted"] == view.deleted && row["created"] == state.created)
+        }
+    }
+
     /// Replays route rows by the note id and type parsed from their bytes: the same answers as the `String`
     /// forms, for upper- and lowercase ids, with and without the stream prefix.
     @Test func noteIDsAndTypesParseFromBytesAsFromStrings() {
