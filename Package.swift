@@ -1,7 +1,8 @@
 // swift-tools-version: 6.1
 // The root package: one build for the apps, the benchmarks and the end-to-end tests, over the local packages
-// in Packages/ by path. It also runs every package's own test target (by path), so `swift test` here runs
-// every test in the repository with one build of the dependencies.
+// in Packages/ by path. Every test target of the repository is declared here, once: a package's tests live
+// in its own Tests/ folder but run from here, so `swift test` runs every test with one build of the
+// dependencies (SwiftPM never runs the tests of a dependency package).
 import PackageDescription
 
 let package = Package(
@@ -20,9 +21,10 @@ let package = Package(
         .package(path: "Packages/SyncEngine"),
         .package(path: "Packages/NotesDomain"),
         .package(path: "Packages/SyncCRDT"),
+        .package(path: "Packages/SyncServer"),
+        .package(path: "Packages/SyncTestSupport"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
-        // sync-server (Apps/SyncServer) and the protocol package.
         .package(path: "Packages/SyncProtocol"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
@@ -55,6 +57,7 @@ let package = Package(
                 .product(name: "SyncCRDT", package: "SyncCRDT"),
                 .product(name: "EditingTraces", package: "SyncCRDT"),
                 .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Packages/SyncCRDT/Tests/SyncCRDTTests"
@@ -63,6 +66,7 @@ let package = Package(
             name: "SyncStorageTests",
             dependencies: [
                 .product(name: "SyncStorage", package: "SyncStorage"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Packages/SyncStorage/Tests/SyncStorageTests"
@@ -88,7 +92,12 @@ let package = Package(
             name: "SyncEngineTests",
             dependencies: [
                 .product(name: "SyncEngine", package: "SyncEngine"),
+                .product(name: "SyncEngineTesting", package: "SyncEngine"),
+                .product(name: "SyncEventStore", package: "SyncEventStore"),
                 .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Packages/SyncEngine/Tests/SyncEngineTests"
@@ -127,28 +136,27 @@ let package = Package(
             path: "Tests/EndToEndTests"
         ),
 
-        // sync-server: the HTTP sync API on Hummingbird and PostgreSQL.
-        .target(
-            name: "SyncServer",
-            dependencies: [
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
-                .product(name: "NotesDomain", package: "NotesDomain"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Apps/SyncServer/Sources/SyncServer"
-        ),
+        // sync-server: the generic SyncServer library with the Notes domain plugged in.
         .executableTarget(
             name: "sync-server",
-            dependencies: ["SyncServer"],
+            dependencies: [
+                .product(name: "SyncServer", package: "SyncServer"),
+                .product(name: "NotesServer", package: "NotesDomain"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Apps/SyncServer/Sources/sync-server"
+        ),
+        .testTarget(
+            name: "SyncServerExecutableTests",
+            dependencies: [
+                "sync-server",
+                .product(name: "SyncServer", package: "SyncServer"),
+                .product(name: "SyncServerTesting", package: "SyncServer"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Apps/SyncServer/Tests/SyncServerExecutableTests"
         ),
         .testTarget(
             name: "SyncProtocolTests",
@@ -161,13 +169,50 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer",
+                .product(name: "SyncServer", package: "SyncServer"),
+                .product(name: "SyncServerTesting", package: "SyncServer"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncCompression", package: "SyncCompression"),
+                // The client's store, for the canonical-bytes test across client, database and wire.
+                .product(name: "SyncEventStore", package: "SyncEventStore"),
+                .product(name: "SyncStorage", package: "SyncStorage"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "SyncProtocol", package: "SyncProtocol"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
             ],
-            path: "Apps/SyncServer/Tests/SyncServerTests"
+            path: "Packages/SyncServer/Tests/SyncServerTests"
+        ),
+        .testTarget(
+            name: "NotesServerTests",
+            dependencies: [
+                .product(name: "NotesServer", package: "NotesDomain"),
+                .product(name: "NotesDomain", package: "NotesDomain"),
+                .product(name: "SyncServer", package: "SyncServer"),
+                .product(name: "SyncServerTesting", package: "SyncServer"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Packages/NotesDomain/Tests/NotesServerTests"
+        ),
+        .testTarget(
+            name: "SyncTestSupportTests",
+            dependencies: [
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                .product(name: "SyncModels", package: "SyncModels"),
+            ],
+            path: "Packages/SyncTestSupport/Tests/SyncTestSupportTests"
         ),
 
         // sync-bench (Benchmarks/SyncBench): the performance suite's command line.

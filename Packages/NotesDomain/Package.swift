@@ -10,12 +10,20 @@ let package = Package(
         .library(name: "NotesDomain", targets: ["NotesDomain"]),
         // The notes projection and commands over SyncEventStore: what a client app uses.
         .library(name: "NotesStore", targets: ["NotesStore"]),
+        // The Notes domain plugged into the generic SyncServer: its push rules (payloads, the per-scope
+        // quota of live notes) and its commutative types. What `sync-server` serves.
+        .library(name: "NotesServer", targets: ["NotesServer"]),
     ],
     dependencies: [
         .package(path: "../SyncModels"),
         .package(path: "../SyncCRDT"),
         .package(path: "../SyncStorage"),
         .package(path: "../SyncEventStore"),
+        .package(path: "../SyncProtocol"),
+        .package(path: "../SyncServer"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
     ],
     targets: [
@@ -26,6 +34,15 @@ let package = Package(
                 "NotesDomain", "SyncModels", "SyncCRDT", "SyncStorage", "SyncEventStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
+        ),
+        .target(
+            name: "NotesServer",
+            dependencies: [
+                "NotesDomain", "SyncModels", "SyncProtocol", "SyncServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(

@@ -13,7 +13,6 @@ let package = Package(
     dependencies: [
         .package(path: "../SyncModels"),
         .package(path: "../SyncCompression"),
-        .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
     ],
     targets: [
         .target(name: "SyncCRDT", dependencies: [.product(name: "SyncModels", package: "SyncModels")]),
@@ -24,15 +23,8 @@ let package = Package(
                 .product(name: "SyncCompression", package: "SyncCompression"),
             ]
         ),
-        .testTarget(
-            name: "SyncCRDTTests",
-            dependencies: [
-                "SyncCRDT",
-                "EditingTraces",
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
-        ),
+        // The tests (Tests/SyncCRDTTests) are declared once, in the repository's root Package.swift, which
+        // runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

@@ -10,7 +10,8 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         .target(name: "SyncCompression", dependencies: ["CZlib"]),
-        .testTarget(name: "SyncCompressionTests", dependencies: ["SyncCompression"]),
+        // The tests (Tests/SyncCompressionTests) are declared once, in the repository's root Package.swift, which
+        // runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,7 +5,10 @@ let package = Package(
     name: "SyncEngine",
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
-        .library(name: "SyncEngine", targets: ["SyncEngine"])
+        .library(name: "SyncEngine", targets: ["SyncEngine"]),
+        // For tests of clients: an in-memory server deciding pushes with the real server's `PushPlan`, and a
+        // transport to it with injected faults (the way Hummingbird ships HummingbirdTesting).
+        .library(name: "SyncEngineTesting", targets: ["SyncEngineTesting"]),
     ],
     dependencies: [
         .package(path: "../SyncModels"),
@@ -23,10 +26,11 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        .target(name: "SyncEngineTesting", dependencies: ["SyncEngine", "SyncModels", "SyncProtocol"]),
         .testTarget(
             name: "SyncEngineTests",
             dependencies: [
-                "SyncEngine",
+                "SyncEngine", "SyncEngineTesting",
                 .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]

@@ -6,14 +6,15 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "SyncEventStore", targets: ["SyncEventStore"]),
-        // Fixtures shared by the tests of this and other packages (a small CRDT-style projection, temporary
-        // directories, draft builders). Not for production use.
+        // Fixtures shared by the tests of this and other packages (a small CRDT-style projection, draft
+        // builders), with SyncTestSupport re-exported. Not for production use.
         .library(name: "SyncEventStoreTestSupport", targets: ["SyncEventStoreTestSupport"]),
     ],
     dependencies: [
         .package(path: "../SyncModels"),
         .package(path: "../SyncStorage"),
         .package(path: "../SyncCompression"),
+        .package(path: "../SyncTestSupport"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
     ],
     targets: [
@@ -29,6 +30,7 @@ let package = Package(
             name: "SyncEventStoreTestSupport",
             dependencies: [
                 "SyncEventStore", "SyncModels", "SyncStorage", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
             ]
         ),
         .testTarget(

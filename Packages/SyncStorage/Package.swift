@@ -11,8 +11,9 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0")
     ],
     targets: [
-        .target(name: "SyncStorage", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "SyncStorageTests", dependencies: ["SyncStorage"]),
+        .target(name: "SyncStorage", dependencies: [.product(name: "GRDB", package: "GRDB.swift")])
+        // The tests (Tests/SyncStorageTests) are declared once, in the repository's root Package.swift, which
+        // runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

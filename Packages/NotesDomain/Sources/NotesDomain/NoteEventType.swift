@@ -2,23 +2,24 @@ import Foundation
 import SyncModels
 
 /// The event types of the reference Notes domain. Every payload is a CRDT operation, so replicas converge
-/// whatever order events arrive in. `ops` and `op` are the operations of SyncCRDT types in their JSON form
-/// (`NotePayload.encode`); `NoteRules` checks that they decode and agree with the fields beside them:
+/// whatever order events arrive in. Each type's payload is a `NoteEventPayload` (`payloadType`), a case of
+/// `NotePayload`: its `op` and `ops` fields are SyncCRDT operations, in their JSON form on the wire;
+/// `NoteRules` checks that they decode and agree with the fields beside them:
 ///
-/// | type | payload | field it changes (CRDT) |
+/// | type | payload (`NotePayload.…`) | field it changes (CRDT) |
 /// |---|---|---|
-/// | `note.created` | `{"title"}` | the note exists; title (LWW) |
-/// | `note.titleSet` | `{"title"}` | title (LWW register by HLC) |
-/// | `note.bodyEdited` | `{"ops": [...]}` | body (text sequence, FugueMax) |
-/// | `note.tagAdded` | `{"tag", "op"}` | tags (add-wins OR-Set; `op` adds the tag) |
-/// | `note.tagRemoved` | `{"tag", "observed": [dot], "op"}` | tags (`op` removes the adds it observed) |
-/// | `note.pinnedSet` | `{"pinned"}` | pinned (LWW) |
-/// | `note.viewed` | `{"count", "op"}` | view count (PN-counter; `op` adds the views) |
-/// | `note.checklistItemAdded` | `{"item", "text", "op"}` | checklist (sequence of item ids) |
-/// | `note.checklistItemRemoved` | `{"item", "op"}` | checklist |
-/// | `note.checklistItemTextSet` | `{"item", "text"}` | the item's text (LWW) |
-/// | `note.checklistItemDoneSet` | `{"item", "done"}` | the item's done flag (LWW) |
-/// | `note.deleted` | `{}` | deleted (LWW) |
+/// | `note.created` | `Created {title}` | the note exists; title (LWW) |
+/// | `note.titleSet` | `TitleSet {title}` | title (LWW register by HLC) |
+/// | `note.bodyEdited` | `BodyEdited {ops: [...]}` | body (text sequence, FugueMax) |
+/// | `note.tagAdded` | `TagAdded {tag, op}` | tags (add-wins OR-Set; `op` adds the tag) |
+/// | `note.tagRemoved` | `TagRemoved {tag, observed: [dot], op}` | tags (`op` removes the adds it observed) |
+/// | `note.pinnedSet` | `PinnedSet {pinned}` | pinned (LWW) |
+/// | `note.viewed` | `Viewed {count, op}` | view count (PN-counter; `op` adds the views) |
+/// | `note.checklistItemAdded` | `ChecklistItemAdded {item, text, op}` | checklist (sequence of item ids) |
+/// | `note.checklistItemRemoved` | `ChecklistItemRemoved {item, op}` | checklist |
+/// | `note.checklistItemTextSet` | `ChecklistItemTextSet {item, text}` | the item's text (LWW) |
+/// | `note.checklistItemDoneSet` | `ChecklistItemDoneSet {item, done}` | the item's done flag (LWW) |
+/// | `note.deleted` | `Deleted {}` | deleted (LWW) |
 public enum NoteEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case created = "note.created"
     case titleSet = "note.titleSet"

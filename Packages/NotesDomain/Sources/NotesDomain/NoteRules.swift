@@ -8,71 +8,125 @@ public enum NoteRules {
     public static let tagLength = 1...32
     public static let maxChecklistTextLength = 500
     public static let maxBodyOpsPerEvent = 10_000
+    /// The views one `note.viewed` event may count.
+    public static let viewsPerEvent = 1...1_000_000
     /// The default number of live (created, not deleted) notes per scope the server accepts.
     public static let defaultQuota = 1000
 
     /// Why `event` breaks a rule of the domain, or nil if it is fine (and for types of other domains).
     /// The message is for the user and contains no payload text.
     ///
-    /// The CRDT operations a payload carries must decode, and agree with the fields beside them: replicas
-    /// apply the operations, so an event whose operation does not decode would be accepted and then change
-    /// nothing anywhere, an edit lost without a word.
+    /// The payload must decode as its type's `NotePayload`: the CRDT operations it carries included, and
+    /// they must agree with the fields beside them. Replicas apply the operations, so an event whose
+    /// operation does not decode would be accepted and then change nothing anywhere, an edit lost without a
+    /// word. A payload's fields are checked in their order (`NoteEventPayload.keys`): the message names the
+    /// first field that is malformed or breaks its rule.
     public static func violation(type: String, stream: String, payload: JSONValue) -> String? {
         guard type.hasPrefix(NoteEventType.prefix) else { return nil }
         guard let kind = NoteEventType(rawValue: type) else { return "unknown note event type \(type)" }
         guard NoteID(stream) != nil, stream.hasPrefix("note:") else { return "a note's stream is note:<uuid>" }
-        guard case .object = payload else { return "a note event's payload is an object" }
-        switch kind {
-        case .created, .titleSet:
-            guard let title = payload["title"]?.stringValue else { return "title is a string" }
-            if title.count > maxTitleLength { return "titles are at most \(maxTitleLength) characters" }
-        case .bodyEdited:
-            guard case .array(let ops)? = payload["ops"] else { return "ops is an array" }
-            if ops.count > maxBodyOpsPerEvent { return "at most \(maxBodyOpsPerEvent) body operations per event" }
-            if ops.contains(where: { FugueText.Operation.decode(json: $0) == nil }) {
-                return "ops are text operations"
-            }
-        case .tagAdded, .tagRemoved:
-            guard let tag = payload["tag"]?.stringValue else { return "tag is a string" }
-            if !tagLength.contains(tag.count) { return "tag names are 1-32 characters" }
-            if kind == .tagRemoved, case .array? = payload["observed"] {
-            } else if kind == .tagRemoved {
-                return "observed is an array of dots"
-            }
-            guard let op = payload["op"].flatMap(ORSet<String, AddWins>.Operation.decode(json:)),
-                op.element == tag, op.isAdd == (kind == .tagAdded)
-            else { return kind == .tagAdded ? "op adds the tag" : "op removes the tag" }
-        case .pinnedSet:
-            if payload["pinned"]?.boolValue == nil { return "pinned is a boolean" }
-        case .viewed:
-            guard let count = payload["count"]?.intValue, count >= 1, count <= 1_000_000 else {
-                return "count is an integer from 1 to 1000000"
-            }
-            // The operation carries the replica's running totals: at least this event's views, no subtraction.
-            guard let op = payload["op"].flatMap(PNCounter.Operation.decode(json:)),
-                op.increments >= UInt64(count), op.decrements == 0
-            else { return "op adds the views" }
-        case .checklistItemAdded, .checklistItemTextSet:
-            guard payload["item"]?.stringValue.flatMap(NoteID.init) != nil else { return "item is an id" }
-            guard let text = payload["text"]?.stringValue else { return "text is a string" }
-            if text.count > maxChecklistTextLength {
-                return "checklist items are at most \(maxChecklistTextLength) characters"
-            }
-            if kind == .checklistItemAdded, payload["op"].flatMap(FugueList<String>.Operation.decode(json:)) == nil {
-                return "op is a checklist operation"
-            }
-        case .checklistItemRemoved:
-            guard payload["item"]?.stringValue.flatMap(NoteID.init) != nil else { return "item is an id" }
-            if payload["op"].flatMap(FugueList<String>.Operation.decode(json:)) == nil {
-                return "op is a checklist operation"
-            }
-        case .checklistItemDoneSet:
-            guard payload["item"]?.stringValue.flatMap(NoteID.init) != nil else { return "item is an id" }
-            if payload["done"]?.boolValue == nil { return "done is a boolean" }
-        case .deleted:
-            break
+        guard case .object(let members) = payload else { return "a note event's payload is an object" }
+        do {
+            return violation(try NotePayload(type: kind, json: payload))
+        } catch {
+            return violation(malformed: error, members)
         }
-        return nil
+    }
+
+    /// Why a decoded payload breaks a rule, or nil: each field's own rule in the payload's order, then
+    /// whether its operation agrees with the fields beside it.
+    public static func violation(_ payload: NotePayload) -> String? {
+        switch payload {
+        case .created(let created): titleViolation(created.title)
+        case .titleSet(let set): titleViolation(set.title)
+        case .bodyEdited(let edit): opsViolation(count: edit.ops.count)
+        case .tagAdded(let add):
+            tagViolation(add.tag) ?? (add.op.element == add.tag && add.op.isAdd ? nil : opMessage(.tagAdded))
+        case .tagRemoved(let remove):
+            tagViolation(remove.tag)
+                ?? (remove.op.element == remove.tag && !remove.op.isAdd ? nil : opMessage(.tagRemoved))
+        case .pinnedSet, .deleted: nil
+        case .viewed(let view):
+            // The operation carries the replica's running totals: at least this event's views, no subtraction.
+            countViolation(view.count)
+                ?? (view.op.increments >= UInt64(view.count) && view.op.decrements == 0 ? nil : opMessage(.viewed))
+        case .checklistItemAdded(let add): itemViolation(add.item) ?? textViolation(add.text)
+        case .checklistItemRemoved(let remove): itemViolation(remove.item)
+        case .checklistItemTextSet(let set): itemViolation(set.item) ?? textViolation(set.text)
+        case .checklistItemDoneSet(let set): itemViolation(set.item)
+        }
+    }
+
+    /// A payload that does not decode. The fields before the malformed one decoded: their own rules come
+    /// first, as they would for a payload that decodes; then the malformed field's message.
+    private static func violation(malformed error: NotePayloadError, _ members: [String: JSONValue]) -> String {
+        guard let field = error.field else { return "a note event's payload is an object" }
+        for key in error.type.payloadType.keys.prefix(while: { $0 != field }) {
+            if let value = members[key.stringValue], let message = fieldViolation(key, value) { return message }
+        }
+        switch field {
+        case .title: return "title is a string"
+        case .ops:
+            guard case .array(let ops)? = members[field.stringValue] else { return "ops is an array" }
+            return opsViolation(count: ops.count) ?? "ops are text operations"
+        case .tag: return "tag is a string"
+        case .observed: return "observed is an array of dots"
+        case .count: return countMessage
+        case .op: return opMessage(error.type)
+        case .pinned: return "pinned is a boolean"
+        case .item: return "item is an id"
+        case .text: return "text is a string"
+        case .done: return "done is a boolean"
+        }
+    }
+
+    /// The rule of a field that decoded in a payload that did not, from its JSON value.
+    private static func fieldViolation(_ key: NotePayloadKey, _ value: JSONValue) -> String? {
+        switch key {
+        case .title: value.stringValue.flatMap(titleViolation)
+        case .tag: value.stringValue.flatMap(tagViolation)
+        case .count: value.intValue.flatMap { Int(exactly: $0) }.flatMap(countViolation)
+        case .item: value.stringValue.flatMap(itemViolation)
+        case .text: value.stringValue.flatMap(textViolation)
+        case .ops, .observed, .op, .pinned, .done: nil
+        }
+    }
+
+    private static func titleViolation(_ title: String) -> String? {
+        title.count > maxTitleLength ? "titles are at most \(maxTitleLength) characters" : nil
+    }
+
+    private static func opsViolation(count: Int) -> String? {
+        count > maxBodyOpsPerEvent ? "at most \(maxBodyOpsPerEvent) body operations per event" : nil
+    }
+
+    private static func tagViolation(_ tag: String) -> String? {
+        tagLength.contains(tag.count) ? nil : "tag names are \(tagLength.lowerBound)-\(tagLength.upperBound) characters"
+    }
+
+    private static let countMessage =
+        "count is an integer from \(viewsPerEvent.lowerBound) to \(viewsPerEvent.upperBound)"
+
+    private static func countViolation(_ count: Int) -> String? {
+        viewsPerEvent.contains(count) ? nil : countMessage
+    }
+
+    private static func itemViolation(_ item: String) -> String? {
+        NoteID(item) == nil ? "item is an id" : nil
+    }
+
+    private static func textViolation(_ text: String) -> String? {
+        text.count > maxChecklistTextLength ? "checklist items are at most \(maxChecklistTextLength) characters" : nil
+    }
+
+    /// What the `op` of a payload of `type` must be.
+    private static func opMessage(_ type: NoteEventType) -> String {
+        switch type {
+        case .tagAdded: "op adds the tag"
+        case .tagRemoved: "op removes the tag"
+        case .viewed: "op adds the views"
+        default: "op is a checklist operation"
+        }
     }
 
     /// How an accepted event changes its scope's count of live notes: +1 for `note.created`, -1 for

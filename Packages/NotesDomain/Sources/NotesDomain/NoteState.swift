@@ -30,8 +30,9 @@ public struct NoteState: Sendable, Codable, Equatable {
     /// Applies one event of this note. Events of other types are ignored; a payload that does not decode
     /// (which validation keeps out) changes nothing.
     public mutating func apply(type: String, payload: JSONValue, hlc: HLCTimestamp, dot: Dot) {
-        guard let kind = NoteEventType(rawValue: type) else { return }
-        apply(kind, Fields(kind, payload), hlc: hlc, dot: dot)
+        guard let kind = NoteEventType(rawValue: type), let payload = try? NotePayload(type: kind, json: payload)
+        else { return }
+        apply(payload, hlc: hlc, dot: dot)
     }
 
     /// Applies one event from the canonical JSON bytes of its payload (as the log stores it), read in place
@@ -41,121 +42,46 @@ public struct NoteState: Sendable, Codable, Equatable {
         apply(kind, payloadBytes: bytes, hlc: hlc, dot: dot)
     }
 
-    /// Applies one event of type `kind` from the canonical JSON bytes of its payload, read in place.
+    /// Applies one event of type `kind` from the canonical JSON bytes of its payload, read in place
+    /// (`NotePayload.init(type:jsonBytes:)`); a payload that does not decode changes nothing.
     public mutating func apply(
         _ kind: NoteEventType, payloadBytes bytes: UnsafeRawBufferPointer, hlc: HLCTimestamp, dot: Dot
     ) {
-        if let fields = Fields(kind, bytes) {
-            apply(kind, fields, hlc: hlc, dot: dot)
-        } else if let payload = try? JSONValue(parsing: bytes) {
-            apply(kind, Fields(kind, payload), hlc: hlc, dot: dot)
-        }
+        guard let payload = try? NotePayload(type: kind, jsonBytes: bytes) else { return }
+        apply(payload, hlc: hlc, dot: dot)
     }
 
-    /// The payload fields an event type uses, each nil when absent or of another shape.
-    struct Fields {
-        var title: String?
-        var item: String?
-        var text: String?
-        var pinned: Bool?
-        var done: Bool?
-        var body: [FugueText.Operation]?
-        var tag: ORSet<String, AddWins>.Operation?
-        var view: PNCounter.Operation?
-        var list: FugueList<String>.Operation?
-
-        init() {}
-
-        /// From a parsed payload.
-        init(_ kind: NoteEventType, _ payload: JSONValue) {
-            title = payload["title"]?.stringValue
-            item = payload["item"]?.stringValue
-            text = payload["text"]?.stringValue
-            pinned = payload["pinned"]?.boolValue
-            done = payload["done"]?.boolValue
-            guard case .object = payload else { return }
-            if let ops = payload["ops"], kind == .bodyEdited { body = .decode(json: ops) }
-            guard let op = payload["op"] else { return }
-            switch kind {
-            case .tagAdded, .tagRemoved: tag = .decode(json: op)
-            case .viewed: view = .decode(json: op)
-            case .checklistItemAdded, .checklistItemRemoved: list = .decode(json: op)
-            default: break
-            }
-        }
-
-        static let keys = ["title", "item", "text", "pinned", "done", "ops", "op"]
-
-        /// Straight from JSON bytes; nil when the reader is not sure of them (the caller parses them then).
-        init?(_ kind: NoteEventType, _ bytes: UnsafeRawBufferPointer) {
-            var fields = Fields()
-            var reader = JSONReader(bytes)
-            var seen: UInt8 = 0
-            do throws(JSONReader.Bail) {
-                try reader.readObject { reader, key throws(JSONReader.Bail) in
-                    // A known key twice: the parsed path decides what that means.
-                    if let bit = Self.keys.firstIndex(of: key) {
-                        guard seen & 1 << bit == 0 else { throw JSONReader.Bail() }
-                        seen |= 1 << bit
-                    }
-                    switch key {
-                    case "title": fields.title = try reader.readStringIfString()
-                    case "item": fields.item = try reader.readStringIfString()
-                    case "text": fields.text = try reader.readStringIfString()
-                    case "pinned": fields.pinned = try reader.readBoolIfBool()
-                    case "done": fields.done = try reader.readBoolIfBool()
-                    // Operations are read in place; one the reader is unsure of bails the whole payload to the
-                    // parsed path, which decodes each operation on its own, as here.
-                    case "ops" where kind == .bodyEdited: fields.body = try [FugueText.Operation](reading: &reader)
-                    case "op":
-                        switch kind {
-                        case .tagAdded, .tagRemoved: fields.tag = try ORSet<String, AddWins>.Operation(reading: &reader)
-                        case .viewed: fields.view = try PNCounter.Operation(reading: &reader)
-                        case .checklistItemAdded, .checklistItemRemoved:
-                            fields.list = try FugueList<String>.Operation(reading: &reader)
-                        default: try reader.skipValue()
-                        }
-                    default: try reader.skipValue()
-                    }
-                }
-                guard reader.atEnd() else { return nil }
-            } catch {
-                return nil
-            }
-            self = fields
-        }
-    }
-
-    private mutating func apply(_ kind: NoteEventType, _ fields: Fields, hlc: HLCTimestamp, dot: Dot) {
+    /// Applies one event's payload: its operation, or its value to the field's LWW register at the event's
+    /// `hlc` (ties broken by `dot`).
+    public mutating func apply(_ payload: NotePayload, hlc: HLCTimestamp, dot: Dot) {
         func assignment<V>(_ value: V) -> LWWRegister<V>.Assignment {
             LWWRegister<V>.Assignment(value: value, timestamp: hlc, dot: dot)
         }
-        switch kind {
-        case .created:
-            created = true
-            if let value = fields.title { title.apply(assignment(value)) }
-        case .titleSet:
-            if let value = fields.title { title.apply(assignment(value)) }
-        case .bodyEdited:
-            for op in fields.body ?? [] { body.apply(op) }
-        case .tagAdded, .tagRemoved:
-            if let op = fields.tag { tags.apply(op) }
-        case .pinnedSet:
-            if let value = fields.pinned { pinned.apply(assignment(value)) }
-        case .viewed:
-            if let op = fields.view { views.apply(op) }
-        case .checklistItemAdded:
-            guard let item = fields.item else { return }
-            if let op = fields.list { checklist.apply(op) }
-            if let text = fields.text { itemText[item, default: .init()].apply(assignment(text)) }
-        case .checklistItemRemoved:
-            if let op = fields.list { checklist.apply(op) }
-        case .checklistItemTextSet:
-            guard let item = fields.item, let text = fields.text else { return }
-            itemText[item, default: .init()].apply(assignment(text))
-        case .checklistItemDoneSet:
-            guard let item = fields.item, let done = fields.done else { return }
-            itemDone[item, default: .init()].apply(assignment(done))
+        switch payload {
+        case .created(let created):
+            self.created = true
+            title.apply(assignment(created.title))
+        case .titleSet(let set):
+            title.apply(assignment(set.title))
+        case .bodyEdited(let edit):
+            for op in edit.ops { body.apply(op) }
+        case .tagAdded(let add):
+            tags.apply(add.op)
+        case .tagRemoved(let remove):
+            tags.apply(remove.op)
+        case .pinnedSet(let set):
+            pinned.apply(assignment(set.pinned))
+        case .viewed(let view):
+            views.apply(view.op)
+        case .checklistItemAdded(let add):
+            checklist.apply(add.op)
+            itemText[add.item, default: .init()].apply(assignment(add.text))
+        case .checklistItemRemoved(let remove):
+            checklist.apply(remove.op)
+        case .checklistItemTextSet(let set):
+            itemText[set.item, default: .init()].apply(assignment(set.text))
+        case .checklistItemDoneSet(let set):
+            itemDone[set.item, default: .init()].apply(assignment(set.done))
         case .deleted:
             deleted.apply(assignment(true))
         }

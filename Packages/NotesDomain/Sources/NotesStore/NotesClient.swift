@@ -28,18 +28,14 @@ public struct NotesClient: Sendable {
         let replica = replica
         try await store.append { _ in
             var state = NoteState()
-            var drafts = [Self.draft(scope, id, .created, ["title": .string(title)], expecting: .noStream)]
+            var drafts = [Self.draft(scope, id, .created(.init(title: title)), expecting: .noStream)]
             if !body.isEmpty {
                 drafts.append(
-                    Self.draft(
-                        scope, id, .bodyEdited,
-                        ["ops": NotePayload.encode(state.body.replace(with: body, replica: replica))]))
+                    Self.draft(scope, id, .bodyEdited(.init(ops: state.body.replace(with: body, replica: replica)))))
             }
             for tag in tags {
                 drafts.append(
-                    Self.draft(
-                        scope, id, .tagAdded,
-                        ["tag": .string(tag), "op": NotePayload.encode(state.tags.add(tag, replica: replica))]))
+                    Self.draft(scope, id, .tagAdded(.init(tag: tag, op: state.tags.add(tag, replica: replica)))))
             }
             return drafts
         }
@@ -47,7 +43,7 @@ public struct NotesClient: Sendable {
     }
 
     public func setTitle(_ id: NoteID, _ title: String) async throws {
-        try await change(id) { _, scope in [Self.draft(scope, id, .titleSet, ["title": .string(title)])] }
+        try await change(id) { _, scope in [Self.draft(scope, id, .titleSet(.init(title: title)))] }
     }
 
     /// Replaces the body's text: the change is expressed as the minimal edit (common prefix and suffix
@@ -56,18 +52,14 @@ public struct NotesClient: Sendable {
         let replica = replica
         try await change(id) { state, scope in
             let ops = state.body.replace(with: text, replica: replica)
-            return ops.isEmpty ? [] : [Self.draft(scope, id, .bodyEdited, ["ops": NotePayload.encode(ops)])]
+            return ops.isEmpty ? [] : [Self.draft(scope, id, .bodyEdited(.init(ops: ops)))]
         }
     }
 
     public func addTag(_ id: NoteID, _ tag: String) async throws {
         let replica = replica
         try await change(id) { state, scope in
-            [
-                Self.draft(
-                    scope, id, .tagAdded,
-                    ["tag": .string(tag), "op": NotePayload.encode(state.tags.add(tag, replica: replica))])
-            ]
+            [Self.draft(scope, id, .tagAdded(.init(tag: tag, op: state.tags.add(tag, replica: replica))))]
         }
     }
 
@@ -75,20 +67,12 @@ public struct NotesClient: Sendable {
     public func removeTag(_ id: NoteID, _ tag: String) async throws {
         let replica = replica
         try await change(id) { state, scope in
-            let op = state.tags.remove(tag, replica: replica)
-            return [
-                Self.draft(
-                    scope, id, .tagRemoved,
-                    [
-                        "tag": .string(tag), "observed": .array(op.observed.map(NotePayload.encode)),
-                        "op": NotePayload.encode(op),
-                    ])
-            ]
+            [Self.draft(scope, id, .tagRemoved(.init(tag: tag, op: state.tags.remove(tag, replica: replica))))]
         }
     }
 
     public func setPinned(_ id: NoteID, _ pinned: Bool) async throws {
-        try await change(id) { _, scope in [Self.draft(scope, id, .pinnedSet, ["pinned": .bool(pinned)])] }
+        try await change(id) { _, scope in [Self.draft(scope, id, .pinnedSet(.init(pinned: pinned)))] }
     }
 
     /// Counts a view (PN-counter: concurrent views on several devices all count).
@@ -97,7 +81,7 @@ public struct NotesClient: Sendable {
         try await change(id) { state, scope in
             let next = state.views.increments[replica] + 1
             let op = state.views.add(1, at: Dot(replica: replica, counter: next))
-            return [Self.draft(scope, id, .viewed, ["count": 1, "op": NotePayload.encode(op)])]
+            return [Self.draft(scope, id, .viewed(.init(count: 1, op: op)))]
         }
     }
 
@@ -117,11 +101,7 @@ public struct NotesClient: Sendable {
                 position = 0
             }
             let op = state.checklist.insertElement(item, at: position, replica: replica)
-            return [
-                Self.draft(
-                    scope, id, .checklistItemAdded,
-                    ["item": .string(item), "text": .string(text), "op": NotePayload.encode(op)])
-            ]
+            return [Self.draft(scope, id, .checklistItemAdded(.init(item: item, text: text, op: op)))]
         }
         return item
     }
@@ -132,20 +112,18 @@ public struct NotesClient: Sendable {
             guard let op = state.checklist.removeElement(item, replica: replica) else {
                 throw EventStoreError.invalid("no checklist item \(item) in note \(id)")
             }
-            return [
-                Self.draft(scope, id, .checklistItemRemoved, ["item": .string(item), "op": NotePayload.encode(op)])
-            ]
+            return [Self.draft(scope, id, .checklistItemRemoved(.init(item: item, op: op)))]
         }
     }
 
     public func setChecklistItemDone(_ id: NoteID, item: String, done: Bool) async throws {
         try await change(id) { _, scope in
-            [Self.draft(scope, id, .checklistItemDoneSet, ["item": .string(item), "done": .bool(done)])]
+            [Self.draft(scope, id, .checklistItemDoneSet(.init(item: item, done: done)))]
         }
     }
 
     public func delete(_ id: NoteID) async throws {
-        try await change(id) { _, scope in [Self.draft(scope, id, .deleted, [:])] }
+        try await change(id) { _, scope in [Self.draft(scope, id, .deleted(.init()))] }
     }
 
     // MARK: - Reading
@@ -175,12 +153,13 @@ public struct NotesClient: Sendable {
         }
     }
 
+    /// The event that carries `payload` in note `id`'s stream.
     static func draft(
-        _ scope: Scope, _ id: NoteID, _ type: NoteEventType, _ payload: [String: JSONValue],
-        expecting: ExpectedVersion = .any
+        _ scope: Scope, _ id: NoteID, _ payload: NotePayload, expecting: ExpectedVersion = .any
     ) -> EventDraft {
         EventDraft(
-            scope: scope, stream: id.stream, type: type.rawValue, payload: .object(payload), expectedVersion: expecting)
+            scope: scope, stream: id.stream, type: payload.type.rawValue, payload: payload.json,
+            expectedVersion: expecting)
     }
 }
 

@@ -21,42 +21,33 @@ import Testing
             counters[who] += 1
             let dot = Dot(replica: replica, counter: counters[who])
             let hlc = HLCTimestamp(physical: 1_700_000_000_000 + UInt64(index), counter: 0, node: replica.high)
-            var type = NoteEventType.titleSet
-            var payload: [String: JSONValue] = ["title": .string("t\(index)")]
+            var payload = NotePayload.titleSet(.init(title: "t\(index)"))
             switch index == 0 ? -1 : Int.random(in: 0..<9, using: &random) {
-            case -1: type = .created
-            case 0: type = .titleSet
+            case -1: payload = .created(.init(title: "t\(index)"))
+            case 0: break
             case 1:
-                type = .bodyEdited
                 let ops = state.body.replace(with: state.body.text + " w\(index) é🙂", replica: replica)
-                payload = ["ops": NotePayload.encode(ops)]
+                payload = .bodyEdited(.init(ops: ops))
             case 2:
-                type = .bodyEdited
                 let ops = state.body.replace(with: String(state.body.text.dropFirst(3)), replica: replica)
-                payload = ["ops": NotePayload.encode(ops)]
+                payload = .bodyEdited(.init(ops: ops))
             case 3:
-                type = .tagAdded
-                payload = ["tag": "a", "op": NotePayload.encode(state.tags.add("a", replica: replica))]
+                payload = .tagAdded(.init(tag: "a", op: state.tags.add("a", replica: replica)))
             case 4:
-                type = .tagRemoved
-                payload = ["tag": "a", "op": NotePayload.encode(state.tags.remove("a", replica: replica))]
+                payload = .tagRemoved(.init(tag: "a", op: state.tags.remove("a", replica: replica)))
             case 5:
-                type = .viewed
-                payload = ["count": 1, "op": NotePayload.encode(state.views.add(1, at: dot))]
+                payload = .viewed(.init(count: 1, op: state.views.add(1, at: dot)))
             case 6:
-                type = .checklistItemAdded
                 let item = NoteID(uuid: UUID()).description
                 items.append(item)
                 let op = state.checklist.insertElement(item, at: state.checklist.count, replica: replica)
-                payload = ["item": .string(item), "text": "x", "op": NotePayload.encode(op)]
+                payload = .checklistItemAdded(.init(item: item, text: "x", op: op))
             case 7 where !items.isEmpty:
-                type = .checklistItemDoneSet
-                payload = ["item": .string(items.randomElement(using: &random)!), "done": true]
+                payload = .checklistItemDoneSet(.init(item: items.randomElement(using: &random)!, done: true))
             default:
-                type = .pinnedSet
-                payload = ["pinned": .bool(Bool.random(using: &random))]
+                payload = .pinnedSet(.init(pinned: Bool.random(using: &random)))
             }
-            state.apply(type: type.rawValue, payload: .object(payload), hlc: hlc, dot: dot)
+            state.apply(type: payload.type.rawValue, payload: payload.json, hlc: hlc, dot: dot)
         }
         return state
     }

@@ -140,29 +140,32 @@ import Testing
         func violation(_ type: NoteEventType, _ payload: [String: JSONValue]) -> String? {
             NoteRules.violation(type: type.rawValue, stream: stream, payload: .object(payload))
         }
-        let add = NotePayload.encode(state.tags.add("work", replica: replica))
-        let remove = NotePayload.encode(state.tags.remove("work", replica: replica))
-        #expect(violation(.tagAdded, ["tag": "work", "op": add]) == nil)
+        func violation<P: NoteEventPayload>(_ payload: P) -> String? {
+            NoteRules.violation(type: P.type.rawValue, stream: stream, payload: payload.json)
+        }
+        let add = state.tags.add("work", replica: replica)
+        let remove = state.tags.remove("work", replica: replica)
+        #expect(violation(NotePayload.TagAdded(tag: "work", op: add)) == nil)
         #expect(violation(.tagAdded, ["tag": "work"]) == "op adds the tag")
-        #expect(violation(.tagAdded, ["tag": "home", "op": add]) == "op adds the tag", "an op for another tag")
-        #expect(violation(.tagAdded, ["tag": "work", "op": remove]) == "op adds the tag", "a remove")
-        #expect(violation(.tagRemoved, ["tag": "work", "observed": [], "op": remove]) == nil)
-        #expect(violation(.tagRemoved, ["tag": "work", "observed": [], "op": add]) == "op removes the tag")
+        #expect(violation(NotePayload.TagAdded(tag: "home", op: add)) == "op adds the tag", "an op for another tag")
+        #expect(violation(NotePayload.TagAdded(tag: "work", op: remove)) == "op adds the tag", "a remove")
+        #expect(violation(NotePayload.TagRemoved(tag: "work", op: remove)) == nil)
+        #expect(violation(NotePayload.TagRemoved(tag: "work", observed: [], op: add)) == "op removes the tag")
 
-        let body = NotePayload.encode(state.body.insert("hello", at: 0, replica: replica).map { [$0] } ?? [])
-        #expect(violation(.bodyEdited, ["ops": body]) == nil)
+        let body = state.body.insert("hello", at: 0, replica: replica).map { [$0] } ?? []
+        #expect(violation(NotePayload.BodyEdited(ops: body)) == nil)
         #expect(violation(.bodyEdited, ["ops": [["insert": "nonsense"]]]) == "ops are text operations")
 
-        let view = NotePayload.encode(state.views.add(2, at: Dot(replica: replica, counter: 1)))
-        #expect(violation(.viewed, ["count": 2, "op": view]) == nil)
-        #expect(violation(.viewed, ["count": 3, "op": view]) == "op adds the views", "fewer views than counted")
+        let view = state.views.add(2, at: Dot(replica: replica, counter: 1))
+        #expect(violation(NotePayload.Viewed(count: 2, op: view)) == nil)
+        #expect(violation(NotePayload.Viewed(count: 3, op: view)) == "op adds the views", "fewer views than counted")
         #expect(violation(.viewed, ["count": 2]) == "op adds the views")
-        let subtract = NotePayload.encode(state.views.add(-1, at: Dot(replica: replica, counter: 2)))
-        #expect(violation(.viewed, ["count": 1, "op": subtract]) == "op adds the views", "views never go down")
+        let subtract = state.views.add(-1, at: Dot(replica: replica, counter: 2))
+        #expect(violation(NotePayload.Viewed(count: 1, op: subtract)) == "op adds the views", "views never go down")
 
         let item = NoteID().description
-        let insert = NotePayload.encode(state.checklist.insertElement(item, at: 0, replica: replica))
-        #expect(violation(.checklistItemAdded, ["item": .string(item), "text": "milk", "op": insert]) == nil)
+        let insert = state.checklist.insertElement(item, at: 0, replica: replica)
+        #expect(violation(NotePayload.ChecklistItemAdded(item: item, text: "milk", op: insert)) == nil)
         #expect(
             violation(.checklistItemAdded, ["item": .string(item), "text": "milk", "op": 3])
                 == "op is a checklist operation")

@@ -1,25 +1,9 @@
 import SyncModels
+import SyncTestSupport
 
-/// A small seeded random number generator (SplitMix64): every property test draws its seed, runs a whole
-/// scenario from it, and prints it on failure, so any failing case can be replayed exactly.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
-    mutating func int(below bound: Int) -> Int { Int.random(in: 0..<bound, using: &self) }
-    mutating func chance(_ probability: Double) -> Bool { Double.random(in: 0..<1, using: &self) < probability }
-    mutating func pick<T>(_ items: [T]) -> T { items[int(below: items.count)] }
-}
+/// The seeded generator of every randomized test (SplitMix64, from SyncTestSupport): every property test draws
+/// its seed, runs a whole scenario from it, and prints it on failure, so any failing case can be replayed exactly.
+typealias SeededRandom = SplitMix64
 
 /// Replica ids for tests: `replica(0) < replica(1) < …`.
 func replica(_ index: Int) -> ReplicaID { ReplicaID(high: UInt64(index + 1), low: 0xC0FFEE) }

@@ -5,10 +5,10 @@ import SyncProtocol
 import Synchronization
 
 /// The background sync client (DESIGN §7): pushes the outbox in batches and pulls pages into the local
-/// event store through `/v1/sync`, each page applied with its cursor in one transaction, until nothing is
-/// left. It never loses a write: events leave the outbox only when the server acknowledges them, a retried
-/// push is deduplicated by event id, rejected events are rolled back and surfaced, and authentication
-/// failures pause sync without touching local data.
+/// event store through `/v1/sync`, each answer (acknowledgements, rejections with their rollback, the page
+/// and its cursor) applied in one transaction, until nothing is left. It never loses a write: events leave
+/// the outbox only when the server acknowledges them, a retried push is deduplicated by event id, rejected
+/// events are rolled back and surfaced, and authentication failures pause sync without touching local data.
 ///
 /// `syncNow()` runs one cycle; `run()` keeps syncing on local writes (debounced), an interval,
 /// connectivity changes and explicit requests, with backoff between failures (`SyncScheduler`).
@@ -139,15 +139,17 @@ public final class SyncEngine: Sendable {
                     code: result.code?.rawValue ?? "rejected", message: result.message ?? "")
             }
         }
-        let (confirmed, rolledBack, pulled) = try await local { [acknowledged, rejections] in
-
-            let confirmed = try await self.store.markConfirmed(acknowledged)
-            let rolledBack = try await self.store.markRejected(rejections)
-            let pulled = try await self.store.applyConfirmed(response.events, cursor: response.cursor)
-            return (confirmed, rolledBack, pulled)
+        // One transaction for the whole answer: a crash leaves the store as it was before it or with all of it.
+        let outcome = try await local { [acknowledged, rejections] in
+            try await self.store.applySyncResponse(
+                acknowledged: acknowledged, rejected: rejections, pulled: response.events, cursor: response.cursor)
         }
-        if !batch.isEmpty { await journal.record("push.ok", "\(confirmed) acknowledged, \(rolledBack.count) rejected") }
-        for event in rolledBack {
+        let pulled = outcome.pulled
+        if !batch.isEmpty {
+            await journal.record(
+                "push.ok", "\(outcome.acknowledged) acknowledged, \(outcome.rolledBack.count) rejected")
+        }
+        for event in outcome.rolledBack {
             await journal.record(
                 "rejection",
                 "\(event.event.id) \(event.event.type): \(event.rejection?.code ?? "") \(event.rejection?.message ?? "")"

@@ -1,5 +1,6 @@
 import Foundation
 import SyncEventStore
+import SyncEngineTesting
 import SyncEventStoreTestSupport
 import SyncModels
 import SyncProtocol
@@ -96,10 +97,10 @@ import Testing
 
     @Test func rejectedEventsRollBackAndShowInStatus() async throws {
         let directory = try TemporaryDirectory()
-        let server = InMemorySyncServer { event in
+        let server = InMemorySyncServer(rule: { event in
             event.payload["title"]?.stringValue == "forbidden"
                 ? EventRejection(ErrorCode(rawValue: "validation.failed"), "the quota is full") : nil
-        }
+        })
         let a = try Self.replica(directory, "a", server: server)
         try await a.store.append([title("note:1", "fine")])
         try await a.engine.syncNow()

@@ -13,6 +13,79 @@ extension EventStore {
         public var alreadyKnown: Int
     }
 
+    /// What `applySyncResponse` did with one answer of the server.
+    public struct SyncResponseOutcome: Sendable, Hashable {
+        /// How many pending events the acknowledgements confirmed (what `markConfirmed` returns).
+        public var acknowledged: Int
+        /// The pending events the server rejected, now marked and rolled back out of every projection (what
+        /// `markRejected` returns).
+        public var rolledBack: [StoredEvent]
+        /// What the pulled page did (what `applyConfirmed` returns).
+        public var pulled: ConfirmedPageResult
+    }
+
+    /// Applies one answer of the server — acknowledgements of pushed events, rejections, the pulled page and
+    /// the cursor after it — in one transaction, so the store holds either all of the answer or none of it:
+    /// a crash at any instant never leaves pushed events confirmed without the page that came with them, or a
+    /// rejection recorded without its rollback, or a cursor past events that were not applied.
+    ///
+    /// Inside the transaction, in this order (each as `markConfirmed`, `markRejected` and `applyConfirmed`
+    /// do it alone): pending events in `acknowledged` get their `seq`; pending events in `rejected` are
+    /// marked rejected and their streams re-derived without them in every projection; the page is inserted
+    /// and applied; the cursor is stored. After the commit, observers get the same changes those three calls
+    /// publish: `.rejected` with the rolled-back events, then `.confirmed` with the inserted ones.
+    /// - Throws: `EventStoreError` `event.invalid` for a pulled event without `seq` or with a broken envelope,
+    ///   or the database's error; nothing of the answer is applied then.
+    @discardableResult
+    public func applySyncResponse(
+        acknowledged: [EventID: Int64], rejected: [EventID: StoredEvent.Rejection], pulled: [Event],
+        cursor: String?
+    ) async throws -> SyncResponseOutcome {
+        // Read here, in the caller's task: GRDB runs the closure on its writer queue, where task locals are
+        // not visible.
+        let fault = Self.syncResponseFault
+        let (outcome, inserted) = try await database.writer.write { db in
+            let acknowledgedCount = try self.markConfirmed(acknowledged, db)
+            try fault?(.acknowledged)
+            let rolledBack = try self.markRejected(rejected, db)
+            try fault?(.rejectedRolledBack)
+            let (pulledResult, inserted) = try self.applyConfirmed(pulled, cursor: cursor, db, fault: fault)
+            return (
+                SyncResponseOutcome(acknowledged: acknowledgedCount, rolledBack: rolledBack, pulled: pulledResult),
+                inserted
+            )
+        }
+        publish(.rejected, outcome.rolledBack)
+        publish(.confirmed, inserted)
+        return outcome
+    }
+
+    /// A point inside `applySyncResponse`'s transaction where `syncResponseFault` is called.
+    public enum SyncResponseStep: Sendable, Hashable, CaseIterable {
+        /// The acknowledged events have their `seq`.
+        case acknowledged
+        /// The rejected events are marked and rolled back out of the projections.
+        case rejectedRolledBack
+        /// The pulled events are inserted, not yet applied to projections.
+        case pulledInserted
+        /// Everything is applied except the cursor.
+        case beforeCursor
+    }
+
+    /// Test hook for crash tests: when set, `applySyncResponse` calls it at each `SyncResponseStep` inside
+    /// its transaction, and an error it throws aborts the transaction there, as a crash at that instant
+    /// would (a crash loses the uncommitted transaction; the throw rolls it back).
+    ///
+    /// A task local rather than a stored property or an initializer parameter, because it is the least
+    /// intrusive: no store carries it, it applies only inside the test's `withValue` scope (tests running in
+    /// parallel never see each other's faults, even on the same store), and production pays one task-local
+    /// lookup per server answer plus a nil check per step. Public so that the tests of packages built on the
+    /// store (the engine's crash tests) set it without reaching into the store's internals; never set it in
+    /// an app. Read before entering the transaction and passed
+    /// in (see `applySyncResponse`). If a fault fires after the pulled page moved the in-memory clock, the
+    /// clock stays ahead of the stored one, which is harmless: HLCs only need to never go back.
+    @TaskLocal public static var syncResponseFault: (@Sendable (SyncResponseStep) throws -> Void)?
+
     /// Applies one page of server events and the cursor that follows it, in one transaction: new events are
     /// inserted as confirmed and applied to projections; a local pending event coming back just gets its
     /// `seq`; events already confirmed are skipped. The clock moves past the page's HLCs.
@@ -27,9 +100,12 @@ extension EventStore {
         return result
     }
 
-    func applyConfirmed(_ page: [Event], cursor: String?, _ db: Database) throws -> (
-        ConfirmedPageResult, [StoredEvent]
-    ) {
+    /// `applyConfirmed(_:cursor:)` inside the caller's transaction; returns the inserted events for the
+    /// caller to publish after the commit. `fault` is `syncResponseFault`, when applying a sync response.
+    func applyConfirmed(
+        _ page: [Event], cursor: String?, _ db: Database,
+        fault: (@Sendable (SyncResponseStep) throws -> Void)? = nil
+    ) throws -> (ConfirmedPageResult, [StoredEvent]) {
         let positionBefore = try Self.lastPosition(db)
         var result = ConfirmedPageResult(inserted: 0, confirmedLocal: 0, alreadyKnown: 0)
         var inserted: [StoredEvent] = []
@@ -72,12 +148,14 @@ extension EventStore {
                 result.inserted += 1
             }
         }
+        try fault?(.pulledInserted)
         if let newest = page.map(\.hlc).max() {
             clock.receive(newest)
             try Self.setMeta("hlc", clock.last.description, db)
         }
         try applyToProjections(inserted, after: positionBefore, db)
         try replay(streams: restoredStreams, db)
+        try fault?(.beforeCursor)
         if let cursor { try Self.setMeta("cursor", cursor, db) }
         return (result, inserted)
     }
@@ -88,27 +166,29 @@ extension EventStore {
     /// - Returns: the events that were rolled back.
     @discardableResult
     public func markRejected(_ rejections: [EventID: StoredEvent.Rejection]) async throws -> [StoredEvent] {
-        let rolledBack = try await database.writer.write { db -> [StoredEvent] in
-            var rolledBack: [StoredEvent] = []
-            for (id, rejection) in rejections {
-                guard
-                    let row = try Row.fetchOne(
-                        db, sql: "SELECT \(StoredEvent.columns) FROM events WHERE event_id = ? AND status = 'pending'",
-                        arguments: [id.description])
-                else { continue }
-                try db.execute(
-                    sql:
-                        "UPDATE events SET status = 'rejected', reject_code = ?, reject_message = ? WHERE event_id = ?",
-                    arguments: [rejection.code, rejection.message, id.description])
-                var event = try StoredEvent(row: row)
-                event.status = .rejected
-                event.rejection = rejection
-                rolledBack.append(event)
-            }
-            try self.replay(streams: Set(rolledBack.map(\.event.stream)), db)
-            return rolledBack
-        }
+        let rolledBack = try await database.writer.write { db in try self.markRejected(rejections, db) }
         publish(.rejected, rolledBack)
+        return rolledBack
+    }
+
+    /// `markRejected(_:)` inside the caller's transaction; the caller publishes after the commit.
+    func markRejected(_ rejections: [EventID: StoredEvent.Rejection], _ db: Database) throws -> [StoredEvent] {
+        var rolledBack: [StoredEvent] = []
+        for (id, rejection) in rejections {
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT \(StoredEvent.columns) FROM events WHERE event_id = ? AND status = 'pending'",
+                    arguments: [id.description])
+            else { continue }
+            try db.execute(
+                sql: "UPDATE events SET status = 'rejected', reject_code = ?, reject_message = ? WHERE event_id = ?",
+                arguments: [rejection.code, rejection.message, id.description])
+            var event = try StoredEvent(row: row)
+            event.status = .rejected
+            event.rejection = rejection
+            rolledBack.append(event)
+        }
+        try replay(streams: Set(rolledBack.map(\.event.stream)), db)
         return rolledBack
     }
 
@@ -129,16 +209,19 @@ extension EventStore {
     @discardableResult
     public func markConfirmed(_ seqs: [EventID: Int64]) async throws -> Int {
         guard !seqs.isEmpty else { return 0 }
-        return try await database.writer.write { db in
-            var confirmed = 0
-            for (id, seq) in seqs {
-                try db.execute(
-                    sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE event_id = ? AND status = 'pending'",
-                    arguments: [seq, id.description])
-                confirmed += db.changesCount
-            }
-            return confirmed
+        return try await database.writer.write { db in try self.markConfirmed(seqs, db) }
+    }
+
+    /// `markConfirmed(_:)` inside the caller's transaction.
+    func markConfirmed(_ seqs: [EventID: Int64], _ db: Database) throws -> Int {
+        var confirmed = 0
+        for (id, seq) in seqs {
+            try db.execute(
+                sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE event_id = ? AND status = 'pending'",
+                arguments: [seq, id.description])
+            confirmed += db.changesCount
         }
+        return confirmed
     }
 
     /// Forgets the pull cursor, so the next pull starts from the beginning of what the server retains

@@ -3,6 +3,8 @@ import GRDB
 import SyncEventStore
 import SyncModels
 import SyncStorage
+// The shared test support (seeded generator, temporary directories) comes with this module's fixtures.
+@_exported import SyncTestSupport
 
 /// A small CRDT-style projection for tests: per stream, a last-writer-wins title (by HLC) and an add-only
 /// set of tags. Idempotent and order-independent, as the store requires.
@@ -76,20 +78,6 @@ public struct TitleProjection: Projection {
                 + String.fetchAll(db, sql: "SELECT stream || '#' || tag FROM tags ORDER BY stream, tag")
         }
     }
-}
-
-/// A fresh directory per test, removed when released.
-public final class TemporaryDirectory: Sendable {
-    public let url: URL
-
-    public init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("SyncTests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
 }
 
 public func title(_ stream: String, _ title: String, scope: Scope = "team-1", expecting: ExpectedVersion = .any)

@@ -4,7 +4,7 @@ import SyncEventStoreTestSupport
 import Testing
 
 @testable import SyncEventStore
-@testable import SyncModels
+import SyncModels
 
 @Suite struct EventStoreDurabilityTests {
     /// A child process appends batches of 10 events in a loop and is killed (`_exit`, no cleanup) at a random

@@ -4,7 +4,7 @@ import SyncEventStoreTestSupport
 import Testing
 
 @testable import SyncEventStore
-@testable import SyncModels
+import SyncModels
 
 @Suite struct EventStoreTests {
     @Test func appendAssignsIdentityClocksAndVersionsAndAppliesProjectionsInTheSameTransaction() async throws {

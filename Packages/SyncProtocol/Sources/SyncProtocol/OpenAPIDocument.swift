@@ -10,6 +10,16 @@ public enum OpenAPIDocument {
         "GET /openapi.json",
     ]
 
+    /// The methods a path is served with (from `operations`), or nil for a path the API does not have: a
+    /// request to a known path with another method is answered 405 with these in `Allow`.
+    public static func allowedMethods(path: String) -> [String]? {
+        let methods = operations.compactMap { operation -> String? in
+            let parts = operation.split(separator: " ", maxSplits: 1)
+            return parts[1] == path ? String(parts[0]) : nil
+        }
+        return methods.isEmpty ? nil : methods
+    }
+
     /// The document as JSON text.
     public static let json: String = #"""
         {
@@ -17,7 +27,7 @@ public enum OpenAPIDocument {
           "info": {
             "title": "offline-sync protocol",
             "version": "1.0.0",
-            "description": "Sync protocol v1. JSON bodies in UTF-8; requests may be gzip (Content-Encoding: gzip) and responses larger than 1 KiB are gzip when the request sends Accept-Encoding: gzip. Limits (defaults, configurable per server): 8 MiB gzip body on the wire, 64 MiB after decompression (also the most for an identity body), 5000 events per push, 256 KiB per event payload; past a limit the answer is 413 request.tooLarge. Every error is a 4xx or 5xx with an Error body; bad input never gets a 500. Ordering: each scope has a gap-free sequence seq equal to commit order. Stream versions: an event whose type is not declared commutative by the server (the reference domain declares note.* commutative, since its payloads are CRDT operations) asks for an optimistic-concurrency check, and is rejected with conflict.version when its stream already holds an event with a streamVersion at least as high; the result carries the stream's currentVersion. Reference domain: note.created on a stream note:<uuid> adds a live note to its scope and note.deleted removes it; a note.created past the scope's quota of live notes is rejected with validation.failed."
+            "description": "Sync protocol v1. JSON bodies in UTF-8. A request body may be sent gzip-compressed with the header Content-Encoding: gzip (the body must then be a gzip stream: anything else is 400 request.malformed; an encoding other than gzip or identity is 415 request.unsupportedEncoding); responses larger than 1 KiB are gzip when the request sends Accept-Encoding: gzip. Limits (defaults, configurable per server): 8 MiB gzip body on the wire, 64 MiB after decompression (also the most for an identity body), 5000 events per push, 256 KiB per event payload; past a limit the answer is 413 request.tooLarge. Every error is a 4xx or 5xx with an Error body; bad input never gets a 500; a known path asked with a method it does not serve is 405 route.methodNotAllowed with an Allow header. Ordering: each scope has a gap-free sequence seq equal to commit order. Stream versions: an event whose type the served domain does not declare commutative (CRDT operations are) asks for an optimistic-concurrency check, and is rejected with conflict.version when its stream already holds an event with a streamVersion at least as high; the result carries the stream's currentVersion. Domain rules: the served domain may refuse events it cannot accept (for example a quota no device can check alone) with validation.failed and a message for the user. docs/PROTOCOL.md in the repository is the full contract."
           },
           "servers": [{"url": "/"}],
           "security": [{"bearer": []}],
@@ -26,9 +36,9 @@ public enum OpenAPIDocument {
               "post": {
                 "operationId": "push",
                 "summary": "Append events; one result per event, in request order.",
-                "parameters": [{"$ref": "#/components/parameters/ContentEncoding"}],
                 "requestBody": {
                   "required": true,
+                  "description": "A PushRequest as JSON; may be a gzip stream of it with Content-Encoding: gzip.",
                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PushRequest"}}}
                 },
                 "responses": {
@@ -51,7 +61,7 @@ public enum OpenAPIDocument {
                 "summary": "Read events after a cursor, ordered by (scope, seq); optionally long-poll.",
                 "parameters": [
                   {"name": "cursor", "in": "query", "required": false, "description": "Opaque cursor from an earlier answer; absent or empty is the beginning.", "schema": {"type": "string"}},
-                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names; default every scope in the token. A scope not in the token is 403 scope.forbidden.", "schema": {"type": "string"}},
+                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names (each 1-128 characters of A-Z a-z 0-9 . _ : -, none twice); absent or empty is every scope in the token. A scope not in the token is 403 scope.forbidden.", "schema": {"type": "string", "pattern": "^([A-Za-z0-9._:-]{1,128}(,[A-Za-z0-9._:-]{1,128})*)?$"}},
                   {"name": "limit", "in": "query", "required": false, "description": "Events per page.", "schema": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}},
                   {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}},
                   {"name": "replica", "in": "query", "required": false, "description": "The pulling replica's id (an addition to PROTOCOL.md): the server records the cursor as what this replica has acknowledged, for compaction.", "schema": {"$ref": "#/components/schemas/ReplicaID"}}
@@ -74,9 +84,9 @@ public enum OpenAPIDocument {
               "post": {
                 "operationId": "sync",
                 "summary": "Push, then pull, in one round trip.",
-                "parameters": [{"$ref": "#/components/parameters/ContentEncoding"}],
                 "requestBody": {
                   "required": true,
+                  "description": "A SyncRequest as JSON; may be a gzip stream of it with Content-Encoding: gzip.",
                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SyncRequest"}}}
                 },
                 "responses": {
@@ -134,9 +144,6 @@ public enum OpenAPIDocument {
           "components": {
             "securitySchemes": {
               "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "HS256 JWT with claims sub (user), scopes (array of scope names the bearer may read and write) and exp."}
-            },
-            "parameters": {
-              "ContentEncoding": {"name": "Content-Encoding", "in": "header", "required": false, "schema": {"type": "string", "enum": ["gzip", "identity"]}}
             },
             "responses": {
               "BadRequest": {"description": "request.malformed (not JSON, or a bad gzip stream) or request.invalid (wrong types, missing fields, bad ids, bad query parameters).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
@@ -243,7 +250,7 @@ public enum OpenAPIDocument {
                   "replica": {"$ref": "#/components/schemas/ReplicaID"},
                   "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/Event"}},
                   "cursor": {"type": "string"},
-                  "scopes": {"type": "array", "items": {"$ref": "#/components/schemas/Scope"}},
+                  "scopes": {"type": "array", "uniqueItems": true, "items": {"$ref": "#/components/schemas/Scope"}},
                   "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}
                 }
               },

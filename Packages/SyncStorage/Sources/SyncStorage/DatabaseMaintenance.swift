@@ -1,9 +1,13 @@
 import Foundation
 import GRDB
 
-/// A function that deletes rows that are no longer needed and returns how many it deleted. Other packages
-/// plug theirs in (the event store prunes folded events, for example); `DatabaseMaintenance.prune()` runs
-/// them all in one write transaction, then vacuums.
+/// A function that deletes rows that are no longer needed, inside the write transaction it is given, and
+/// returns how many rows it deleted. `DatabaseMaintenance.prune()` runs every hook added to this database
+/// with `addPruneHook` (in the order added, all in one write transaction, so all delete or none do), then
+/// gives the freed pages back with an incremental vacuum. Hooks are held by the `SyncDatabase` value, not
+/// stored in the file: add them each time the database is opened. The event log is not pruned through a
+/// hook: `EventStore.prune(stablePoints:olderThan:)` must fold events into projection snapshots before it
+/// deletes them, so a hook must never delete `events` rows itself.
 public struct PruneHook: Sendable {
     public var name: String
     public var prune: @Sendable (Database) throws -> Int

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import SyncStorage
+import SyncTestSupport
 import Testing
 
 /// Keeps the README example compiling and working: the body below is the README's code.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SyncTestSupport
 import Testing
 
 @testable import SyncStorage

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GRDB
+import SyncTestSupport
 import Testing
 
 @testable import SyncStorage

@@ -1,0 +1,31 @@
+import ArgumentParser
+import Foundation
+import NotesServer
+import SyncServer
+
+/// `sync-server`: the generic `SyncServer` library with the Notes reference domain plugged in. Serves the
+/// sync API (the default subcommand) or mints a development token.
+@main
+struct SyncServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-server",
+        abstract: "The offline-sync HTTP server: protocol v1 over PostgreSQL, serving the Notes domain.",
+        subcommands: [ServeCommand.self, TokenCommand.self],
+        defaultSubcommand: ServeCommand.self)
+}
+
+/// `sync-server [serve] [--port N] [--note-quota N] …`: runs until SIGINT or SIGTERM, then shuts down
+/// gracefully.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Serve the sync API.")
+
+    @OptionGroup var server: ServeOptions
+    @OptionGroup var notes: NotesServerOptions
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        try await SyncServerApp.serve(
+            configuration: try server.configuration(environment: environment),
+            domain: try notes.domain(environment: environment))
+    }
+}

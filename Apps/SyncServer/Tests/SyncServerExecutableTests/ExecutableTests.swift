@@ -1,0 +1,113 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import SyncModels
+import SyncProtocol
+import SyncServer
+import SyncServerTesting
+import SyncTestSupport
+import Testing
+
+/// The `sync-server` executable itself: the token subcommand, and serving until SIGTERM with a graceful
+/// shutdown that does not wait out long-polls.
+@Suite struct ExecutableTests {
+    /// The built `sync-server`, next to the test bundle.
+    static var executable: URL {
+        let candidates = [
+            Bundle.main.executableURL?.deletingLastPathComponent(), Bundle.main.bundleURL,
+            Bundle.main.bundleURL.deletingLastPathComponent(),
+        ].compactMap { $0?.appendingPathComponent("sync-server") }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
+    }
+
+    static func run(_ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func tokenSubcommandMintsAVerifiableToken() async throws {
+        let (status, output) = try Self.run(
+            ["token", "--sub", "dev", "--scopes", "a,b", "--ttl", "60"],
+            environment: ["SYNC_JWT_SECRET": TestServer.secret])
+        #expect(status == 0, "\(output)")
+        let identity = try await TokenVerifier(secret: TestServer.secret)
+            .identity(authorization: "Bearer " + output.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(identity == TokenIdentity(subject: "dev", scopes: ["a", "b"]))
+        let (refused, message) = try Self.run(["token", "--sub", "dev", "--scopes", "a"], environment: [:])
+        #expect(refused != 0 && message.contains("SYNC_JWT_SECRET"))
+    }
+
+    @Test func servesUntilSIGTERMAndShutsDownWithoutWaitingOutLongPolls() async throws {
+        try await TestDatabase.with { database in
+            let process = Process()
+            process.executableURL = Self.executable
+            process.arguments = ["--port", "0"]
+            process.environment = [
+                "SYNC_DATABASE_URL": database.url.urlString, "SYNC_JWT_SECRET": TestServer.secret,
+                "SYNC_DB_POOL_SIZE": "2",
+            ]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            defer { if process.isRunning { process.terminate() } }
+            let port = try Self.listeningPort(output)
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                let token = try await TokenVerifier(secret: TestServer.secret).mint(
+                    subject: "t", scopes: ["x"], ttl: 60)
+                var ready = HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz")
+                ready.method = .GET
+                #expect(try await http.execute(ready, timeout: .seconds(10)).status == .ok)
+                let poll = Task {
+                    var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/pull?wait=30")
+                    request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                    let start = ContinuousClock.now
+                    let response = try await http.execute(request, timeout: .seconds(60))
+                    _ = try await response.body.collect(upTo: 1 << 20)
+                    return (response.status.code, ContinuousClock.now - start)
+                }
+                try await Task.sleep(for: .milliseconds(500))
+                let signalled = ContinuousClock.now
+                kill(process.processIdentifier, SIGTERM)
+                let (status, elapsed) = try await poll.value
+                #expect(status == 200)
+                #expect(elapsed < .seconds(10), "the long-poll held the shutdown up: \(elapsed)")
+                while process.isRunning && ContinuousClock.now - signalled < .seconds(20) {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(!process.isRunning)
+                #expect(process.terminationStatus == 0)
+                try await http.shutdown()
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+        }
+    }
+
+    /// Reads the server's log until it says which port it listens on.
+    static func listeningPort(_ pipe: Pipe) throws -> Int {
+        var text = ""
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let data = pipe.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            text += String(decoding: data, as: UTF8.self)
+            if let range = text.range(of: "sync.port=") {
+                let digits = text[range.upperBound...].prefix { $0.isNumber }
+                if let port = Int(digits), text[range.upperBound...].count > digits.count { return port }
+            }
+        }
+        throw ConfigurationError(message: "the server did not report its port: \(text)")
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Logging
+import NotesDomain
+import PostgresNIO
+import SyncModels
+import SyncProtocol
+import SyncServer
+
+/// The reference domain's server-side rule: a scope holds at most `quota` live notes.
+///
+/// `note.created` on a stream `note:<uuid>` makes that note live in its scope; `note.deleted` makes it
+/// not live. A `note.created` that would take the scope past the quota is rejected with
+/// `validation.failed`, so of two offline devices that each create the note crossing the quota, the first
+/// to push wins. A retried (duplicate) event never reaches the rule, so it never counts twice; a second
+/// `note.created` for a note that is already live changes nothing.
+public struct NoteQuotaRule: EventRule {
+    public static let created = "note.created"
+    public static let deleted = "note.deleted"
+
+    public var quota: Int
+
+    public init(quota: Int) {
+        self.quota = quota
+    }
+
+    public var name: String { "note-quota" }
+
+    public var migrations: [Migration] {
+        [
+            Migration(
+                id: "note-quota-0001",
+                statements: [
+                    "CREATE TABLE live_notes (scope text NOT NULL, stream text NOT NULL, PRIMARY KEY (scope, stream))",
+                    "CREATE TABLE note_counts (scope text PRIMARY KEY, live bigint NOT NULL)",
+                ])
+        ]
+    }
+
+    public func applies(to type: String) -> Bool {
+        type == Self.created || type == Self.deleted
+    }
+
+    /// What the rule knows about the scopes of one batch.
+    struct State: Sendable {
+        var live: Set<PushPlan.StreamKey>
+        var counts: [Scope: Int64]
+    }
+
+    /// The pure part: walks `events` in order from `state`, rejecting creations past the quota.
+    /// - Returns: rejections by position, and the state after the walk.
+    static func walk(_ events: [Event], from state: State, quota: Int) -> ([Int: EventRejection], State) {
+        var state = state
+        var rejections: [Int: EventRejection] = [:]
+        for (position, event) in events.enumerated() {
+            guard isNoteStream(event.stream) else {
+                rejections[position] = EventRejection(
+                    .validationFailed, "\(event.type) must be on a stream named note:<uuid>")
+                continue
+            }
+            let key = PushPlan.StreamKey(scope: event.scope, stream: event.stream)
+            let count = state.counts[event.scope] ?? 0
+            if event.type == created {
+                if state.live.contains(key) { continue }
+                guard count < Int64(quota) else {
+                    // The message clients of the reference domain show their users.
+                    rejections[position] = EventRejection(.validationFailed, NoteRules.quotaMessage(quota: quota))
+                    continue
+                }
+                state.live.insert(key)
+                state.counts[event.scope] = count + 1
+            } else if state.live.remove(key) != nil {
+                state.counts[event.scope] = count - 1
+            }
+        }
+        return (rejections, state)
+    }
+
+    static func isNoteStream(_ stream: String) -> Bool {
+        guard stream.hasPrefix("note:") else { return false }
+        let id = stream.dropFirst(5)
+        return id.utf8.count == 36 && UUID(uuidString: String(id)) != nil
+    }
+
+    public func evaluate(_ events: [Event], connection: PostgresConnection, logger: Logger) async throws
+        -> RuleDecision
+    {
+        let scopes = Array(Set(events.map(\.scope.name)))
+        let keys = Array(Set(events.map { PushPlan.StreamKey(scope: $0.scope, stream: $0.stream) }))
+        var state = State(live: [], counts: [:])
+        let countRows = try await connection.query(
+            "SELECT scope, live FROM note_counts WHERE scope = ANY(\(scopes))", logger: logger)
+        for try await (scope, live) in countRows.decode((String, Int64).self) {
+            state.counts[try Scope(scope)] = live
+        }
+        let keyScopes = keys.map(\.scope.name)
+        let keyStreams = keys.map(\.stream)
+        let liveRows = try await connection.query(
+            """
+            SELECT n.scope, n.stream FROM live_notes n
+            JOIN unnest(\(keyScopes)::text[], \(keyStreams)::text[]) AS k(scope, stream)
+              ON n.scope = k.scope AND n.stream = k.stream
+            """, logger: logger)
+        for try await (scope, stream) in liveRows.decode((String, String).self) {
+            state.live.insert(PushPlan.StreamKey(scope: try Scope(scope), stream: stream))
+        }
+        let (rejections, _) = Self.walk(events, from: state, quota: quota)
+        let initial = state
+        let quota = self.quota
+        return RuleDecision(rejections: rejections) { accepted in
+            let (_, final) = Self.walk(accepted, from: initial, quota: quota)
+            return Self.writes(from: initial, to: final)
+        }
+    }
+
+    /// The statements that turn the stored state `initial` into `final`.
+    static func writes(from initial: State, to final: State) -> [PostgresQuery] {
+        var queries: [PostgresQuery] = []
+        let added = final.live.subtracting(initial.live)
+        let removed = initial.live.subtracting(final.live)
+        if !added.isEmpty {
+            let scopes = added.map(\.scope.name)
+            let streams = added.map(\.stream)
+            queries.append(
+                "INSERT INTO live_notes (scope, stream) SELECT * FROM unnest(\(scopes)::text[], \(streams)::text[]) ON CONFLICT DO NOTHING"
+            )
+        }
+        if !removed.isEmpty {
+            let scopes = removed.map(\.scope.name)
+            let streams = removed.map(\.stream)
+            queries.append(
+                """
+                DELETE FROM live_notes n USING unnest(\(scopes)::text[], \(streams)::text[]) AS k(scope, stream)
+                WHERE n.scope = k.scope AND n.stream = k.stream
+                """)
+        }
+        let changed = final.counts.filter { initial.counts[$0.key] != $0.value }
+        if !changed.isEmpty {
+            let scopes = changed.map(\.key.name)
+            let counts = changed.map(\.value)
+            queries.append(
+                """
+                INSERT INTO note_counts (scope, live) SELECT * FROM unnest(\(scopes)::text[], \(counts)::int8[])
+                ON CONFLICT (scope) DO UPDATE SET live = EXCLUDED.live
+                """)
+        }
+        return queries
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import SyncEngine
+import SyncModels
+import SyncProtocol
+
+/// A logic-only stand-in for `sync-server`, for deterministic tests of clients. Pushes are decided by the
+/// same pure `PushPlan` the real server runs inside its PostgreSQL transaction (envelope and scope checks,
+/// duplicates within a batch and of stored events with their original `seq`, stream-version checks for
+/// non-commutative types, rules, gap-free per-scope `seq`), so the two cannot disagree; pulls page by
+/// cursor as the server does. It has no persistence, authentication or HTTP.
+public actor InMemorySyncServer {
+    private var log: [Scope: [Event]] = [:]
+    private var seqByID: [EventID: Int64] = [:]
+    private var streamVersions: [PushPlan.StreamKey: Int64] = [:]
+    private let isCommutative: @Sendable (String) -> Bool
+    private let rule: @Sendable (Event) -> EventRejection?
+    public private(set) var requestCount = 0
+
+    /// - Parameters:
+    ///   - isCommutative: whether events of a type skip the stream-version check, as `SyncDomain` says on the
+    ///     real server; by default every type does (a CRDT domain).
+    ///   - rule: decides per event whether to reject it (nil accepts), as a domain's `EventRule` would.
+    public init(
+        isCommutative: @escaping @Sendable (String) -> Bool = { _ in true },
+        rule: @escaping @Sendable (Event) -> EventRejection? = { _ in nil }
+    ) {
+        self.isCommutative = isCommutative
+        self.rule = rule
+    }
+
+    /// Handles one `/v1/sync` request: push first, then pull.
+    public func handle(_ request: SyncRequest, pageSize: Int = 500) throws(SyncFailure) -> SyncResponse {
+        requestCount += 1
+        let results = push(request.events)
+        var cursor: ScopeCursor
+        do {
+            cursor = try ScopeCursor(encoded: request.cursor)
+        } catch {
+            throw .permanent(code: "request.invalid", message: "cursor is not one this server issued")
+        }
+        let scopes = request.scopes ?? log.keys.sorted()
+        let limit = request.limit ?? pageSize
+        var events: [Event] = []
+        var hasMore = false
+        for scope in scopes.sorted() {
+            let available = log[scope, default: []].dropFirst(Int(cursor[scope]))
+            let room = limit - events.count
+            if available.count > room { hasMore = true }
+            let page = available.prefix(max(0, room))
+            events += page
+            if let last = page.last?.seq { cursor.advance(scope, to: last) }
+        }
+        return SyncResponse(results: results, events: events, cursor: cursor.encoded, hasMore: hasMore)
+    }
+
+    /// The push step of the real server, on memory instead of PostgreSQL.
+    private func push(_ events: [Event]) -> [PushResult] {
+        // No tokens here: every scope of the batch is allowed.
+        var plan = PushPlan(events: events, allowedScopes: Set(events.map(\.scope)))
+        plan.markStored(
+            Dictionary(uniqueKeysWithValues: plan.pendingIDs.compactMap { id in seqByID[id].map { (id, $0) } }))
+        _ = plan.checkVersions(current: streamVersions, isCommutative: isCommutative)
+        for index in plan.pendingIndexes {
+            if let rejection = rule(plan.events[index]) { plan.reject(index, rejection) }
+        }
+        let heads = Dictionary(uniqueKeysWithValues: plan.pendingScopes.map { ($0, Int64(log[$0]?.count ?? 0)) })
+        _ = plan.assignSeqs(heads: heads)
+        let receivedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(requestCount))
+        for index in plan.acceptedIndexes {
+            guard case .accepted(let seq) = plan.outcomes[index] else { continue }
+            var stored = plan.events[index]
+            stored.seq = seq
+            stored.receivedAt = receivedAt
+            log[stored.scope, default: []].append(stored)
+            seqByID[stored.id] = seq
+            if !isCommutative(stored.type) {
+                let key = PushPlan.StreamKey(scope: stored.scope, stream: stored.stream)
+                streamVersions[key] = max(streamVersions[key] ?? 0, stored.streamVersion)
+            }
+        }
+        return plan.results
+    }
+
+    /// Every event of `scope` in `seq` order.
+    public func events(in scope: Scope) -> [Event] { log[scope, default: []] }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import SyncEngine
+import SyncModels
+import SyncProtocol
+import Synchronization
+
+/// A transport to an `InMemorySyncServer` with injected faults, for deterministic tests of what a real
+/// network does to a sync: requests lost, responses lost after the server committed, requests delivered
+/// twice, delays, reordered concurrent deliveries, 5xx and 429 answers, expired tokens.
+public final class InMemoryTransport: SyncTransport {
+    public enum Fault: Sendable, Hashable {
+        /// The request never reaches the server.
+        case dropRequest
+        /// The server handles the request, the answer is lost (the client sees a network error).
+        case dropResponse
+        /// The request reaches the server twice; the client gets the second answer.
+        case duplicate
+        /// The answer arrives after a delay.
+        case delay(Duration)
+        /// The request is held back (the client sees it lost) and reaches the server later, just before the
+        /// next request: a delayed retransmission arriving after newer traffic.
+        case reorder
+        /// HTTP 500.
+        case serverError
+        /// HTTP 429 with `Retry-After`.
+        case rateLimited(retryAfter: Duration)
+        /// HTTP 401 `auth.expired`.
+        case tokenExpired
+    }
+
+    public let server: InMemorySyncServer
+    private let faults: Mutex<[Fault]>
+    private let delivered = Mutex(0)
+    private let heldBack = Mutex<[SyncRequest]>([])
+
+    /// - Parameter faults: applied to the next requests, one per request, in order.
+    public init(server: InMemorySyncServer, faults: [Fault] = []) {
+        self.server = server
+        self.faults = Mutex(faults)
+    }
+
+    /// Queues faults for the next requests.
+    public func inject(_ more: [Fault]) {
+        faults.withLock { $0 += more }
+    }
+
+    /// Requests that reached the server through this transport.
+    public var deliveredCount: Int { delivered.withLock { $0 } }
+
+    public func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
+        let fault = faults.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        for late in heldBack.withLock({ held in
+            defer { held.removeAll() }; return held
+        }) {
+            delivered.withLock { $0 += 1 }
+            _ = try? await server.handle(late)
+        }
+        switch fault {
+        case .reorder?:
+            heldBack.withLock { $0.append(request) }
+            throw .retryable(reason: "network: request delayed", retryAfter: nil)
+        case .dropRequest?:
+            throw .retryable(reason: "network: request lost", retryAfter: nil)
+        case .serverError?:
+            throw SyncFailure.from(status: 500, code: "server.internal", message: "injected")
+        case .rateLimited(let retryAfter)?:
+            throw SyncFailure.from(status: 429, code: "rate.limited", message: "injected", retryAfter: retryAfter)
+        case .tokenExpired?:
+            throw SyncFailure.from(status: 401, code: "auth.expired", message: "the token has expired")
+        case .delay(let duration)?:
+            try? await Task.sleep(for: duration)
+        case .dropResponse?, .duplicate?, nil:
+            break
+        }
+        let size = (try? WireCodec().encode(request).count) ?? 0
+        if fault == .duplicate {
+            delivered.withLock { $0 += 1 }
+            _ = try await server.handle(request)
+        }
+        delivered.withLock { $0 += 1 }
+        let response = try await server.handle(request)
+        if fault == .dropResponse {
+            throw .retryable(reason: "network: response lost", retryAfter: nil)
+        }
+        let received = (try? WireCodec().encode(response).count) ?? 0
+        return TransportExchange(
+            response: response,
+            traffic: Traffic(sentRaw: size, sentWire: size, receivedRaw: received, receivedWire: received))
+    }
+}

@@ -1,0 +1,43 @@
+import Logging
+import PostgresNIO
+import SyncModels
+import SyncProtocol
+
+/// A domain rule the server enforces inside the push transaction: rules no device can check alone.
+///
+/// The push runs rules after the scope head rows are locked, duplicates are set aside and stream versions
+/// are checked, so a rule sees the state left by every earlier commit of the scopes involved and no
+/// concurrent push can change it before this one commits. Rules run in order; each sees only the events
+/// no earlier check rejected.
+public protocol EventRule: Sendable {
+    /// A short name for logs and metrics.
+    var name: String { get }
+    /// Tables the rule keeps; applied at start-up with the server's own migrations.
+    var migrations: [Migration] { get }
+    /// Whether events of this type concern the rule; others are never passed to it.
+    func applies(to type: String) -> Bool
+    /// Decides on `events` (new events of types the rule applies to, in request order), reading what it
+    /// needs through `connection` (in the push transaction).
+    /// - Returns: the rejections by position in `events`, and the writes that record the accepted ones.
+    /// - Throws: database errors, which fail the whole push with 503.
+    func evaluate(_ events: [Event], connection: PostgresConnection, logger: Logger) async throws -> RuleDecision
+}
+
+/// What a rule decided for one batch.
+public struct RuleDecision: Sendable {
+    /// Rejections by position in the evaluated events.
+    public var rejections: [Int: EventRejection]
+    /// Given the evaluated events that were finally accepted (in order), the statements that record their
+    /// effect; run in the push transaction before it commits.
+    public var effects: @Sendable ([Event]) -> [PostgresQuery]
+
+    public init(rejections: [Int: EventRejection], effects: @escaping @Sendable ([Event]) -> [PostgresQuery]) {
+        self.rejections = rejections
+        self.effects = effects
+    }
+}
+
+extension EventRule {
+    /// A rule keeps no tables unless it says so.
+    public var migrations: [Migration] { [] }
+}

@@ -1,0 +1,62 @@
+import SyncModels
+
+/// The plug-in point of the server: what one application domain tells the generic server.
+///
+/// The server stores, orders and serves events of any type without knowing what they mean. A domain adds
+/// the meaning the server needs: rules that no device can check alone (run inside the push transaction,
+/// see `EventRule`), which event types are CRDT operations that commute (they skip the stream-version
+/// check), and how a stream's history folds into one snapshot event for compaction (`StreamFolder`).
+///
+/// Every requirement has a default, so a domain states only what it needs:
+///
+/// ```swift
+/// struct TodoDomain: SyncDomain {
+///     var name: String { "todo" }
+///     func isCommutative(type: String) -> Bool { type.hasPrefix("todo.") }
+/// }
+/// ```
+public protocol SyncDomain: Sendable {
+    /// A short name for logs.
+    var name: String { get }
+    /// The rules enforced in the push transaction, in order; each sees only the events no earlier check
+    /// rejected. Their tables are created with the server's own migrations at start-up.
+    var rules: [any EventRule] { get }
+    /// Whether events of `type` are CRDT operations: applying them in any order converges, so they never
+    /// get a `conflict.version` rejection whatever their `streamVersion`. Other events extend their stream
+    /// by optimistic concurrency (`streamVersion` must be higher than the stream's current version).
+    func isCommutative(type: String) -> Bool
+    /// How this domain's streams fold into one snapshot event when the server compacts (DESIGN §8); nil
+    /// when the domain's streams are never folded.
+    var folder: (any StreamFolder)? { get }
+}
+
+extension SyncDomain {
+    public var name: String { String(describing: Self.self) }
+    public var rules: [any EventRule] { [] }
+    public func isCommutative(type: String) -> Bool { false }
+    public var folder: (any StreamFolder)? { nil }
+}
+
+/// A domain with no rules, no commutative types and no folding: the server as a plain ordered event log.
+/// What `SyncServerApp` serves when no domain is given.
+public struct GenericDomain: SyncDomain {
+    public init() {}
+    public var name: String { "generic" }
+}
+
+/// Folds the events of one stream into one snapshot event, for compaction (DESIGN §8).
+///
+/// Compaction hands the folder a stream's events at or below the scope's stable point, in seq order (the
+/// first may be an earlier snapshot of the same stream); the folder returns the payload of one event of
+/// type `snapshotType` that replaces them all, placed at the seq of the last event it folds. A replica
+/// at any cursor merges the snapshot into what it has (a state merge, idempotent), so folding never forces
+/// a reset.
+public protocol StreamFolder: Sendable {
+    /// The event type of the snapshots this folder writes (for example `note.snapshot`).
+    var snapshotType: String { get }
+    /// Whether this folder folds `stream`; streams it does not fold are kept as they are.
+    func folds(stream: String) -> Bool
+    /// The snapshot payload equivalent to applying `events` in order to an empty state.
+    /// - Throws: when an event cannot be read; compaction then leaves the stream unfolded.
+    func fold(_ events: [Event]) throws -> JSONValue
+}

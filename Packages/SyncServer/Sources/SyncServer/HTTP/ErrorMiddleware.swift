@@ -1,0 +1,79 @@
+import Foundation
+import Hummingbird
+import Logging
+import SyncProtocol
+
+/// Turns every error into the protocol's JSON error body (`{"error": {"code", "message"}}`) with its
+/// status, adds the request id to every response, logs failures without payloads or tokens, and records
+/// each request's count and latency by route template and status. A known path asked with a method it is not
+/// served with gets 405 `route.methodNotAllowed` with an `Allow` header (the router alone would say 404).
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let started = ContinuousClock.now
+        var response: Response
+        do {
+            if let allowed = OpenAPIDocument.allowedMethods(path: request.uri.path),
+                !allowed.contains(request.method.rawValue)
+            {
+                throw MethodNotAllowed(allowed: allowed)
+            }
+            response = try await next(request, context)
+        } catch let error as MethodNotAllowed {
+            response = Self.response(
+                for: SyncProtocolError(.methodNotAllowed, "this route does not accept that method"))
+            response.headers[.allow] = error.allowed.joined(separator: ", ")
+        } catch {
+            let failure = Self.protocolError(for: error)
+            if failure.httpStatus >= 500 {
+                context.logger.error(
+                    "request failed",
+                    metadata: [
+                        "sync.error.code": "\(failure.code)", "error.type": "\(String(reflecting: type(of: error)))",
+                    ])
+            } else {
+                context.logger.debug("request refused", metadata: ["sync.error.code": "\(failure.code)"])
+            }
+            response = Self.response(for: failure)
+        }
+        response.headers[.init("X-Request-Id")!] = context.id
+        let elapsed = ContinuousClock.now - started
+        metrics.recordRequest(
+            route: context.endpointPath ?? "NotFound", method: request.method.rawValue, status: response.status.code,
+            nanoseconds: elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+        return response
+    }
+
+    /// The protocol error an error is answered with.
+    static func protocolError(for error: any Error) -> SyncProtocolError {
+        switch Database.classify(error) {
+        case let error as SyncProtocolError:
+            return error
+        case let error as HTTPError where error.status == .notFound:
+            return SyncProtocolError(.routeNotFound, "no such route")
+        case let error as HTTPError where error.status == .methodNotAllowed:
+            return SyncProtocolError(.methodNotAllowed, "this route does not accept that method")
+        case let error as HTTPError where error.status == .contentTooLarge:
+            return SyncProtocolError(.requestTooLarge, "the body is too large")
+        case let error as HTTPError where (400..<500).contains(error.status.code):
+            return SyncProtocolError(.requestInvalid, "the request is not valid")
+        default:
+            return SyncProtocolError(.serverInternal, "internal error")
+        }
+    }
+
+    static func response(for error: SyncProtocolError) -> Response {
+        let body = (try? WireCodec().encode(error.body)) ?? Data()
+        var response = SyncAPI.json(body, status: .init(code: error.httpStatus))
+        if error.code == .rateLimited { response.headers[.init("Retry-After")!] = "1" }
+        return response
+    }
+}
+
+/// A request to a known path with a method it is not served with.
+struct MethodNotAllowed: Error {
+    var allowed: [String]
+}

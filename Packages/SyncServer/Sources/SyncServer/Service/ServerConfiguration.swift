@@ -1,0 +1,100 @@
+import Foundation
+import SyncProtocol
+
+/// Everything the generic server can be configured with. Values come from `SYNC_*` environment variables
+/// and command-line flags; flags win (see `ServeOptions`). A domain's own settings live with the domain.
+public struct ServerConfiguration: Sendable {
+    /// Address to bind (`SYNC_HOST`, default 127.0.0.1; use 0.0.0.0 in containers).
+    public var host: String = "127.0.0.1"
+    /// Port to bind (`SYNC_PORT`, default 8080; 0 picks a free one).
+    public var port: Int = 8080
+    /// PostgreSQL URL, `postgres://user[:password]@host[:port]/database` (`SYNC_DATABASE_URL`).
+    public var databaseURL: String = "postgres://sync@127.0.0.1:5432/sync"
+    /// HS256 signing key for bearer tokens (`SYNC_JWT_SECRET`).
+    public var jwtSecret: String = ""
+    /// Body, event and page limits (`SYNC_MAX_BODY_BYTES`, `SYNC_MAX_DECOMPRESSED_BYTES`,
+    /// `SYNC_MAX_EVENTS_PER_PUSH`, `SYNC_MAX_PAYLOAD_BYTES`, `SYNC_MAX_PULL_LIMIT`, `SYNC_MAX_WAIT_SECONDS`).
+    public var limits: ProtocolLimits = .standard
+    /// Event-type prefixes whose events are CRDT operations and so never get a stream-version check, in
+    /// addition to the types the domain declares commutative (`SYNC_COMMUTATIVE_TYPES`, comma-separated,
+    /// default none).
+    public var commutativeTypePrefixes: [String] = []
+    /// Most requests one token subject may have in flight; past it, 429 `rate.limited`
+    /// (`SYNC_MAX_CONCURRENT_PER_TOKEN`, default 64).
+    public var maxConcurrentRequestsPerToken: Int = 64
+    /// Most PostgreSQL connections in the pool (`SYNC_DB_POOL_SIZE`, default 16).
+    public var databasePoolSize: Int = 16
+    /// Most database operations waiting for a connection before new ones get 503 `server.unavailable`
+    /// (`SYNC_DB_QUEUE_LIMIT`, default 512).
+    public var databaseQueueLimit: Int = 512
+    /// gzip level for responses, 1-9 (`SYNC_GZIP_LEVEL`, default 5).
+    public var gzipLevel: Int32 = 5
+    /// How long start-up keeps retrying to reach the database before giving up
+    /// (`SYNC_STARTUP_TIMEOUT_SECONDS`, default 30).
+    public var startupTimeoutSeconds: Int = 30
+    /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
+    public var logLevel: String = "info"
+
+    public init() {}
+
+    /// Defaults overridden by the `SYNC_*` variables present in `environment`.
+    /// - Throws: `ConfigurationError` naming the variable whose value is not valid.
+    public init(environment: [String: String]) throws {
+        self.init()
+        func integer(_ name: String, _ range: ClosedRange<Int> = 0...Int.max) throws -> Int? {
+            guard let text = environment[name], !text.isEmpty else { return nil }
+            guard let value = Int(text), range.contains(value) else {
+                throw ConfigurationError(message: "\(name) must be an integer in \(range)")
+            }
+            return value
+        }
+        if let value = environment["SYNC_HOST"], !value.isEmpty { host = value }
+        if let value = try integer("SYNC_PORT", 0...65535) { port = value }
+        if let value = environment["SYNC_DATABASE_URL"], !value.isEmpty { databaseURL = value }
+        if let value = environment["SYNC_JWT_SECRET"], !value.isEmpty { jwtSecret = value }
+        if let value = try integer("SYNC_MAX_BODY_BYTES", 1...Int.max) { limits.maxCompressedBodyBytes = value }
+        if let value = try integer("SYNC_MAX_DECOMPRESSED_BYTES", 1...Int.max) {
+            limits.maxDecompressedBodyBytes = value
+        }
+        if let value = try integer("SYNC_MAX_EVENTS_PER_PUSH", 1...1_000_000) { limits.maxEventsPerPush = value }
+        if let value = try integer("SYNC_MAX_PAYLOAD_BYTES", 1...Int.max) { limits.maxPayloadBytes = value }
+        if let value = try integer("SYNC_MAX_PULL_LIMIT", 1...1_000_000) { limits.maxPullLimit = value }
+        if let value = try integer("SYNC_MAX_WAIT_SECONDS", 0...3600) { limits.maxWaitSeconds = value }
+        if let value = environment["SYNC_COMMUTATIVE_TYPES"] {
+            commutativeTypePrefixes = value.split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
+        }
+        if let value = try integer("SYNC_MAX_CONCURRENT_PER_TOKEN", 1...Int.max) {
+            maxConcurrentRequestsPerToken = value
+        }
+        if let value = try integer("SYNC_DB_POOL_SIZE", 1...1000) { databasePoolSize = value }
+        if let value = try integer("SYNC_DB_QUEUE_LIMIT", 1...Int.max) { databaseQueueLimit = value }
+        if let value = try integer("SYNC_GZIP_LEVEL", 1...9) { gzipLevel = Int32(value) }
+        if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
+        if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
+    }
+
+    /// Checks the values that have no safe default.
+    /// - Throws: `ConfigurationError` for an empty JWT secret, a bad database URL or inconsistent limits.
+    public func validate() throws {
+        guard jwtSecret.utf8.count >= 32 else {
+            throw ConfigurationError(
+                message:
+                    "the JWT secret (SYNC_JWT_SECRET or --jwt-secret) must be 32 bytes or more (HS256 keys are at least as long as the hash)"
+            )
+        }
+        _ = try DatabaseURL(databaseURL)
+        guard limits.defaultPullLimit <= limits.maxPullLimit else {
+            throw ConfigurationError(message: "the default pull limit exceeds the maximum")
+        }
+    }
+}
+
+/// A configuration value that cannot be used; `message` names the setting but never echoes secrets.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { "configuration: \(message)" }
+
+    public init(message: String) {
+        self.message = message
+    }
+}

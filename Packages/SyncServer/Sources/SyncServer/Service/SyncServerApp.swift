@@ -1,0 +1,119 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import Prometheus
+import ServiceLifecycle
+import SyncProtocol
+
+/// Builds the sync server: the PostgreSQL pool, the long-poll hub and the HTTP application, run as
+/// services of one `ServiceGroup` (the application's), with migrations applied before the server listens.
+public struct SyncServerApp: Sendable {
+    public var configuration: ServerConfiguration
+    public var logger: Logger
+    /// Where the server's metrics are kept and `/metrics` reads them from.
+    public var registry: PrometheusCollectorRegistry
+    /// The domain plugged in: its push rules, its commutative types, its stream folder.
+    public var domain: any SyncDomain
+
+    /// - Parameter domain: what the served events mean to the server; `GenericDomain()` serves a plain
+    ///   ordered event log.
+    public init(
+        configuration: ServerConfiguration, domain: any SyncDomain = GenericDomain(), logger: Logger,
+        registry: PrometheusCollectorRegistry
+    ) {
+        self.configuration = configuration
+        self.domain = domain
+        self.logger = logger
+        self.registry = registry
+    }
+
+    /// How long a database operation waits for a connection before answering 503.
+    public var acquireTimeout: Duration = .seconds(5)
+
+    /// Called with the bound port once the server listens (useful with port 0).
+    public var onListening: @Sendable (Int) async -> Void = { _ in }
+
+    /// The runnable application (its `services` include the pool and the hub).
+    /// - Throws: `ConfigurationError` for invalid configuration.
+    public func makeApplication() async throws -> some ApplicationProtocol {
+        try configuration.validate()
+        let rules = domain.rules
+        let url = try DatabaseURL(configuration.databaseURL)
+        var databaseLogger = logger
+        databaseLogger.logLevel = max(logger.logLevel, .notice)
+        let client = PostgresClient(
+            // One more connection than the pool size for the LISTEN connection of the hub.
+            configuration: Database.clientConfiguration(url, poolSize: configuration.databasePoolSize + 1),
+            backgroundLogger: databaseLogger)
+        let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        let database = Database(
+            client: client, queueLimit: configuration.databaseQueueLimit, acquireTimeout: acquireTimeout,
+            metrics: metrics)
+        let hub = LongPollHub(client: client, logger: logger, metrics: metrics)
+        let readiness = Readiness(database: database)
+        let codec = WireCodec(limits: configuration.limits)
+        let api = SyncAPI(
+            tokens: await TokenVerifier(secret: configuration.jwtSecret),
+            limiter: RequestLimiter(limit: configuration.maxConcurrentRequestsPerToken),
+            push: PushService(
+                database: database, rules: rules, limits: configuration.limits,
+                isCommutative: Self.commutativity(domain: domain, prefixes: configuration.commutativeTypePrefixes),
+                hub: hub, metrics: metrics),
+            pull: PullService(database: database, limits: configuration.limits, hub: hub),
+            codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
+            readiness: readiness)
+
+        let router = Router()
+        router.add(middleware: ErrorMiddleware(metrics: metrics))
+        api.register(on: router)
+
+        let migrator = Migrator(migrations: Migration.generic + rules.flatMap(\.migrations))
+        logger.info("domain plugged in", metadata: ["sync.domain": "\(domain.name)", "sync.rules": "\(rules.count)"])
+        let logger = self.logger
+        let startupTimeout = configuration.startupTimeoutSeconds
+        let onListening = self.onListening
+        var app = Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            services: [client, hub],
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                logger.info("sync-server listening", metadata: ["sync.port": "\(port)"])
+                await onListening(port)
+            },
+            logger: logger)
+        app.beforeServerStarts {
+            try await Self.migrate(migrator, client: client, timeoutSeconds: startupTimeout, logger: logger)
+            readiness.markMigrated()
+        }
+        return app
+    }
+
+    /// Whether a type is commutative: the domain says so, or the configuration names its prefix.
+    static func commutativity(domain: any SyncDomain, prefixes: [String]) -> @Sendable (String) -> Bool {
+        { type in domain.isCommutative(type: type) || prefixes.contains { type.hasPrefix($0) } }
+    }
+
+    /// Applies migrations, retrying while the database is not reachable yet (e.g. starting in parallel
+    /// with it under docker-compose) for up to `timeoutSeconds`.
+    static func migrate(_ migrator: Migrator, client: PostgresClient, timeoutSeconds: Int, logger: Logger) async throws
+    {
+        let deadline = ContinuousClock.now + .seconds(timeoutSeconds)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let applied = try await migrator.migrate(client, logger: logger)
+                logger.info("database ready", metadata: ["sync.migrations.applied": "\(applied.count)"])
+                return
+            } catch {
+                guard ContinuousClock.now < deadline else { throw error }
+                logger.warning(
+                    "database not ready; retrying",
+                    metadata: ["sync.startup.attempt": "\(attempt)", "error.type": "\(type(of: error))"])
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SyncModels
+import SyncProtocol
+
+/// The SQL of the event log: locking scope heads, finding stored ids and stream versions, writing a batch,
+/// and reading pages. Every method runs on the connection it is given, so the caller owns transactions.
+struct EventRepository: Sendable {
+    /// The NOTIFY channel a commit signals with the names of the scopes it appended to.
+    static let channel = "sync_events"
+
+    /// A scope's head row.
+    struct ScopeHead: Sendable, Hashable {
+        /// The seq of the scope's last event (0 before the first).
+        var head: Int64
+        /// The lowest seq still stored; a cursor below `retainedFromSeq - 1` cannot continue.
+        var retainedFromSeq: Int64
+    }
+
+    /// One row to insert.
+    struct NewEvent: Sendable {
+        var event: Event
+        var seq: Int64
+        var payloadJSON: String
+    }
+
+    /// Locks the head rows of `scopes` (sorted, the lock order that rules out deadlocks), creating the
+    /// missing ones. Must run inside a transaction; the locks last until it ends.
+    func lockScopes(_ scopes: [Scope], on connection: PostgresConnection, logger: Logger) async throws
+        -> [Scope: ScopeHead]
+    {
+        let names = scopes.map(\.name).sorted()
+        var heads = try await selectHeads(names, lock: true, on: connection, logger: logger)
+        if heads.count < names.count {
+            let missing = names.filter { (try? heads[Scope($0)]) == nil }
+            try await connection.query(
+                "INSERT INTO scopes (scope) SELECT unnest(\(missing)::text[]) ON CONFLICT DO NOTHING",
+                logger: logger)
+            heads = try await selectHeads(names, lock: true, on: connection, logger: logger)
+        }
+        return heads
+    }
+
+    /// The head rows of `names` (those that exist), optionally locked.
+    func selectHeads(_ names: [String], lock: Bool, on connection: PostgresConnection, logger: Logger)
+        async throws -> [Scope: ScopeHead]
+    {
+        let rows =
+            lock
+            ? try await connection.query(
+                """
+                SELECT scope, head, retained_from_seq FROM scopes WHERE scope = ANY(\(names)::text[])
+                ORDER BY scope FOR UPDATE
+                """, logger: logger)
+            : try await connection.query(
+                "SELECT scope, head, retained_from_seq FROM scopes WHERE scope = ANY(\(names)::text[])",
+                logger: logger)
+        var heads: [Scope: ScopeHead] = [:]
+        for try await (scope, head, retained) in rows.decode((String, Int64, Int64).self) {
+            heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
+        }
+        return heads
+    }
+
+    /// The seqs of the given ids that are already stored.
+    func storedSeqs(_ ids: [EventID], on connection: PostgresConnection, logger: Logger) async throws
+        -> [EventID: Int64]
+    {
+        guard !ids.isEmpty else { return [:] }
+        let uuids = ids.map(\.uuid)
+        let rows = try await connection.query(
+            "SELECT event_id, seq FROM events WHERE event_id = ANY(\(uuids)::uuid[])", logger: logger)
+        var stored: [EventID: Int64] = [:]
+        for try await (id, seq) in rows.decode((UUID, Int64).self) {
+            stored[EventID(uuid: id)] = seq
+        }
+        return stored
+    }
+
+    /// The current versions of the given streams (absent streams have none).
+    func streamVersions(_ keys: [PushPlan.StreamKey], on connection: PostgresConnection, logger: Logger)
+        async throws -> [PushPlan.StreamKey: Int64]
+    {
+        guard !keys.isEmpty else { return [:] }
+        let scopes = keys.map(\.scope.name)
+        let streams = keys.map(\.stream)
+        let rows = try await connection.query(
+            """
+            SELECT s.scope, s.stream, s.version FROM streams s
+            JOIN unnest(\(scopes)::text[], \(streams)::text[]) AS k(scope, stream)
+              ON s.scope = k.scope AND s.stream = k.stream
+            """, logger: logger)
+        var versions: [PushPlan.StreamKey: Int64] = [:]
+        for try await (scope, stream, version) in rows.decode((String, String, Int64).self) {
+            versions[PushPlan.StreamKey(scope: try Scope(scope), stream: stream)] = version
+        }
+        return versions
+    }
+
+    /// Inserts the events, moves the scope heads, stores the new stream versions and queues a NOTIFY per
+    /// scope, in one statement.
+    /// - Returns: how many events were inserted (fewer than given only if another transaction stored one
+    ///   of the ids meanwhile, in which case the caller must roll back and retry to stay gap-free).
+    func write(
+        _ rows: [NewEvent], heads: [Scope: Int64], streams: [PushPlan.StreamKey: Int64],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        var scopes: [String] = []
+        var seqs: [Int64] = []
+        var ids: [UUID] = []
+        var streamNames: [String] = []
+        var streamVersions: [Int64] = []
+        var types: [String] = []
+        var schemaVersions: [Int32] = []
+        var hlcs: [String] = []
+        var replicas: [String] = []
+        var counters: [Int64] = []
+        var payloads: [String] = []
+        scopes.reserveCapacity(rows.count)
+        seqs.reserveCapacity(rows.count)
+        ids.reserveCapacity(rows.count)
+        streamNames.reserveCapacity(rows.count)
+        streamVersions.reserveCapacity(rows.count)
+        types.reserveCapacity(rows.count)
+        schemaVersions.reserveCapacity(rows.count)
+        hlcs.reserveCapacity(rows.count)
+        replicas.reserveCapacity(rows.count)
+        counters.reserveCapacity(rows.count)
+        payloads.reserveCapacity(rows.count)
+        for row in rows {
+            scopes.append(row.event.scope.name)
+            seqs.append(row.seq)
+            ids.append(row.event.id.uuid)
+            streamNames.append(row.event.stream)
+            streamVersions.append(row.event.streamVersion)
+            types.append(row.event.type)
+            schemaVersions.append(Int32(clamping: row.event.schemaVersion))
+            hlcs.append(row.event.hlc.description)
+            replicas.append(row.event.dot.replica.description)
+            counters.append(Int64(bitPattern: row.event.dot.counter))
+            payloads.append(row.payloadJSON)
+        }
+        let headScopes = heads.keys.map(\.name)
+        let headValues = heads.keys.map { heads[$0]! }
+        let streamScopes = streams.keys.map(\.scope.name)
+        let streamKeys = streams.keys.map(\.stream)
+        let streamValues = streams.keys.map { streams[$0]! }
+        let result = try await connection.query(
+            """
+            WITH inserted AS (
+                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
+                                    dot_replica, dot_counter, payload)
+                SELECT r.scope, r.seq, r.event_id, r.stream, r.stream_version, r.type, r.schema_version, r.hlc,
+                       r.dot_replica, r.dot_counter, r.payload::json
+                FROM unnest(\(scopes)::text[], \(seqs)::int8[], \(ids)::uuid[], \(streamNames)::text[],
+                            \(streamVersions)::int8[], \(types)::text[], \(schemaVersions)::int4[],
+                            \(hlcs)::text[], \(replicas)::text[], \(counters)::int8[], \(payloads)::text[])
+                  AS r(scope, seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica,
+                       dot_counter, payload)
+                ON CONFLICT (event_id) DO NOTHING
+                RETURNING 1
+            ), moved AS (
+                UPDATE scopes SET head = h.head
+                FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
+                WHERE scopes.scope = h.scope
+                RETURNING 1
+            ), versions AS (
+                INSERT INTO streams (scope, stream, version)
+                SELECT * FROM unnest(\(streamScopes)::text[], \(streamKeys)::text[], \(streamValues)::int8[])
+                ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version)
+                RETURNING 1
+            ), woken AS (
+                SELECT pg_notify(\(Self.channel), s) FROM unnest(\(headScopes)::text[]) AS s
+            )
+            SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved), (SELECT count(*) FROM versions),
+                   (SELECT count(*) FROM woken)
+            """, logger: logger)
+        var inserted = 0
+        for try await (count, _, _, _) in result.decode((Int64, Int64, Int64, Int64).self) {
+            inserted = Int(count)
+        }
+        return inserted
+    }
+
+    /// Up to `limit` events of `scope` after `after`, in seq order.
+    func events(in scope: Scope, after: Int64, limit: Int, on connection: PostgresConnection, logger: Logger)
+        async throws -> [StoredEvent]
+    {
+        let rows = try await connection.query(
+            """
+            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                   payload::text, received_at
+            FROM events WHERE scope = \(scope.name) AND seq > \(after) ORDER BY seq LIMIT \(Int64(limit))
+            """, logger: logger)
+        var events: [StoredEvent] = []
+        events.reserveCapacity(limit)
+        for try await row in rows.decode(
+            (Int64, UUID, String, Int64, String, Int32, String, String, Int64, String, Date).self)
+        {
+            events.append(
+                StoredEvent(
+                    scope: scope, seq: row.0, id: row.1, stream: row.2, streamVersion: row.3, type: row.4,
+                    schemaVersion: row.5, hlc: row.6, dotReplica: row.7, dotCounter: row.8, payloadJSON: row.9,
+                    receivedAt: row.10))
+        }
+        return events
+    }
+
+    /// Records that `replica` has read up to `positions` (never moving a position back), for compaction's
+    /// stable point (DESIGN §8); also marks the replica as seen now.
+    func recordProgress(
+        replica: ReplicaID, positions: [Scope: Int64], on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        guard !positions.isEmpty else { return }
+        let scopes = positions.keys.map(\.name)
+        let seqs = positions.keys.map { positions[$0]! }
+        try await connection.query(
+            """
+            INSERT INTO replica_progress (replica, scope, acknowledged_seq, seen_at)
+            SELECT \(replica.description), p.scope, p.seq, now()
+            FROM unnest(\(scopes)::text[], \(seqs)::int8[]) AS p(scope, seq)
+            ON CONFLICT (replica, scope) DO UPDATE
+            SET acknowledged_seq = GREATEST(replica_progress.acknowledged_seq, EXCLUDED.acknowledged_seq),
+                seen_at = now()
+            """, logger: logger)
+    }
+}

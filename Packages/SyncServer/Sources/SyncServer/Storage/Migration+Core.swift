@@ -1,0 +1,61 @@
+extension Migration {
+    /// The tables of the generic server: scopes with their head and retention floor, the event log,
+    /// stream versions for optimistic concurrency, and per-replica progress for compaction (DESIGN §4, §8).
+    static let core = Migration(
+        id: "0001-core",
+        statements: [
+            """
+            CREATE TABLE scopes (
+                scope text PRIMARY KEY,
+                head bigint NOT NULL DEFAULT 0,
+                retained_from_seq bigint NOT NULL DEFAULT 1
+            )
+            """,
+            """
+            CREATE TABLE events (
+                scope text NOT NULL,
+                seq bigint NOT NULL,
+                event_id uuid NOT NULL,
+                stream text NOT NULL,
+                stream_version bigint NOT NULL,
+                type text NOT NULL,
+                schema_version integer NOT NULL,
+                hlc text NOT NULL,
+                dot_replica text NOT NULL,
+                dot_counter bigint NOT NULL,
+                payload jsonb NOT NULL,
+                received_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (scope, seq)
+            )
+            """,
+            "CREATE UNIQUE INDEX events_event_id_key ON events (event_id)",
+            """
+            CREATE TABLE streams (
+                scope text NOT NULL,
+                stream text NOT NULL,
+                version bigint NOT NULL,
+                PRIMARY KEY (scope, stream)
+            )
+            """,
+            """
+            CREATE TABLE replica_progress (
+                replica text NOT NULL,
+                scope text NOT NULL,
+                acknowledged_seq bigint NOT NULL DEFAULT 0,
+                seen_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (replica, scope)
+            )
+            """,
+        ])
+
+    /// Payloads are kept as the canonical JSON text the client wrote (`json`, which PostgreSQL stores
+    /// verbatim), not re-encoded by `jsonb`, so the bytes of an event's payload are the same on the client,
+    /// in the database and on the wire. Rows stored before this migration keep `jsonb`'s formatting of the
+    /// same value. The `ALTER` rewrites the table once; on a large log run it in a quiet hour.
+    static let canonicalPayloads = Migration(
+        id: "0002-canonical-payloads",
+        statements: ["ALTER TABLE events ALTER COLUMN payload TYPE json USING payload::json"])
+
+    /// The generic server's migrations, in order.
+    static let generic: [Migration] = [core, canonicalPayloads]
+}

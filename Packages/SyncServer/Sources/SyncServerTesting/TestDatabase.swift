@@ -1,0 +1,97 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SyncServer
+
+/// A fresh PostgreSQL database per test, on the server of `SYNC_DATABASE_URL` (set by
+/// `scripts/with-postgres.sh`); when the variable is unset, the throwaway cluster of `scripts/postgres.sh`
+/// is started once for the whole test run.
+public struct TestDatabase: Sendable {
+    public let url: DatabaseURL
+    public let name: String
+
+    /// The server URL every test database is created on.
+    public static let serverURL: DatabaseURL = {
+        if let text = ProcessInfo.processInfo.environment["SYNC_DATABASE_URL"], !text.isEmpty {
+            return try! DatabaseURL(text)
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let process = Process()
+        process.executableURL = root.appendingPathComponent("scripts/postgres.sh")
+        process.arguments = ["start"]
+        let output = Pipe()
+        process.standardOutput = output
+        try! process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        precondition(process.terminationStatus == 0, "scripts/postgres.sh start failed")
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return try! DatabaseURL(String(text.split(separator: "\n").last ?? ""))
+    }()
+
+    public static let logger = Logger(label: "test-database")
+
+    /// Runs `body` with a new, empty database that is dropped afterwards (even when `body` throws).
+    public static func with<Result>(_ body: (TestDatabase) async throws -> Result) async throws -> Result {
+        let name = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        try await admin("CREATE DATABASE \(name)")
+        let database = TestDatabase(url: serverURL.with(database: name), name: name)
+        do {
+            let result = try await body(database)
+            try await admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+            return result
+        } catch {
+            try? await admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+            throw error
+        }
+    }
+
+    /// Runs one statement on the server's maintenance database.
+    public static func admin(_ sql: String) async throws {
+        _ = try await connect(serverURL.with(database: "postgres")) { connection in
+            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        }
+    }
+
+    /// Runs `body` on a direct connection to this database.
+    public func connection<Result>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+        try await Self.connect(url, body)
+    }
+
+    /// Runs one statement on this database.
+    public func execute(_ query: PostgresQuery) async throws {
+        _ = try await connection { connection in
+            try await connection.query(query, logger: Self.logger)
+        }
+    }
+
+    /// The Int64 values of the first column of a query.
+    public func integers(_ query: PostgresQuery) async throws -> [Int64] {
+        try await connection { connection in
+            var values: [Int64] = []
+            for try await value in try await connection.query(query, logger: Self.logger).decode(Int64.self) {
+                values.append(value)
+            }
+            return values
+        }
+    }
+
+    private static func connect<Result>(_ url: DatabaseURL, _ body: (PostgresConnection) async throws -> Result)
+        async throws -> Result
+    {
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(
+                host: url.host, port: url.port, username: url.username, password: url.password,
+                database: url.database, tls: .disable),
+            id: 1, logger: logger)
+        do {
+            let result = try await body(connection)
+            try await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+}

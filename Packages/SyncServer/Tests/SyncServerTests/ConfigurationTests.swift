@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import SyncProtocol
+import SyncServerTesting
+import SyncTestSupport
+import Testing
+
+@testable import SyncServer
+
+@Suite struct ConfigurationTests {
+    @Test func environmentOverridesDefaultsAndFlagsOverrideEnvironment() throws {
+        let environment = [
+            "SYNC_PORT": "9001", "SYNC_DATABASE_URL": "postgres://a@db:5433/x", "SYNC_JWT_SECRET": "s",
+            "SYNC_MAX_EVENTS_PER_PUSH": "10", "SYNC_MAX_BODY_BYTES": "1000",
+            "SYNC_COMMUTATIVE_TYPES": "crdt.,doc.",
+        ]
+        let fromEnvironment = try ServerConfiguration(environment: environment)
+        #expect(fromEnvironment.port == 9001)
+        #expect(fromEnvironment.limits.maxEventsPerPush == 10 && fromEnvironment.limits.maxCompressedBodyBytes == 1000)
+        #expect(fromEnvironment.commutativeTypePrefixes == ["crdt.", "doc."])
+        #expect(fromEnvironment.limits.maxPullLimit == ProtocolLimits.standard.maxPullLimit)
+
+        let options = try ServeOptions.parse(["--port", "9002", "--jwt-secret", "flag"])
+        let merged = try options.configuration(environment: environment)
+        #expect(merged.port == 9002 && merged.jwtSecret == "flag")
+        #expect(merged.databaseURL == "postgres://a@db:5433/x")
+        // The library has no domain default: nothing is commutative unless the domain or SYNC_COMMUTATIVE_TYPES says so.
+        #expect(ServerConfiguration().commutativeTypePrefixes.isEmpty)
+    }
+
+    @Test func badValuesAreRefusedWithoutEchoingSecrets() throws {
+        #expect(throws: ConfigurationError.self) { try ServerConfiguration(environment: ["SYNC_PORT": "http"]) }
+        var configuration = ServerConfiguration()
+        configuration.jwtSecret = "short"
+        #expect(throws: ConfigurationError.self) { try configuration.validate() }
+        configuration.jwtSecret = String(repeating: "k", count: 32)
+        configuration.databaseURL = "mysql://nope:secretpassword@x/y"
+        do {
+            try configuration.validate()
+            Issue.record("a bad URL was accepted")
+        } catch {
+            #expect(!"\(error)".contains("secretpassword"))
+        }
+    }
+
+    @Test func databaseURLs() throws {
+        let url = try DatabaseURL("postgres://user:p%40ss@db.local:6543/sync")
+        #expect(url.host == "db.local" && url.port == 6543 && url.username == "user")
+        #expect(url.password == "p@ss" && url.database == "sync")
+        #expect(try DatabaseURL("postgresql://u@h").database == "u")
+        #expect(try DatabaseURL(url.with(database: "other").urlString).database == "other")
+    }
+
+    @Test func mintedTokensVerifyAndCarryTheirScopes() async throws {
+        let verifier = await TokenVerifier(secret: TestServer.secret)
+        let token = try await verifier.mint(subject: "carol", scopes: ["a", "b"], ttl: 60)
+        let identity = try await verifier.identity(authorization: "Bearer \(token)")
+        #expect(identity == TokenIdentity(subject: "carol", scopes: ["a", "b"]))
+        await #expect(throws: ConfigurationError.self) {
+            try await verifier.mint(subject: "carol", scopes: ["bad scope"], ttl: 60)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import SyncModels
+import SyncServerTesting
+import SyncTestSupport
+import Testing
+
+@testable import SyncServer
+
+@Suite struct LongPollStateTests {
+    @Test func aSignalBeforeTheWaitIsNotLost() {
+        var state = LongPollState<String>()
+        let id = state.register(["a"])!
+        #expect(state.signal(["a"]).isEmpty)
+        #expect(state.wait(id, "c1") == .resumeNow)
+        #expect(state.wait(id, "c2") == .suspended)
+    }
+
+    @Test func signalsWakeOnlyWaitersOfTheirScopes() {
+        var state = LongPollState<String>()
+        let a = state.register(["a"])!
+        let b = state.register(["b", "c"])!
+        #expect(state.wait(a, "wa") == .suspended)
+        #expect(state.wait(b, "wb") == .suspended)
+        #expect(state.signal(["c"]) == ["wb"])
+        #expect(state.signal(["c"]).isEmpty)
+        #expect(state.signalAll() == ["wa"])
+    }
+
+    @Test func timeoutsAndUnregisterTakeTheContinuationBack() {
+        var state = LongPollState<String>()
+        let id = state.register(["a"])!
+        #expect(state.wait(id, "w") == .suspended)
+        #expect(state.stopWaiting(id) == "w")
+        #expect(state.stopWaiting(id) == nil)
+        #expect(state.wait(id, "w2") == .suspended)
+        #expect(state.unregister(id) == "w2")
+        #expect(state.waiters.isEmpty)
+    }
+
+    @Test func closingWakesEveryoneAndRefusesNewWaiters() {
+        var state = LongPollState<String>()
+        let id = state.register(["a"])!
+        #expect(state.wait(id, "w") == .suspended)
+        #expect(state.close() == ["w"])
+        #expect(state.register(["a"]) == nil)
+        #expect(state.wait(id, "again") == .resumeNow)
+    }
+}
+
+@Suite struct ConcurrencyLedgerTests {
+    @Test func capsEachKeySeparately() {
+        var ledger = ConcurrencyLedger(limit: 2)
+        let first = ledger.acquire("a")
+        let second = ledger.acquire("a")
+        let third = ledger.acquire("a")
+        let other = ledger.acquire("b")
+        #expect(first && second && !third && other)
+        ledger.release("a")
+        let again = ledger.acquire("a")
+        #expect(again)
+        ledger.release("a")
+        ledger.release("a")
+        ledger.release("b")
+        #expect(ledger.counts.isEmpty)
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import SyncModels
+import SyncProtocol
+import SyncServerTesting
+import SyncTestSupport
+import Testing
+
+@testable import SyncServer
+
+@Suite struct PushPullTests {
+    @Test func pushedEventsArePulledInSeqOrderWithServerFields() async throws {
+        try await TestServer.run { server in
+            let events = (0..<5).map { _ in EventFixtures.event(scope: "p1") } + [EventFixtures.event(scope: "p2")]
+            let results = try await server.push(events, scopes: ["p1", "p2"])
+            #expect(results.map(\.status) == Array(repeating: .accepted, count: 6))
+            #expect(results.map(\.seq) == [1, 2, 3, 4, 5, 1])
+            #expect(results.map(\.id) == events.map(\.id))
+
+            let page = try await server.pull(PullRequest(), scopes: ["p1", "p2"])
+            #expect(page.events.map(\.id) == events.map(\.id))
+            #expect(page.hasMore == false)
+            for (pulled, pushed) in zip(page.events, events) {
+                var stripped = pulled
+                #expect(pulled.seq != nil && pulled.receivedAt != nil)
+                stripped.seq = nil
+                stripped.receivedAt = nil
+                #expect(stripped == pushed)
+            }
+            let next = try await server.pull(
+                PullRequest(cursor: try ScopeCursor(encoded: page.cursor)), scopes: ["p1", "p2"])
+            #expect(next.events.isEmpty && next.cursor == page.cursor && !next.hasMore)
+        }
+    }
+
+    @Test func pagesNeverSkipOrRepeat() async throws {
+        try await TestServer.run { server in
+            var pushed: [EventID] = []
+            for scope in ["b", "a", "c"] {
+                let events = (0..<7).map { _ in EventFixtures.event(scope: Scope(stringLiteral: scope)) }
+                _ = try await server.push(events, scopes: [scope])
+                pushed += events.map(\.id)
+            }
+            var cursor = ScopeCursor()
+            var pulled: [Event] = []
+            var pages = 0
+            while true {
+                let page = try await server.pull(PullRequest(cursor: cursor, limit: 4), scopes: ["a", "b", "c"])
+                pulled += page.events
+                cursor = try ScopeCursor(encoded: page.cursor)
+                pages += 1
+                if !page.hasMore { break }
+                #expect(page.events.count == 4)
+            }
+            #expect(pages == 6)
+            #expect(
+                pulled.map(\.scope.name) == Array(repeating: "a", count: 7) + Array(repeating: "b", count: 7)
+                    + Array(repeating: "c", count: 7))
+            #expect(Set(pulled.map(\.id)) == Set(pushed) && pulled.count == pushed.count)
+            #expect(cursor["a"] == 7 && cursor["b"] == 7 && cursor["c"] == 7)
+            // A scope filter reads only that scope and keeps the others' positions in the cursor.
+            let only = try await server.pull(PullRequest(scopes: ["b"]), scopes: ["a", "b", "c"])
+            #expect(Set(only.events.map(\.scope)) == ["b"])
+        }
+    }
+
+    @Test func retriesAreIdempotentAndReturnTheOriginalSeq() async throws {
+        try await TestServer.run { server in
+            let events = (0..<3).map { _ in EventFixtures.event(scope: "r") }
+            let first = try await server.push(events, scopes: ["r"])
+            let fresh = EventFixtures.event(scope: "r")
+            let retry = try await server.push(events + [fresh, events[1]], scopes: ["r"])
+            #expect(retry[0...2].map(\.status) == [.duplicate, .duplicate, .duplicate])
+            #expect(retry[0...2].map(\.seq) == first.map(\.seq))
+            #expect(retry[3] == .accepted(fresh.id, seq: 4))
+            #expect(retry[4] == .duplicate(events[1].id, seq: 2))
+            let stored = try await server.database.integers("SELECT count(*) FROM events")
+            #expect(stored == [4])
+            let head = try await server.database.integers("SELECT head FROM scopes WHERE scope = 'r'")
+            #expect(head == [4])
+        }
+    }
+
+    @Test func syncPushesThenPullsInOneRoundTrip() async throws {
+        try await TestServer.run { server in
+            let earlier = EventFixtures.event(scope: "s")
+            _ = try await server.push([earlier], scopes: ["s"])
+            let event = EventFixtures.event(scope: "s")
+            let body = try server.codec.encode(SyncRequest(replica: EventFixtures.replica, events: [event], limit: 10))
+            let response = try await server.send(.post, "/v1/sync", headers: try await server.bearer(["s"]), body: body)
+            #expect(response.status == .ok)
+            let sync = try server.decode(SyncResponse.self, response)
+            #expect(sync.results == [.accepted(event.id, seq: 2)])
+            #expect(sync.events.map(\.id) == [earlier.id, event.id])
+            #expect(!sync.hasMore)
+            // The pull half recorded the replica's acknowledged position (its cursor as sent: 0).
+            let progress = try await server.database.integers(
+                "SELECT acknowledged_seq FROM replica_progress WHERE scope = 's'")
+            #expect(progress == [0])
+            let cursorBody = try server.codec.encode(
+                SyncRequest(replica: EventFixtures.replica, events: [], cursor: sync.cursor))
+            _ = try await server.send(.post, "/v1/sync", headers: try await server.bearer(["s"]), body: cursorBody)
+            let advanced = try await server.database.integers(
+                "SELECT acknowledged_seq FROM replica_progress WHERE scope = 's'")
+            #expect(advanced == [2])
+        }
+    }
+
+    @Test func pullRecordsReplicaProgressWhenNamed() async throws {
+        try await TestServer.run { server in
+            _ = try await server.push([EventFixtures.event(scope: "q")], scopes: ["q"])
+            var cursor = ScopeCursor()
+            cursor.advance("q", to: 1)
+            let replica = ReplicaID(high: 7, low: 9)
+            let uri = TestServer.uri(PullRequest(cursor: cursor, replica: replica))
+            let response = try await server.send(.get, uri, headers: try await server.bearer(["q"]))
+            #expect(response.status == .ok)
+            let progress = try await server.database.integers(
+                "SELECT acknowledged_seq FROM replica_progress WHERE replica = \(replica.description)")
+            #expect(progress == [1])
+        }
+    }
+
+    @Test func staleStreamVersionsConflictWithTheCurrentVersion() async throws {
+        try await TestServer.run { server in
+            let placed = EventFixtures.event(scope: "o", stream: "order:1", version: 1, type: "order.placed")
+            let paid = EventFixtures.event(scope: "o", stream: "order:1", version: 2, type: "order.paid")
+            _ = try await server.push([placed, paid], scopes: ["o"])
+            let stale = EventFixtures.event(scope: "o", stream: "order:1", version: 2, type: "order.cancelled")
+            let next = EventFixtures.event(scope: "o", stream: "order:1", version: 3, type: "order.shipped")
+            let results = try await server.push([stale, next], scopes: ["o"])
+            #expect(results[0].status == .rejected && results[0].code == .conflictVersion)
+            #expect(results[0].currentVersion == 2)
+            #expect(results[1] == .accepted(next.id, seq: 3))
+            // Types the domain declares commutative (CRDT operations) never conflict, whatever their versions.
+            let doc = EventFixtures.stream()
+            let a = EventFixtures.event(scope: "o", stream: doc, version: 1, type: "doc.edited")
+            let b = EventFixtures.event(scope: "o", stream: doc, version: 1, type: "doc.edited")
+            #expect(try await server.push([a, b], scopes: ["o"]).map(\.status) == [.accepted, .accepted])
+        }
+    }
+
+    @Test func domainRulesRejectInsideThePushAndRecordTheirEffects() async throws {
+        try await TestServer.run { server in
+            let counted = (0..<3).map { _ in
+                EventFixtures.event(scope: "r", stream: EventFixtures.stream(), type: "doc.counted")
+            }
+            let rejected = EventFixtures.event(scope: "r", type: "doc.rejected")
+            let results = try await server.push([counted[0], rejected, counted[1]], scopes: ["r"])
+            #expect(results.map(\.status) == [.accepted, .rejected, .accepted])
+            #expect(results[1].code == .validationFailed && results[1].message == TestRule.rejectedMessage)
+            // A retry is a duplicate: the rule never sees it again, so its effect is not counted twice.
+            let again = try await server.push([counted[0], counted[2]], scopes: ["r"])
+            #expect(again.map(\.status) == [.duplicate, .accepted])
+            #expect(try await server.database.integers("SELECT n FROM test_counts WHERE scope = 'r'") == [3])
+            // Rejected events get no seq: the scope stays gap-free.
+            let seqs = try await server.database.integers("SELECT seq FROM events WHERE scope = 'r' ORDER BY seq")
+            #expect(seqs == [1, 2, 3])
+        }
+    }
+
+    @Test func retentionFloorAsksOldCursorsToReset() async throws {
+        try await TestServer.run { server in
+            _ = try await server.push((0..<5).map { _ in EventFixtures.event(scope: "t") }, scopes: ["t"])
+            try await server.database.execute("UPDATE scopes SET retained_from_seq = 4 WHERE scope = 't'")
+            for (position, status) in [(0, 410), (2, 410), (3, 200), (5, 200)] {
+                var cursor = ScopeCursor()
+                cursor.advance("t", to: Int64(position))
+                let response = try await server.send(
+                    .get, TestServer.uri(PullRequest(cursor: cursor)), headers: try await server.bearer(["t"]))
+                #expect(response.status.code == status, "cursor at \(position)")
+                if status == 410 { #expect(try server.error(response).code == .resetRequired) }
+            }
+            // A cursor ahead of the server's history (another database) also resets.
+            var ahead = ScopeCursor()
+            ahead.advance("t", to: 99)
+            let response = try await server.send(
+                .get, TestServer.uri(PullRequest(cursor: ahead)), headers: try await server.bearer(["t"]))
+            #expect(response.status.code == 410)
+        }
+    }
+}
