@@ -2,6 +2,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NotesDomain
 import SyncCompression
 import SyncModels
 import SyncProtocol
@@ -115,6 +116,10 @@ struct PushCommand: AsyncParsableCommand {
         var ids = EventIDGenerator()
         let codec = WireCodec()
         let filler = String(repeating: "x", count: max(0, payloadBytes - 75))
+        // A note.titleSet, padded to --payload-bytes with members its payload type does not have (every reader
+        // ignores them).
+        let titleSet = NotePayload.titleSet(.init(title: "bench"))
+        guard case .object(let title) = titleSet.json else { preconditionFailure("a note payload is an object") }
         var bodies: [Body] = []
         var made = 0
         var counter: UInt64 = 0
@@ -130,10 +135,10 @@ struct PushCommand: AsyncParsableCommand {
                     Event(
                         id: id, scope: try Scope("bench-\(bodies.count % scopes)"),
                         stream: "note:\(UUID().uuidString.lowercased())",
-                        streamVersion: 1, type: "note.titleSet",
+                        streamVersion: 1, type: titleSet.type.rawValue,
                         hlc: HLCTimestamp(physical: id.milliseconds, counter: 0, node: replica.high),
                         dot: Dot(replica: replica, counter: counter),
-                        payload: .object(["title": .string("bench"), "text": .string(filler), "n": .int(Int64(made))])))
+                        payload: .object(title.merging(["text": .string(filler), "n": .int(Int64(made))]) { $1 })))
                 made += 1
             }
             let json = try codec.encode(PushRequest(replica: replica, events: batchEvents))

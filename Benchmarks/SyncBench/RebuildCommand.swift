@@ -176,48 +176,38 @@ struct NotesWorkload {
             physical += 1
             let dot = Dot(replica: replica, counter: counters[device])
             let hlc = HLCTimestamp(physical: physical, counter: 0, node: replica.high)
-            var type = NoteEventType.created
-            var payload: [String: JSONValue] = ["title": .string("note \(note)")]
+            var payload = NotePayload.created(.init(title: "note \(note)"))
             if states[note].created {
                 let word = words[Int.random(in: 0..<words.count, using: &random)]
                 switch Int.random(in: 0..<100, using: &random) {
                 case 0..<30:
-                    type = .titleSet
-                    payload = ["title": .string("\(word) \(index)")]
+                    payload = .titleSet(.init(title: "\(word) \(index)"))
                 case 30..<60:
-                    type = .bodyEdited
                     let at = states[note].body.count
                     let op = states[note].body.insert(" \(word)", at: at, replica: replica)
-                    payload = ["ops": NotePayload.encode(op.map { [$0] } ?? [])]
+                    payload = .bodyEdited(.init(ops: op.map { [$0] } ?? []))
                 case 60..<70:
-                    type = .tagAdded
-                    payload = [
-                        "tag": .string(word), "op": NotePayload.encode(states[note].tags.add(word, replica: replica)),
-                    ]
+                    payload = .tagAdded(.init(tag: word, op: states[note].tags.add(word, replica: replica)))
                 case 70..<85:
-                    type = .viewed
                     let next = states[note].views.increments[replica] + 1
-                    payload = [
-                        "count": 1,
-                        "op": NotePayload.encode(states[note].views.add(1, at: Dot(replica: replica, counter: next))),
-                    ]
+                    let op = states[note].views.add(1, at: Dot(replica: replica, counter: next))
+                    payload = .viewed(.init(count: 1, op: op))
                 case 85..<90:
-                    type = .pinnedSet
-                    payload = ["pinned": .bool(Bool.random(using: &random))]
+                    payload = .pinnedSet(.init(pinned: Bool.random(using: &random)))
                 default:
-                    type = .checklistItemAdded
                     let item = NoteID(uuid: UUID.random(using: &random)).description
                     let op = states[note].checklist.insertElement(
                         item, at: states[note].checklist.count, replica: replica)
-                    payload = ["item": .string(item), "text": .string(word), "op": NotePayload.encode(op)]
+                    payload = .checklistItemAdded(.init(item: item, text: word, op: op))
                 }
             }
-            states[note].apply(type: type.rawValue, payload: .object(payload), hlc: hlc, dot: dot)
+            states[note].apply(payload, hlc: hlc, dot: dot)
             versions[note] += 1
             events.append(
                 Event(
                     id: generator.next(wall: physical, using: &random), scope: "bench", stream: ids[note].stream,
-                    streamVersion: versions[note], type: type.rawValue, hlc: hlc, dot: dot, payload: .object(payload),
+                    streamVersion: versions[note], type: payload.type.rawValue, hlc: hlc, dot: dot,
+                    payload: payload.json,
                     seq: firstSeq + Int64(index), receivedAt: Date(timeIntervalSince1970: Double(physical) / 1000)))
         }
         return events

@@ -45,13 +45,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(
-            name: "NotesDomainTests",
-            dependencies: [
-                "NotesDomain", "NotesStore",
-                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
-            ]
-        ),
+        // The tests (Tests/NotesDomainTests, Tests/NotesServerTests) are declared once, in the repository's
+        // root Package.swift, which runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

@@ -16,7 +16,6 @@ let package = Package(
         .package(path: "../SyncProtocol"),
         .package(path: "../SyncCompression"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
-        .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
     ],
     targets: [
         .target(
@@ -27,14 +26,8 @@ let package = Package(
             ]
         ),
         .target(name: "SyncEngineTesting", dependencies: ["SyncEngine", "SyncModels", "SyncProtocol"]),
-        .testTarget(
-            name: "SyncEngineTests",
-            dependencies: [
-                "SyncEngine", "SyncEngineTesting",
-                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
-        ),
+        // The tests (Tests/SyncEngineTests) are declared once, in the repository's root Package.swift, which
+        // runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

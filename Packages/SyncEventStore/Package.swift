@@ -33,9 +33,8 @@ let package = Package(
                 .product(name: "SyncTestSupport", package: "SyncTestSupport"),
             ]
         ),
-        .testTarget(
-            name: "SyncEventStoreTests", dependencies: ["SyncEventStore", "SyncEventStoreTestSupport"],
-            exclude: ["Fixtures"]),
+        // The tests (Tests/SyncEventStoreTests) are declared once, in the repository's root Package.swift, which
+        // runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

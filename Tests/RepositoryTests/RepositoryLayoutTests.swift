@@ -30,6 +30,27 @@ import Testing
         }
     }
 
+    /// A package's tests live in its `Tests/` folder and are declared once, in the root manifest that runs
+    /// them all with one build; no package manifest declares them a second time with other dependencies.
+    @Test func everyTestTargetIsDeclaredOnce() throws {
+        let manifest = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let packages = try FileManager.default.contentsOfDirectory(
+            atPath: Self.root.appendingPathComponent("Packages").path)
+        for package in packages where !package.hasPrefix(".") {
+            let own = try String(
+                contentsOf: Self.root.appendingPathComponent("Packages/\(package)/Package.swift"), encoding: .utf8)
+            #expect(!own.contains(".testTarget("), "Packages/\(package)/Package.swift declares a test target")
+            let tests = Self.root.appendingPathComponent("Packages/\(package)/Tests").path
+            for target in (try? FileManager.default.contentsOfDirectory(atPath: tests)) ?? []
+            where !target.hasPrefix(".") {
+                let path = "path: \"Packages/\(package)/Tests/\(target)\""
+                #expect(
+                    manifest.components(separatedBy: path).count == 2,
+                    "Packages/\(package)/Tests/\(target) is not declared exactly once in the root Package.swift")
+            }
+        }
+    }
+
     @Test func gitignoreKeepsBuildOutputOut() throws {
         let text = try String(contentsOf: Self.root.appendingPathComponent(".gitignore"), encoding: .utf8)
         for entry in [".build*", "Package.resolved", ".run/"] {

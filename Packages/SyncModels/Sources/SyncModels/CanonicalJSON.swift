@@ -2,6 +2,10 @@ import Foundation
 
 /// The one JSON form used for hashing, storage and golden files: sorted keys, no escaped slashes, dates as
 /// RFC 3339 with milliseconds in UTC. Decoding then encoding a canonical document gives the same bytes.
+///
+/// For a `JSONValue` (an event's payload), `JSONValue.canonicalData()` (`JSONWriter`) writes the same bytes
+/// faster, but for `-0.0` and non-finite doubles (see `JSONWriter`); code that hashes or stores payloads
+/// uses it, and reads them with `JSONValue(parsing:)`.
 public enum CanonicalJSON {
     public static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()

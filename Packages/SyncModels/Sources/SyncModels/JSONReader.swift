@@ -145,6 +145,17 @@ public struct JSONReader: ~Copyable {
     /// The next byte that is not whitespace, not consumed.
     /// - Throws: `Bail` `unexpectedEnd` at the end of the input.
     public mutating func peek() throws(Bail) -> UInt8 {
+        try next()
+    }
+
+    /// `peek()`, inlined in the loops here: canonical JSON has no whitespace, so the first byte is tried
+    /// before the whitespace loop.
+    @inline(__always)
+    private mutating func next() throws(Bail) -> UInt8 {
+        if index < bytes.count {
+            let byte = bytes[index]
+            if byte > 0x20 { return byte }
+        }
         skipWhitespace()
         guard index < bytes.count else { throw Bail(.unexpectedEnd, at: index) }
         return bytes[index]
@@ -153,13 +164,13 @@ public struct JSONReader: ~Copyable {
     /// Consumes `byte` (after whitespace).
     /// - Throws: `Bail` `unexpectedByte` when the next byte is another.
     public mutating func expect(_ byte: UInt8) throws(Bail) {
-        guard try peek() == byte else { throw Bail(.unexpectedByte, at: index) }
+        guard try next() == byte else { throw Bail(.unexpectedByte, at: index) }
         index += 1
     }
 
     /// Consumes the first byte of a value of the type that starts with `byte`.
     private mutating func begin(_ byte: UInt8) throws(Bail) {
-        let next = try peek()
+        let next = try next()
         guard next == byte else { throw mismatch(next) }
         index += 1
     }
@@ -200,18 +211,18 @@ public struct JSONReader: ~Copyable {
     ) throws(Bail) {
         try begin(UInt8(ascii: "{"))
         try enter()
-        if try peek() == UInt8(ascii: "}") {
+        if try next() == UInt8(ascii: "}") {
             index += 1
             depth -= 1
             return
         }
         while true {
-            guard try peek() == UInt8(ascii: "\"") else { throw Bail(.unexpectedByte, at: index) }
+            guard try next() == UInt8(ascii: "\"") else { throw Bail(.unexpectedByte, at: index) }
             let keyOffset = index
             let (key, fingerprint) = try readKey()
             try expect(UInt8(ascii: ":"))
             try member(&self, key, fingerprint, keyOffset)
-            switch try peek() {
+            switch try next() {
             case UInt8(ascii: ","): index += 1
             case UInt8(ascii: "}"):
                 index += 1
@@ -226,14 +237,14 @@ public struct JSONReader: ~Copyable {
     public mutating func readArray(_ element: (inout JSONReader) throws(Bail) -> Void) throws(Bail) {
         try begin(UInt8(ascii: "["))
         try enter()
-        if try peek() == UInt8(ascii: "]") {
+        if try next() == UInt8(ascii: "]") {
             index += 1
             depth -= 1
             return
         }
         while true {
             try element(&self)
-            switch try peek() {
+            switch try next() {
             case UInt8(ascii: ","): index += 1
             case UInt8(ascii: "]"):
                 index += 1
@@ -284,6 +295,20 @@ public struct JSONReader: ~Copyable {
     {
         try begin(UInt8(ascii: "\""))
         let start = index
+        // Plain ASCII (ids, clocks): nothing to check but the bytes themselves.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                index += 1
+                guard let result = parse(UnsafeRawBufferPointer(rebasing: bytes[start..<index - 1])) else {
+                    throw Bail(.refused, at: start - 1)
+                }
+                return result
+            }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { break }
+            index += 1
+        }
+        index = start
         let (end, escaped) = try scanString()
         let result =
             escaped
@@ -320,9 +345,9 @@ public struct JSONReader: ~Copyable {
         try readString { try? ReplicaID(utf8: $0) }
     }
 
-    /// A key, with its fingerprint when it is ASCII (`ObjectKeys` compares those as numbers). The reader is
-    /// at the opening quote.
-    private mutating func readKey() throws(Bail) -> (String, UInt64?) {
+    /// A key, with its fingerprint when it is ASCII and `fingerprinting` (`ObjectKeys` compares those as
+    /// numbers). The reader is at the opening quote.
+    private mutating func readKey(fingerprinting: Bool = true) throws(Bail) -> (String, UInt64?) {
         let quote = index
         index += 1
         var hash = ObjectKeys.seed
@@ -334,11 +359,12 @@ public struct JSONReader: ~Copyable {
                 return (key, hash)
             }
             guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { break }
-            hash = ObjectKeys.mix(hash, byte)
+            if fingerprinting { hash = ObjectKeys.mix(hash, byte) }
             index += 1
         }
         index = quote
         let key = try readString()
+        guard fingerprinting else { return (key, nil) }
         var fingerprint: UInt64? = ObjectKeys.seed
         for byte in key.utf8 {
             guard byte < 0x80 else {
@@ -390,7 +416,8 @@ public struct JSONReader: ~Copyable {
             index += 6
             switch code {
             case 0xD800...0xDBFF:
-                guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u"),
+                guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                    bytes[index + 1] == UInt8(ascii: "u"),
                     let low = Hex.decode(bytes, from: index + 2, count: 4), (0xDC00...0xDFFF).contains(low)
                 else { throw Bail(.unpairedSurrogate, at: start) }
                 index += 6
@@ -579,7 +606,7 @@ public struct JSONReader: ~Copyable {
     /// Reads an integer literal (no fraction or exponent) that fits in `Int64`.
     /// - Throws: `Bail` `notAnInteger` for any other number, `wrongType` for another value.
     public mutating func readInt64() throws(Bail) -> Int64 {
-        let next = try peek()
+        let next = try next()
         guard next == UInt8(ascii: "-") || Self.isDigit(next) else { throw mismatch(next) }
         let start = index
         if let value = try scanNumber() { return value }
@@ -590,7 +617,7 @@ public struct JSONReader: ~Copyable {
     /// Reads a non-negative integer up to `Int64.max`.
     /// - Throws: `Bail` `notAnInteger` for any other number, `wrongType` for another value.
     public mutating func readUInt64() throws(Bail) -> UInt64 {
-        _ = try peek()
+        _ = try next()
         let start = index
         let value = try readInt64()
         guard value >= 0 else { throw Bail(.notAnInteger, at: start) }
@@ -599,7 +626,7 @@ public struct JSONReader: ~Copyable {
 
     /// Reads `null`; false (and nothing consumed) when the next value is something else.
     public mutating func readNull() throws(Bail) -> Bool {
-        guard try peek() == UInt8(ascii: "n") else { return false }
+        guard try next() == UInt8(ascii: "n") else { return false }
         try literal("null")
         return true
     }
@@ -607,7 +634,7 @@ public struct JSONReader: ~Copyable {
     /// Reads `true` or `false`.
     /// - Throws: `Bail` `wrongType` for another value.
     public mutating func readBool() throws(Bail) -> Bool {
-        switch try peek() {
+        switch try next() {
         case UInt8(ascii: "t"):
             try literal("true")
             return true
@@ -631,18 +658,45 @@ public struct JSONReader: ~Copyable {
 
     /// Reads any value as a `JSONValue`.
     public mutating func readValue() throws(Bail) -> JSONValue {
-        switch try peek() {
+        switch try next() {
         case UInt8(ascii: "{"):
+            // The loops of `readMembers` and `readArray`, without a closure call per member: payloads are
+            // parsed here.
+            index += 1
+            try enter()
             var object: [String: JSONValue] = [:]
-            // The dictionary finds repeated keys (by the same `String` equality `readObject` uses).
-            try readMembers { reader, key, _, keyOffset throws(Bail) in
-                let value = try reader.readValue()
-                guard object.updateValue(value, forKey: key) == nil else { throw Bail(.repeatedKey, at: keyOffset) }
+            if try next() != UInt8(ascii: "}") {
+                while true {
+                    guard try next() == UInt8(ascii: "\"") else { throw Bail(.unexpectedByte, at: index) }
+                    let keyOffset = index
+                    let key = try readKey(fingerprinting: false).0
+                    try expect(UInt8(ascii: ":"))
+                    // The dictionary finds repeated keys (by the same `String` equality as `readObject`).
+                    guard object.updateValue(try readValue(), forKey: key) == nil else {
+                        throw Bail(.repeatedKey, at: keyOffset)
+                    }
+                    guard try next() == UInt8(ascii: ",") else { break }
+                    index += 1
+                }
+                guard try next() == UInt8(ascii: "}") else { throw Bail(.unexpectedByte, at: index) }
             }
+            index += 1
+            depth -= 1
             return .object(object)
         case UInt8(ascii: "["):
+            index += 1
+            try enter()
             var array: [JSONValue] = []
-            try readArray { reader throws(Bail) in array.append(try reader.readValue()) }
+            if try next() != UInt8(ascii: "]") {
+                while true {
+                    array.append(try readValue())
+                    guard try next() == UInt8(ascii: ",") else { break }
+                    index += 1
+                }
+                guard try next() == UInt8(ascii: "]") else { throw Bail(.unexpectedByte, at: index) }
+            }
+            index += 1
+            depth -= 1
             return .array(array)
         case UInt8(ascii: "\""):
             return .string(try readString())
@@ -672,11 +726,23 @@ public struct JSONReader: ~Copyable {
 
     /// Reads and checks any value by the whole rule set (repeated keys included) without building it.
     public mutating func skipValue() throws(Bail) {
-        switch try peek() {
+        // Loops without a closure call per member, which keeps the stack of a 512-deep document small.
+        switch try next() {
         case UInt8(ascii: "{"):
-            try readObject { reader, _ throws(Bail) in try reader.skipValue() }
+            try skipObject()
         case UInt8(ascii: "["):
-            try readArray { reader throws(Bail) in try reader.skipValue() }
+            index += 1
+            try enter()
+            if try next() != UInt8(ascii: "]") {
+                while true {
+                    try skipValue()
+                    guard try next() == UInt8(ascii: ",") else { break }
+                    index += 1
+                }
+                guard try next() == UInt8(ascii: "]") else { throw Bail(.unexpectedByte, at: index) }
+            }
+            index += 1
+            depth -= 1
         case UInt8(ascii: "\""):
             index += 1
             _ = try scanString()
@@ -692,6 +758,30 @@ public struct JSONReader: ~Copyable {
         default:
             throw Bail(.unexpectedByte, at: index)
         }
+    }
+
+    /// `skipValue()` of an object, apart so that arrays and scalars do not carry its key set on the stack.
+    @inline(never)
+    private mutating func skipObject() throws(Bail) {
+        let start = index
+        index += 1
+        try enter()
+        var keys = ObjectKeys()
+        if try next() != UInt8(ascii: "}") {
+            while true {
+                guard try next() == UInt8(ascii: "\"") else { throw Bail(.unexpectedByte, at: index) }
+                let keyOffset = index
+                let (key, fingerprint) = try readKey()
+                try keys.insert(key, fingerprint: fingerprint, at: keyOffset, objectAt: start, in: bytes)
+                try expect(UInt8(ascii: ":"))
+                try skipValue()
+                guard try next() == UInt8(ascii: ",") else { break }
+                index += 1
+            }
+            guard try next() == UInt8(ascii: "}") else { throw Bail(.unexpectedByte, at: index) }
+        }
+        index += 1
+        depth -= 1
     }
 
     /// The keys of the object at `start` whose members end before the key at `end`: the members were read
@@ -731,8 +821,13 @@ private struct ObjectKeys {
         (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
     }
 
-    private var fingerprints: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
-    private var more: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    private var fingerprints:
+        (
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+            UInt64, UInt64, UInt64
+        ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    /// One bit per fingerprint seen (its low six bits): most keys find theirs clear and skip the comparisons.
+    private var mask: UInt64 = 0
     private var count = 0
     private var all: Set<String>?
 
@@ -749,27 +844,23 @@ private struct ObjectKeys {
         guard all!.insert(key).inserted else { throw JSONReader.Bail(.repeatedKey, at: keyOffset) }
     }
 
-    private func seen(_ fingerprint: UInt64) -> Bool {
-        withUnsafeBytes(of: fingerprints) { low in
-            withUnsafeBytes(of: more) { high in
-                for slot in 0..<count {
-                    let value =
-                        slot < 8 ? low.load(fromByteOffset: slot * 8, as: UInt64.self)
-                        : high.load(fromByteOffset: (slot - 8) * 8, as: UInt64.self)
-                    if value == fingerprint { return true }
-                }
-                return false
+    private mutating func seen(_ fingerprint: UInt64) -> Bool {
+        guard mask & 1 << (fingerprint & 63) != 0 else { return false }
+        let count = count
+        return withUnsafeBytes(of: &fingerprints) { slots in
+            for slot in 0..<count where slots.load(fromByteOffset: slot * 8, as: UInt64.self) == fingerprint {
+                return true
             }
+            return false
         }
     }
 
     private mutating func record(_ fingerprint: UInt64) {
         let slot = count
-        if slot < 8 {
-            withUnsafeMutableBytes(of: &fingerprints) { $0.storeBytes(of: fingerprint, toByteOffset: slot * 8, as: UInt64.self) }
-        } else {
-            withUnsafeMutableBytes(of: &more) { $0.storeBytes(of: fingerprint, toByteOffset: (slot - 8) * 8, as: UInt64.self) }
+        withUnsafeMutableBytes(of: &fingerprints) {
+            $0.storeBytes(of: fingerprint, toByteOffset: slot * 8, as: UInt64.self)
         }
+        mask |= 1 << (fingerprint & 63)
         count = slot + 1
     }
 }

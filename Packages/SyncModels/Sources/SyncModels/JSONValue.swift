@@ -3,6 +3,13 @@ import Foundation
 /// Any JSON value: the payload of an event as it travels on the wire.
 ///
 /// Integers that fit in 64 bits stay integers (no loss through `Double`); other numbers are doubles.
+/// Read JSON with `JSONValue(parsing:)` and write it with `canonicalData()` (or `JSONWriter`): one parser
+/// and one writer with one rule set (see `JSONReader` and `JSONWriter`).
+///
+/// The `Codable` conformance is for envelopes that carry a payload through a `Decoder` or `Encoder`. A
+/// `Decoder` cannot tell how a number was written, so decoding gives `.int` for any number whose value is an
+/// integer that fits in `Int64` (`2.0`, `1e3`, `1e+16`) where `JSONReader` gives `.double` for all but
+/// integer literals; on canonical bytes the two agree but for doubles with integral values past 2^53.
 public enum JSONValue: Hashable, Sendable, Codable {
     case null
     case bool(Bool)

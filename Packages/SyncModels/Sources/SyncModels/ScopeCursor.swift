@@ -25,9 +25,8 @@ public struct ScopeCursor: Hashable, Sendable {
     /// The opaque string form; the empty cursor encodes to "".
     public var encoded: String {
         if positions.isEmpty { return "" }
-        let object = Dictionary(uniqueKeysWithValues: positions.map { ($0.key.name, $0.value) })
-        let data = (try? CanonicalJSON.encode(object)) ?? Data()
-        return data.base64EncodedString()
+        let object = JSONValue.object(Dictionary(uniqueKeysWithValues: positions.map { ($0.key.name, .int($0.value)) }))
+        return object.canonicalData().base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
@@ -45,12 +44,11 @@ public struct ScopeCursor: Hashable, Sendable {
         guard text.utf8.count <= 64 * 1024 else { throw invalid }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64),
-            let object = try? JSONDecoder().decode([String: Int64].self, from: data)
+        guard let data = Data(base64Encoded: base64), case .object(let object) = try? JSONValue(parsing: data)
         else { throw invalid }
         var positions: [Scope: Int64] = [:]
-        for (name, seq) in object {
-            guard let scope = try? Scope(name), seq >= 0 else { throw invalid }
+        for (name, value) in object {
+            guard let scope = try? Scope(name), case .int(let seq) = value, seq >= 0 else { throw invalid }
             positions[scope] = seq
         }
         self.init(positions)

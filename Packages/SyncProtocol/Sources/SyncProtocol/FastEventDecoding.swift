@@ -1,99 +1,323 @@
 import Foundation
 import SyncModels
 
-/// The fast path of `WireCodec` for the bodies that carry events (`PushRequest`, `SyncRequest`).
+/// Decodes the bodies that carry events — `PushRequest` and `SyncRequest` (the server's push hot path),
+/// `PullResponse`, `SyncResponse` and `PushResponse` (the client's) — straight from their bytes with
+/// `JSONReader`, the one JSON parser, so that a body and the payloads in it mean the same on the server and
+/// the client as everywhere else (see `JSONReader` for the rule set).
 ///
-/// Every value it returns is the one `JSONDecoder` would return for the same bytes; whenever it is not
-/// certain (see `JSONReader`), it returns nil and the caller uses `JSONDecoder`.
+/// It is the only decoder of these bodies: nothing falls back to `JSONDecoder`. It reads what their
+/// `Codable` conformances describe — the same keys, optional fields absent or `null`, unknown keys skipped
+/// (but checked), times as RFC 3339 — and refuses the rest with the error the server answers:
+/// - `request.malformed` for a body that is not JSON under the rule set (a repeated key, invalid UTF-8,
+///   nesting past 512, trailing data, …), even when the wrong shape shows first;
+/// - `request.invalid` for JSON of the wrong shape, naming the field (never its value). A number with a
+///   fraction or an exponent where an integer belongs (`"streamVersion": 1.0`) is of the wrong shape.
 enum FastEventDecoding {
-    static func pushRequest(_ data: Data) -> PushRequest? {
-        data.withUnsafeBytes { bytes in
+    static func pushRequest(_ data: Data) throws(SyncProtocolError) -> PushRequest {
+        try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.pushRequest(&reader) }
+    }
+
+    static func syncRequest(_ data: Data) throws(SyncProtocolError) -> SyncRequest {
+        try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.syncRequest(&reader) }
+    }
+
+    static func pullResponse(_ data: Data) throws(SyncProtocolError) -> PullResponse {
+        try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.pullResponse(&reader) }
+    }
+
+    static func syncResponse(_ data: Data) throws(SyncProtocolError) -> SyncResponse {
+        try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.syncResponse(&reader) }
+    }
+
+    static func pushResponse(_ data: Data) throws(SyncProtocolError) -> PushResponse {
+        try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.pushResponse(&reader) }
+    }
+
+    /// Checks that a body is JSON under the rule set.
+    /// - Throws: `SyncProtocolError` `request.malformed`.
+    static func validate(_ data: Data) throws(SyncProtocolError) {
+        let outcome = data.withUnsafeBytes { bytes in
+            Result { () throws(JSONReader.Bail) in try JSONReader.validate(bytes) }
+        }
+        if case .failure(let bail) = outcome { throw BodyDecoder.malformed(bail) }
+    }
+}
+
+/// The reading of one body. A refusal for the shape of the body records `problem` (the message of the
+/// `request.invalid` answer) before it throws; a refusal for its syntax comes from the reader.
+private struct BodyDecoder {
+    typealias Bail = JSONReader.Bail
+
+    private var problem: String?
+
+    static func decode<Body>(
+        _ data: Data, _ read: (inout BodyDecoder, inout JSONReader) throws(Bail) -> Body
+    ) throws(SyncProtocolError) -> Body {
+        var decoder = BodyDecoder()
+        let outcome: Result<Body, Bail> = data.withUnsafeBytes { bytes in
             var reader = JSONReader(bytes)
-            var replica: ReplicaID?
-            var events: [Event]?
-            do throws(JSONReader.Bail) {
-                try reader.readObject { reader, key throws(JSONReader.Bail) in
-                    switch key {
-                    case "replica":
-                        guard replica == nil else { throw JSONReader.Bail() }
-                        replica = try reader.readReplica()
-                    case "events":
-                        guard events == nil else { throw JSONReader.Bail() }
-                        events = try Self.events(&reader)
-                    default:
-                        _ = try reader.readValue()
+            do throws(Bail) {
+                let body = try read(&decoder, &reader)
+                try reader.expectEnd()
+                return .success(body)
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch outcome {
+        case .success(let body):
+            return body
+        case .failure(let bail):
+            if bail.isMalformed { throw Self.malformed(bail) }
+            // The shape is wrong where the reader stopped; the body is only "invalid" if it is JSON at all.
+            try FastEventDecoding.validate(data)
+            throw .invalid(decoder.problem ?? "the body does not match the protocol")
+        }
+    }
+
+    static func malformed(_ bail: Bail) -> SyncProtocolError {
+        .malformed("the body is not valid JSON (\(bail))")
+    }
+
+    // MARK: - Fields
+
+    /// Reads a value with `read`; when it is not of the expected shape, records the problem at `path`.
+    private mutating func field<Value>(
+        _ reader: inout JSONReader, _ path: @autoclosure () -> String, expected: String,
+        _ read: (inout BodyDecoder, inout JSONReader) throws(Bail) -> Value
+    ) throws(Bail) -> Value {
+        do {
+            return try read(&self, &reader)
+        } catch {
+            guard !error.isMalformed, problem == nil else { throw error }
+            switch error.reason {
+            case .wrongType where (try? reader.peek()) == UInt8(ascii: "n"):
+                problem = "\(path()) must not be null"
+            case .wrongType:
+                problem = "\(path()) has the wrong type (expected \(expected))"
+            case .notAnInteger:
+                problem = "\(path()) must be an integer in range"
+            default:
+                problem = "\(path()) has an invalid value"
+            }
+            throw error
+        }
+    }
+
+    private mutating func string(_ reader: inout JSONReader, _ path: @autoclosure () -> String) throws(Bail) -> String {
+        try field(&reader, path(), expected: "a string") { _, reader throws(Bail) in try reader.readString() }
+    }
+
+    private mutating func int64(_ reader: inout JSONReader, _ path: @autoclosure () -> String) throws(Bail) -> Int64 {
+        try field(&reader, path(), expected: "an integer") { _, reader throws(Bail) in try reader.readInt64() }
+    }
+
+    private mutating func bool(_ reader: inout JSONReader, _ path: @autoclosure () -> String) throws(Bail) -> Bool {
+        try field(&reader, path(), expected: "a boolean") { _, reader throws(Bail) in try reader.readBool() }
+    }
+
+    /// A string parsed from its UTF-8 bytes by `parse`; the parser's message (never the input) goes into the
+    /// problem.
+    private mutating func parsed<Value>(
+        _ reader: inout JSONReader, _ path: @autoclosure () -> String,
+        _ parse: (UnsafeRawBufferPointer) throws -> Value
+    ) throws(Bail) -> Value {
+        var detail: String?
+        do {
+            return try field(&reader, path(), expected: "a string") { _, reader throws(Bail) in
+                try reader.readString { bytes in
+                    do {
+                        return try parse(bytes)
+                    } catch {
+                        detail = (error as? SyncModelsError)?.message
+                        return nil
                     }
                 }
-                guard reader.atEnd(), let replica, let events else { return nil }
-                return PushRequest(replica: replica, events: events)
-            } catch {
-                return nil
+            }
+        } catch {
+            if error.reason == .refused, let detail, let problem, problem.hasSuffix("has an invalid value") {
+                self.problem = problem + ": " + detail
+            }
+            throw error
+        }
+    }
+
+    /// `null` is nil (and so is an absent key, which the caller never reads).
+    private mutating func optional<Value>(
+        _ reader: inout JSONReader, _ read: (inout BodyDecoder, inout JSONReader) throws(Bail) -> Value
+    ) throws(Bail) -> Value? {
+        try reader.readNull() ? nil : try read(&self, &reader)
+    }
+
+    private mutating func missing(_ path: String) -> Bail {
+        if problem == nil { problem = "\(path) is missing" }
+        return Bail()
+    }
+
+    private mutating func invalid(_ path: String, _ message: String) -> Bail {
+        if problem == nil { problem = "\(path) has an invalid value: \(message)" }
+        return Bail()
+    }
+
+    /// An object: `member` reads the value of each key it knows and returns false for the others, which are
+    /// skipped (and checked).
+    private mutating func object(
+        _ reader: inout JSONReader, _ path: @autoclosure () -> String,
+        _ member: (inout BodyDecoder, inout JSONReader, String) throws(Bail) -> Bool
+    ) throws(Bail) {
+        try field(&reader, path(), expected: "an object") { decoder, reader throws(Bail) in
+            try reader.readObject { reader, key throws(Bail) in
+                if try !member(&decoder, &reader, key) { try reader.skipValue() }
             }
         }
     }
 
-    static func syncRequest(_ data: Data) -> SyncRequest? {
-        data.withUnsafeBytes { bytes in
-            var reader = JSONReader(bytes)
-            var replica: ReplicaID?
-            var events: [Event]?
-            var cursor: String??
-            var scopes: [Scope]??
-            var limit: Int??
-            do throws(JSONReader.Bail) {
-                try reader.readObject { reader, key throws(JSONReader.Bail) in
-                    switch key {
-                    case "replica":
-                        guard replica == nil else { throw JSONReader.Bail() }
-                        replica = try reader.readReplica()
-                    case "events":
-                        guard events == nil else { throw JSONReader.Bail() }
-                        events = try Self.events(&reader)
-                    case "cursor":
-                        guard cursor == nil else { throw JSONReader.Bail() }
-                        cursor = .some(try reader.readNull() ? nil : try reader.readString())
-                    case "scopes":
-                        guard scopes == nil else { throw JSONReader.Bail() }
-                        if try reader.readNull() {
-                            scopes = .some(nil)
-                        } else {
-                            var list: [Scope] = []
-                            try reader.readArray { reader throws(JSONReader.Bail) in
-                                guard let scope = try? Scope(try reader.readString()) else {
-                                    throw JSONReader.Bail()
-                                }
-                                list.append(scope)
-                            }
-                            scopes = .some(list)
-                        }
-                    case "limit":
-                        guard limit == nil else { throw JSONReader.Bail() }
-                        if try reader.readNull() {
-                            limit = .some(nil)
-                        } else {
-                            limit = .some(Int(try reader.readInt64()))
-                        }
-                    default:
-                        _ = try reader.readValue()
-                    }
-                }
-                guard reader.atEnd(), let replica, let events else { return nil }
-                return SyncRequest(
-                    replica: replica, events: events, cursor: cursor ?? nil, scopes: scopes ?? nil, limit: limit ?? nil)
-            } catch {
-                return nil
+    private mutating func array(
+        _ reader: inout JSONReader, _ path: @autoclosure () -> String,
+        _ element: (inout BodyDecoder, inout JSONReader, Int) throws(Bail) -> Void
+    ) throws(Bail) {
+        var index = 0
+        try field(&reader, path(), expected: "an array") { decoder, reader throws(Bail) in
+            try reader.readArray { reader throws(Bail) in
+                try element(&decoder, &reader, index)
+                index += 1
             }
         }
     }
 
-    static func events(_ reader: inout JSONReader) throws(JSONReader.Bail) -> [Event] {
+    // MARK: - Bodies
+
+    mutating func pushRequest(_ reader: inout JSONReader) throws(Bail) -> PushRequest {
+        var replica: ReplicaID?
+        var events: [Event]?
+        try object(&reader, "the body") { decoder, reader, key throws(Bail) in
+            switch key {
+            case "replica": replica = try decoder.replica(&reader, "replica")
+            case "events": events = try decoder.events(&reader, "events")
+            default: return false
+            }
+            return true
+        }
+        guard let replica else { throw missing("replica") }
+        guard let events else { throw missing("events") }
+        return PushRequest(replica: replica, events: events)
+    }
+
+    mutating func syncRequest(_ reader: inout JSONReader) throws(Bail) -> SyncRequest {
+        var replica: ReplicaID?
+        var events: [Event]?
+        var cursor: String?
+        var scopes: [Scope]?
+        var limit: Int?
+        try object(&reader, "the body") { decoder, reader, key throws(Bail) in
+            switch key {
+            case "replica": replica = try decoder.replica(&reader, "replica")
+            case "events": events = try decoder.events(&reader, "events")
+            case "cursor":
+                cursor = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.string(&reader, "cursor")
+                }
+            case "scopes":
+                scopes = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    var list: [Scope] = []
+                    try decoder.array(&reader, "scopes") { decoder, reader, index throws(Bail) in
+                        list.append(try decoder.scope(&reader, "scopes[\(index)]"))
+                    }
+                    return list
+                }
+            case "limit":
+                limit = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    Int(try decoder.int64(&reader, "limit"))
+                }
+            default: return false
+            }
+            return true
+        }
+        guard let replica else { throw missing("replica") }
+        guard let events else { throw missing("events") }
+        return SyncRequest(replica: replica, events: events, cursor: cursor, scopes: scopes, limit: limit)
+    }
+
+    mutating func pullResponse(_ reader: inout JSONReader) throws(Bail) -> PullResponse {
+        var events: [Event]?
+        var cursor: String?
+        var hasMore: Bool?
+        try object(&reader, "the body") { decoder, reader, key throws(Bail) in
+            switch key {
+            case "events": events = try decoder.events(&reader, "events")
+            case "cursor": cursor = try decoder.string(&reader, "cursor")
+            case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
+            default: return false
+            }
+            return true
+        }
+        guard let events else { throw missing("events") }
+        guard let cursor else { throw missing("cursor") }
+        guard let hasMore else { throw missing("hasMore") }
+        return PullResponse(events: events, cursor: cursor, hasMore: hasMore)
+    }
+
+    mutating func syncResponse(_ reader: inout JSONReader) throws(Bail) -> SyncResponse {
+        var results: [PushResult]?
+        var events: [Event]?
+        var cursor: String?
+        var hasMore: Bool?
+        try object(&reader, "the body") { decoder, reader, key throws(Bail) in
+            switch key {
+            case "results": results = try decoder.results(&reader)
+            case "events": events = try decoder.events(&reader, "events")
+            case "cursor": cursor = try decoder.string(&reader, "cursor")
+            case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
+            default: return false
+            }
+            return true
+        }
+        guard let results else { throw missing("results") }
+        guard let events else { throw missing("events") }
+        guard let cursor else { throw missing("cursor") }
+        guard let hasMore else { throw missing("hasMore") }
+        return SyncResponse(results: results, events: events, cursor: cursor, hasMore: hasMore)
+    }
+
+    mutating func pushResponse(_ reader: inout JSONReader) throws(Bail) -> PushResponse {
+        var results: [PushResult]?
+        try object(&reader, "the body") { decoder, reader, key throws(Bail) in
+            guard key == "results" else { return false }
+            results = try decoder.results(&reader)
+            return true
+        }
+        guard let results else { throw missing("results") }
+        return PushResponse(results: results)
+    }
+
+    // MARK: - Parts
+
+    private mutating func replica(_ reader: inout JSONReader, _ path: @autoclosure () -> String) throws(Bail)
+        -> ReplicaID
+    {
+        try parsed(&reader, path()) { try ReplicaID(utf8: $0) }
+    }
+
+    private mutating func scope(_ reader: inout JSONReader, _ path: @autoclosure () -> String) throws(Bail) -> Scope {
+        let name = try string(&reader, path())
+        do {
+            return try Scope(name)
+        } catch {
+            throw invalid(path(), (error as? SyncModelsError)?.message ?? "not a scope name")
+        }
+    }
+
+    private mutating func events(_ reader: inout JSONReader, _ path: String) throws(Bail) -> [Event] {
         var events: [Event] = []
-        try reader.readArray { reader throws(JSONReader.Bail) in events.append(try event(&reader)) }
+        try array(&reader, path) { decoder, reader, index throws(Bail) in
+            events.append(try decoder.event(&reader, index))
+        }
         return events
     }
 
-    /// One event; bails on a missing, repeated or doubtful field, and on `receivedAt` (server-written).
-    static func event(_ reader: inout JSONReader) throws(JSONReader.Bail) -> Event {
+    /// One event, as `Event`'s `Codable` conformance reads it.
+    private mutating func event(_ reader: inout JSONReader, _ index: Int) throws(Bail) -> Event {
         var id: EventID?
         var scope: Scope?
         var stream: String?
@@ -103,68 +327,117 @@ enum FastEventDecoding {
         var hlc: HLCTimestamp?
         var dot: Dot?
         var payload: JSONValue?
-        var seq: Int64??
-        try reader.readObject { reader, key throws(JSONReader.Bail) in
+        var seq: Int64?
+        var receivedAt: Date?
+        try object(&reader, "events[\(index)]") { decoder, reader, key throws(Bail) in
             switch key {
-            case "id":
-                guard id == nil else { throw JSONReader.Bail() }
-                id = try reader.readASCIIString { try? EventID(utf8: $0) }
-            case "scope":
-                guard scope == nil, let value = try? Scope(try reader.readString()) else { throw JSONReader.Bail() }
-                scope = value
-            case "stream":
-                guard stream == nil else { throw JSONReader.Bail() }
-                stream = try reader.readString()
-            case "streamVersion":
-                guard streamVersion == nil else { throw JSONReader.Bail() }
-                streamVersion = try reader.readInt64()
-            case "type":
-                guard type == nil else { throw JSONReader.Bail() }
-                type = try reader.readString()
-            case "schemaVersion":
-                guard schemaVersion == nil else { throw JSONReader.Bail() }
-                schemaVersion = Int(try reader.readInt64())
+            case "id": id = try decoder.parsed(&reader, "events[\(index)].id") { try EventID(utf8: $0) }
+            case "scope": scope = try decoder.scope(&reader, "events[\(index)].scope")
+            case "stream": stream = try decoder.string(&reader, "events[\(index)].stream")
+            case "streamVersion": streamVersion = try decoder.int64(&reader, "events[\(index)].streamVersion")
+            case "type": type = try decoder.string(&reader, "events[\(index)].type")
+            case "schemaVersion": schemaVersion = Int(try decoder.int64(&reader, "events[\(index)].schemaVersion"))
             case "hlc":
-                guard hlc == nil else { throw JSONReader.Bail() }
-                hlc = try reader.readASCIIString { try? HLCTimestamp(utf8: $0) }
-            case "dot":
-                guard dot == nil else { throw JSONReader.Bail() }
-                dot = try Self.dot(&reader)
-            case "payload":
-                guard payload == nil else { throw JSONReader.Bail() }
-                payload = try reader.readValue()
+                hlc = try decoder.parsed(&reader, "events[\(index)].hlc") { try HLCTimestamp(utf8: $0) }
+            case "dot": dot = try decoder.dot(&reader, index)
+            case "payload": payload = try reader.readValue()
             case "seq":
-                guard seq == nil else { throw JSONReader.Bail() }
-                seq = .some(try reader.readNull() ? nil : try reader.readInt64())
-            default:
-                // `receivedAt` (a date) and anything unknown: let JSONDecoder judge.
-                throw JSONReader.Bail()
+                seq = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.int64(&reader, "events[\(index)].seq")
+                }
+            case "receivedAt":
+                receivedAt = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    let text = try decoder.string(&reader, "events[\(index)].receivedAt")
+                    guard let date = RFC3339.date(from: text) else {
+                        throw decoder.invalid("events[\(index)].receivedAt", "not an RFC 3339 time")
+                    }
+                    return date
+                }
+            default: return false
             }
+            return true
         }
-        guard let id, let scope, let stream, let streamVersion, let type, let schemaVersion, let hlc, let dot,
-            let payload
-        else { throw JSONReader.Bail() }
+        guard let id else { throw missing("events[\(index)].id") }
+        guard let scope else { throw missing("events[\(index)].scope") }
+        guard let stream else { throw missing("events[\(index)].stream") }
+        guard let streamVersion else { throw missing("events[\(index)].streamVersion") }
+        guard let type else { throw missing("events[\(index)].type") }
+        guard let schemaVersion else { throw missing("events[\(index)].schemaVersion") }
+        guard let hlc else { throw missing("events[\(index)].hlc") }
+        guard let dot else { throw missing("events[\(index)].dot") }
+        guard let payload else { throw missing("events[\(index)].payload") }
         return Event(
             id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,
-            schemaVersion: schemaVersion, hlc: hlc, dot: dot, payload: payload, seq: seq ?? nil)
+            schemaVersion: schemaVersion, hlc: hlc, dot: dot, payload: payload, seq: seq, receivedAt: receivedAt)
     }
 
-    static func dot(_ reader: inout JSONReader) throws(JSONReader.Bail) -> Dot {
+    private mutating func dot(_ reader: inout JSONReader, _ index: Int) throws(Bail) -> Dot {
         var replica: ReplicaID?
-        var counter: Int64?
-        try reader.readObject { reader, key throws(JSONReader.Bail) in
+        var counter: UInt64?
+        try object(&reader, "events[\(index)].dot") { decoder, reader, key throws(Bail) in
             switch key {
-            case "replica":
-                guard replica == nil else { throw JSONReader.Bail() }
-                replica = try reader.readReplica()
+            case "replica": replica = try decoder.replica(&reader, "events[\(index)].dot.replica")
             case "counter":
-                guard counter == nil else { throw JSONReader.Bail() }
-                counter = try reader.readInt64()
-            default:
-                throw JSONReader.Bail()
+                counter = try decoder.field(&reader, "events[\(index)].dot.counter", expected: "an integer") {
+                    _, reader throws(Bail) in try reader.readUInt64()
+                }
+            default: return false
             }
+            return true
         }
-        guard let replica, let counter, counter >= 0 else { throw JSONReader.Bail() }
-        return Dot(replica: replica, counter: UInt64(counter))
+        guard let replica else { throw missing("events[\(index)].dot.replica") }
+        guard let counter else { throw missing("events[\(index)].dot.counter") }
+        return Dot(replica: replica, counter: counter)
+    }
+
+    private mutating func results(_ reader: inout JSONReader) throws(Bail) -> [PushResult] {
+        var results: [PushResult] = []
+        try array(&reader, "results") { decoder, reader, index throws(Bail) in
+            results.append(try decoder.result(&reader, index))
+        }
+        return results
+    }
+
+    /// One push result, as `PushResult`'s `Codable` conformance reads it.
+    private mutating func result(_ reader: inout JSONReader, _ index: Int) throws(Bail) -> PushResult {
+        var id: EventID?
+        var status: PushResult.Status?
+        var seq: Int64?
+        var code: ErrorCode?
+        var message: String?
+        var currentVersion: Int64?
+        try object(&reader, "results[\(index)]") { decoder, reader, key throws(Bail) in
+            switch key {
+            case "id": id = try decoder.parsed(&reader, "results[\(index)].id") { try EventID(utf8: $0) }
+            case "status":
+                let text = try decoder.string(&reader, "results[\(index)].status")
+                guard let value = PushResult.Status(rawValue: text) else {
+                    throw decoder.invalid("results[\(index)].status", "not a status of protocol v1")
+                }
+                status = value
+            case "seq":
+                seq = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.int64(&reader, "results[\(index)].seq")
+                }
+            case "code":
+                code = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    ErrorCode(rawValue: try decoder.string(&reader, "results[\(index)].code"))
+                }
+            case "message":
+                message = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.string(&reader, "results[\(index)].message")
+                }
+            case "currentVersion":
+                currentVersion = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.int64(&reader, "results[\(index)].currentVersion")
+                }
+            default: return false
+            }
+            return true
+        }
+        guard let id else { throw missing("results[\(index)].id") }
+        guard let status else { throw missing("results[\(index)].status") }
+        return PushResult(
+            id: id, status: status, seq: seq, code: code, message: message, currentVersion: currentVersion)
     }
 }

@@ -4,10 +4,14 @@ import SyncModels
 
 /// Encodes and decodes protocol v1 bodies: JSON (with RFC 3339 times), optionally gzip, within limits.
 ///
+/// JSON is read by the one parser of the stack, `JSONReader`, with its one rule set (RFC 8259, nesting up to
+/// 512, repeated keys, invalid UTF-8 and trailing data refused): the bodies that carry events entirely
+/// (`FastEventDecoding`), any other body is checked by it before `JSONDecoder` maps it to its type.
+///
 /// Decoding turns every failure into the `SyncProtocolError` the server answers with: a body that is not
-/// JSON is `request.malformed`; JSON of the wrong shape is `request.invalid` with the path of the offending
-/// field (never its value); a gzip body that is truncated or corrupt is `request.malformed`; one that
-/// inflates past `maxDecompressedBodyBytes` is `request.tooLarge`.
+/// JSON under the rule set is `request.malformed`; JSON of the wrong shape is `request.invalid` with the path
+/// of the offending field (never its value); a gzip body that is truncated or corrupt is `request.malformed`;
+/// one that inflates past `maxDecompressedBodyBytes` is `request.tooLarge`.
 public struct WireCodec: Sendable {
     public var limits: ProtocolLimits
 
@@ -16,8 +20,93 @@ public struct WireCodec: Sendable {
     }
 
     /// The JSON bytes of `value`.
+    ///
+    /// The bodies a client sends events in (`PushRequest`, `SyncRequest`) are written by `JSONWriter`, the
+    /// one writer of the stack: keys sorted, payloads in their canonical form (the bytes the client's log and
+    /// the server's store hold for them; a non-finite double is `null` there as in the log). Anything else
+    /// goes through `JSONEncoder`.
     public func encode<T: Encodable>(_ value: T) throws -> Data {
-        try Self.encoder.encode(value)
+        if let request = value as? PushRequest { return Self.write(request) }
+        if let request = value as? SyncRequest { return Self.write(request) }
+        return try Self.encoder.encode(value)
+    }
+
+    /// `{"events":[…],"replica":"…"}`.
+    static func write(_ request: PushRequest) -> Data {
+        var writer = JSONWriter(capacity: 64 + request.events.count * 400)
+        writer.raw("{\"events\":")
+        write(request.events, to: &writer)
+        writer.raw(",\"replica\":")
+        writer.string(request.replica.description)
+        writer.raw("}")
+        return writer.data
+    }
+
+    /// `{"cursor":…,"events":[…],"limit":…,"replica":"…","scopes":[…]}`, absent fields left out.
+    static func write(_ request: SyncRequest) -> Data {
+        var writer = JSONWriter(capacity: 128 + request.events.count * 400)
+        writer.raw("{")
+        if let cursor = request.cursor {
+            writer.raw("\"cursor\":")
+            writer.string(cursor)
+            writer.raw(",")
+        }
+        writer.raw("\"events\":")
+        write(request.events, to: &writer)
+        if let limit = request.limit {
+            writer.raw(",\"limit\":")
+            writer.int(limit)
+        }
+        writer.raw(",\"replica\":")
+        writer.string(request.replica.description)
+        if let scopes = request.scopes {
+            writer.raw(",\"scopes\":[")
+            for (index, scope) in scopes.enumerated() {
+                if index > 0 { writer.raw(",") }
+                writer.string(scope.name)
+            }
+            writer.raw("]")
+        }
+        writer.raw("}")
+        return writer.data
+    }
+
+    /// Events as `Event`'s `Codable` conformance describes them (absent fields left out), keys sorted.
+    static func write(_ events: [Event], to writer: inout JSONWriter) {
+        writer.raw("[")
+        for (index, event) in events.enumerated() {
+            if index > 0 { writer.raw(",") }
+            writer.raw("{\"dot\":{\"counter\":")
+            writer.int(event.dot.counter)
+            writer.raw(",\"replica\":")
+            writer.string(event.dot.replica.description)
+            writer.raw("},\"hlc\":")
+            writer.string(event.hlc.description)
+            writer.raw(",\"id\":")
+            writer.string(event.id.description)
+            writer.raw(",\"payload\":")
+            writer.value(event.payload)
+            if let receivedAt = event.receivedAt {
+                writer.raw(",\"receivedAt\":")
+                writer.string(RFC3339.string(from: receivedAt))
+            }
+            writer.raw(",\"schemaVersion\":")
+            writer.int(event.schemaVersion)
+            writer.raw(",\"scope\":")
+            writer.string(event.scope.name)
+            if let seq = event.seq {
+                writer.raw(",\"seq\":")
+                writer.int(seq)
+            }
+            writer.raw(",\"stream\":")
+            writer.string(event.stream)
+            writer.raw(",\"streamVersion\":")
+            writer.int(event.streamVersion)
+            writer.raw(",\"type\":")
+            writer.string(event.type)
+            writer.raw("}")
+        }
+        writer.raw("]")
     }
 
     /// Decodes a body as received: checks the size for its coding, inflates gzip with the cap, parses JSON.
@@ -67,9 +156,14 @@ public struct WireCodec: Sendable {
     /// Parses JSON into `type`.
     /// - Throws: `SyncProtocolError` `request.malformed` or `request.invalid`.
     public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(SyncProtocolError) -> T {
-        // The event-carrying bodies have a fast path that yields exactly what JSONDecoder would, or nil.
-        if T.self == PushRequest.self, let request = FastEventDecoding.pushRequest(data) as? T { return request }
-        if T.self == SyncRequest.self, let request = FastEventDecoding.syncRequest(data) as? T { return request }
+        // The bodies that carry events (and so payloads) are read by `JSONReader` alone.
+        if T.self == PushRequest.self { return try FastEventDecoding.pushRequest(data) as! T }
+        if T.self == SyncRequest.self { return try FastEventDecoding.syncRequest(data) as! T }
+        if T.self == SyncResponse.self { return try FastEventDecoding.syncResponse(data) as! T }
+        if T.self == PullResponse.self { return try FastEventDecoding.pullResponse(data) as! T }
+        if T.self == PushResponse.self { return try FastEventDecoding.pushResponse(data) as! T }
+        // Others: the rule set decides whether the body is JSON, `JSONDecoder` only maps it to `type`.
+        try FastEventDecoding.validate(data)
         do {
             return try Self.decoder.decode(type, from: data)
         } catch let error as DecodingError {

@@ -27,8 +27,21 @@ import Testing
     }
 
     @Test func notJSONIsMalformed() {
-        #expect(throws: SyncProtocolError(.requestMalformed, "the body is not valid JSON")) {
+        #expect(throws: SyncProtocolError(.requestMalformed, "the body is not valid JSON (unexpected end at byte 11)"))
+        {
             try WireCodec().decode(PushRequest.self, from: Data("{\"replica\":".utf8))
+        }
+        // Bodies without events go through `JSONDecoder`, after the same rule set.
+        for body in [
+            #"{"error":{"code":"a","message":"b","code":"c"}}"#, "{\"error\":{}} x",
+            "[" + String(repeating: "[", count: 600),
+        ] {
+            #expect(throws: SyncProtocolError.self) { try WireCodec().decode(ErrorBody.self, from: Data(body.utf8)) }
+            do {
+                _ = try WireCodec().decode(ErrorBody.self, from: Data(body.utf8))
+            } catch {
+                #expect(error.code == .requestMalformed, "\(body.prefix(40))")
+            }
         }
     }
 

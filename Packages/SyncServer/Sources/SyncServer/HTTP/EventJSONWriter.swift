@@ -6,16 +6,21 @@ import SyncProtocol
 ///
 /// The output is what `JSONEncoder` would write for `PullResponse` / `SyncResponse` (field names of
 /// PROTOCOL.md, RFC 3339 times), but the payload text PostgreSQL returns is copied in as is instead of
-/// being parsed into `JSONValue` and encoded again. Tests decode it with `WireCodec` to hold it to that.
+/// being parsed into `JSONValue` and encoded again (it was written by `PayloadEncoder`, canonical). Strings
+/// and numbers go through `JSONWriter`, the one writer and string escaper of the stack. Tests decode it with
+/// `WireCodec` to hold it to that.
 struct EventJSONWriter {
-    private(set) var bytes: [UInt8] = []
+    private var writer: JSONWriter
     /// Events of one push share their commit time: formatting it once per distinct time saves most of the
     /// date formatting of a page.
     private var lastTime: (Date, String)?
 
     init(capacity: Int = 4096) {
-        bytes.reserveCapacity(capacity)
+        writer = JSONWriter(capacity: capacity)
     }
+
+    /// The bytes written so far.
+    var bytes: [UInt8] { writer.bytes }
 
     /// `{"results":[…]}`, the answer to a push.
     static func pushResponse(_ results: [PushResult]) -> [UInt8] {
@@ -51,7 +56,7 @@ struct EventJSONWriter {
 
     mutating func event(_ event: StoredEvent) {
         raw("{\"dot\":{\"counter\":")
-        raw(String(UInt64(bitPattern: event.dotCounter)))
+        writer.int(UInt64(bitPattern: event.dotCounter))
         raw(",\"replica\":")
         string(event.dotReplica)
         raw("},\"hlc\":")
@@ -69,15 +74,15 @@ struct EventJSONWriter {
             string(text)
         }
         raw(",\"schemaVersion\":")
-        raw(String(event.schemaVersion))
+        writer.int(Int64(event.schemaVersion))
         raw(",\"scope\":")
         string(event.scope.name)
         raw(",\"seq\":")
-        raw(String(event.seq))
+        writer.int(event.seq)
         raw(",\"stream\":")
         string(event.stream)
         raw(",\"streamVersion\":")
-        raw(String(event.streamVersion))
+        writer.int(event.streamVersion)
         raw(",\"type\":")
         string(event.type)
         raw("}")
@@ -94,7 +99,7 @@ struct EventJSONWriter {
             string(result.status.rawValue)
             if let seq = result.seq {
                 raw(",\"seq\":")
-                raw(String(seq))
+                writer.int(seq)
             }
             if let code = result.code {
                 raw(",\"code\":")
@@ -106,7 +111,7 @@ struct EventJSONWriter {
             }
             if let currentVersion = result.currentVersion {
                 raw(",\"currentVersion\":")
-                raw(String(currentVersion))
+                writer.int(currentVersion)
             }
             raw("}")
         }
@@ -114,30 +119,11 @@ struct EventJSONWriter {
     }
 
     mutating func raw(_ text: String) {
-        bytes.append(contentsOf: text.utf8)
+        writer.raw(text)
     }
 
-    /// A JSON string literal: quotes, backslashes and control characters escaped, everything else as UTF-8.
+    /// A JSON string literal, escaped by `JSONWriter` (the one escaper).
     mutating func string(_ text: String) {
-        bytes.append(UInt8(ascii: "\""))
-        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            bytes.append(contentsOf: text.utf8)
-            bytes.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): raw("\\\"")
-            case UInt8(ascii: "\\"): raw("\\\\")
-            case 0x0A: raw("\\n")
-            case 0x0D: raw("\\r")
-            case 0x09: raw("\\t")
-            case 0x00..<0x20:
-                let hex = String(byte, radix: 16)
-                raw("\\u00" + (hex.count == 1 ? "0" + hex : hex))
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        writer.string(text)
     }
 }

@@ -1,63 +1,43 @@
 import SyncModels
 import SyncProtocol
 
-/// Turns an event's `JSONValue` payload into the JSON text stored in the `jsonb` column.
+/// Turns an event's `JSONValue` payload into the JSON text stored in the `events.payload` column (`json`,
+/// kept verbatim): its canonical bytes, written by `JSONWriter`, the same bytes the client stores for it.
 ///
-/// Faster than `JSONEncoder` for this one shape, and it checks what PostgreSQL's `jsonb` would refuse:
-/// U+0000 inside a string or key, which is valid JSON but cannot be stored, is an `event.invalid`
-/// rejection rather than a database error.
+/// It refuses what the column would refuse or what is too large: U+0000 inside a string or key, which is
+/// valid JSON but cannot be stored by PostgreSQL, is an `event.invalid` rejection rather than a database
+/// error; text past `maxBytes` is `request.tooLarge`.
 struct PayloadEncoder {
     enum Failure: Error, Equatable {
         case containsNul
         case tooLarge
     }
 
-    private var writer = EventJSONWriter(capacity: 256)
-    private let maxBytes: Int
-
-    init(maxBytes: Int) {
-        self.maxBytes = maxBytes
-    }
-
-    /// The JSON text of `value`.
-    /// - Throws: `Failure.containsNul`, or `Failure.tooLarge` once the text passes `maxBytes`.
+    /// The canonical JSON text of `value`.
+    /// - Throws: `Failure.tooLarge` when the text is longer than `maxBytes`, else `Failure.containsNul`
+    ///   when a string or key holds U+0000.
     static func encode(_ value: JSONValue, maxBytes: Int) throws(Failure) -> String {
-        var encoder = PayloadEncoder(maxBytes: maxBytes)
-        try encoder.write(value)
-        return String(decoding: encoder.writer.bytes, as: UTF8.self)
+        var writer = JSONWriter(capacity: 256)
+        writer.value(value)
+        guard writer.count <= maxBytes else { throw .tooLarge }
+        let bytes = writer.bytes
+        if containsEscapedNul(bytes) { throw .containsNul }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
-    private mutating func write(_ value: JSONValue) throws(Failure) {
-        switch value {
-        case .null: writer.raw("null")
-        case .bool(let flag): writer.raw(flag ? "true" : "false")
-        case .int(let number): writer.raw(String(number))
-        case .double(let number): writer.raw(number.isFinite ? "\(number)" : "null")
-        case .string(let text): try string(text)
-        case .array(let items):
-            writer.raw("[")
-            for (index, item) in items.enumerated() {
-                if index > 0 { writer.raw(",") }
-                try write(item)
+    /// Whether canonical JSON holds U+0000: the writer escapes it as `\u0000`. A backslash appears only
+    /// inside strings, always as the first byte of a two-byte escape or of `\uXXXX`, so escapes are read in
+    /// pairs and an escaped backslash followed by `u0000` is not mistaken for one.
+    static func containsEscapedNul(_ bytes: [UInt8]) -> Bool {
+        var index = 0
+        while let backslash = bytes[index...].firstIndex(of: UInt8(ascii: "\\")) {
+            if bytes[backslash + 1] == UInt8(ascii: "u"),
+                bytes[backslash + 2..<backslash + 6].elementsEqual("0000".utf8)
+            {
+                return true
             }
-            writer.raw("]")
-        case .object(let members):
-            writer.raw("{")
-            var first = true
-            for (key, member) in members {
-                if !first { writer.raw(",") }
-                first = false
-                try string(key)
-                writer.raw(":")
-                try write(member)
-            }
-            writer.raw("}")
+            index = backslash + 2
         }
-        if writer.bytes.count > maxBytes { throw .tooLarge }
-    }
-
-    private mutating func string(_ text: String) throws(Failure) {
-        if text.utf8.contains(0) { throw .containsNul }
-        writer.string(text)
+        return false
     }
 }
