@@ -46,6 +46,7 @@ let package = Package(
             name: "SyncModelsTests",
             dependencies: [
                 .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Packages/SyncModels/Tests/SyncModelsTests",
@@ -162,6 +163,8 @@ let package = Package(
             name: "SyncProtocolTests",
             dependencies: [
                 .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
             ],
             path: "Packages/SyncProtocol/Tests/SyncProtocolTests"
@@ -223,6 +226,7 @@ let package = Package(
                 .product(name: "EditingTraces", package: "SyncCRDT"),
                 .product(name: "SyncModels", package: "SyncModels"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
                 // rebuild
                 .product(name: "NotesDomain", package: "NotesDomain"),
                 .product(name: "NotesStore", package: "NotesDomain"),

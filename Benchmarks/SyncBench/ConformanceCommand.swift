@@ -2,6 +2,7 @@ import ArgumentParser
 import EditingTraces
 import Foundation
 import SyncCRDT
+import SyncTestSupport
 
 /// `sync-bench conformance FILE`: the 1,000 Eg-walker conformance histories. Each case's operations are made
 /// by replicas at their transactions' parent versions, then delivered to fresh replicas in `--orders` random

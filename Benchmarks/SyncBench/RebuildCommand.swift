@@ -6,6 +6,7 @@ import NotesStore
 import SyncCRDT
 import SyncEventStore
 import SyncModels
+import SyncTestSupport
 
 /// `sync-bench rebuild --events N`: builds a log of N reference-domain (Notes) events, then times a full
 /// rebuild of the notes projection against a plain SQLite insert of the same rows in one transaction,
@@ -223,19 +224,6 @@ extension UUID {
             raw[8] = raw[8] & 0x3F | 0x80
             return UUID(uuid: raw.load(as: uuid_t.self))
         }
-    }
-}
-
-/// A small seeded generator, so workloads are the same run after run.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

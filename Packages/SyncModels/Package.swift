@@ -7,19 +7,10 @@ let package = Package(
     products: [
         .library(name: "SyncModels", targets: ["SyncModels"])
     ],
-    dependencies: [
-        .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1")
-    ],
     targets: [
-        .target(name: "SyncModels"),
-        .testTarget(
-            name: "SyncModelsTests",
-            dependencies: [
-                "SyncModels",
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ],
-            exclude: ["Fixtures"]
-        ),
+        .target(name: "SyncModels")
+        // The tests (Tests/SyncModelsTests) are declared once, in the repository's root Package.swift, which
+        // runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

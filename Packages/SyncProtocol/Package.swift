@@ -10,7 +10,6 @@ let package = Package(
     dependencies: [
         .package(path: "../SyncModels"),
         .package(path: "../SyncCompression"),
-        .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", exact: "6.4.0"),
     ],
     targets: [
         .target(
@@ -19,14 +18,9 @@ let package = Package(
                 .product(name: "SyncModels", package: "SyncModels"),
                 .product(name: "SyncCompression", package: "SyncCompression"),
             ]
-        ),
-        .testTarget(
-            name: "SyncProtocolTests",
-            dependencies: [
-                "SyncProtocol",
-                .product(name: "OpenAPIKit", package: "OpenAPIKit"),
-            ]
-        ),
+        )
+        // The tests (Tests/SyncProtocolTests) are declared once, in the repository's root Package.swift, which
+        // runs every package's tests with one build.
     ],
     swiftLanguageModes: [.v6]
 )

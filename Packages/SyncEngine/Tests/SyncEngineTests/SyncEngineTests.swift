@@ -1,6 +1,6 @@
 import Foundation
-import SyncEventStore
 import SyncEngineTesting
+import SyncEventStore
 import SyncEventStoreTestSupport
 import SyncModels
 import SyncProtocol

@@ -1,10 +1,10 @@
 import Foundation
 import GRDB
 import SyncEventStoreTestSupport
+import SyncModels
 import Testing
 
 @testable import SyncEventStore
-import SyncModels
 
 @Suite struct EventStoreDurabilityTests {
     /// A child process appends batches of 10 events in a loop and is killed (`_exit`, no cleanup) at a random

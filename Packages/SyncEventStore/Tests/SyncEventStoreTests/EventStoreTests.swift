@@ -1,10 +1,10 @@
 import Foundation
 import GRDB
 import SyncEventStoreTestSupport
+import SyncModels
 import Testing
 
 @testable import SyncEventStore
-import SyncModels
 
 @Suite struct EventStoreTests {
     @Test func appendAssignsIdentityClocksAndVersionsAndAppliesProjectionsInTheSameTransaction() async throws {

@@ -1,11 +1,11 @@
 import Foundation
 import GRDB
 import SyncEventStoreTestSupport
+import SyncModels
 import Synchronization
 import Testing
 
 @testable import SyncEventStore
-import SyncModels
 
 /// `applySyncResponse`: one server answer in one transaction.
 @Suite struct SyncResponseTests {

@@ -1,4 +1,5 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 @testable import SyncModels
@@ -212,23 +213,17 @@ import Testing
 /// Random `JSONValue`s: nested, strings with escapes, controls, combining marks and astral characters,
 /// integers at the `Int64` bounds, doubles of every magnitude (SplitMix64, so a seed replays a run).
 struct JSONGenerator {
-    var state: UInt64
+    var random: SplitMix64
     /// Whether doubles may be NaN or infinite (written as null).
     var nonFinite = false
     /// Whether doubles may be -0.0 (written as 0).
     var negativeZero = true
 
     init(seed: UInt64) {
-        state = seed
+        random = SplitMix64(seed: seed)
     }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { random.next() }
 
     mutating func int(_ range: ClosedRange<Int>) -> Int {
         range.lowerBound + Int(next() % UInt64(range.count))

@@ -1,5 +1,6 @@
 import Foundation
 import SyncModels
+import SyncTestSupport
 import Testing
 
 @testable import SyncProtocol
@@ -259,15 +260,5 @@ extension Data {
     }
 }
 
-/// A small seeded generator so a failing round can be replayed from the printed seed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// SplitMix64 (SyncTestSupport), so a failing round can be replayed from the printed seed.
+typealias SplitMix = SplitMix64
