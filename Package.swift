@@ -232,8 +232,9 @@ let package = Package(
                 .product(name: "NotesStore", package: "NotesDomain"),
                 .product(name: "SyncEventStore", package: "SyncEventStore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // push, pg-baseline
+                // push, pg-baseline, bootstrap
                 .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "SyncEngine", package: "SyncEngine"),
                 .product(name: "SyncCompression", package: "SyncCompression"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

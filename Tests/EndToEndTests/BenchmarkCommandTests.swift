@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-/// `sync-bench rebuild` runs end to end on a small log and prints the JSON its users read.
+/// `sync-bench rebuild` and `sync-bench bootstrap` run end to end on small logs and print the JSON their
+/// users read (a smoke run: the numbers are not judged here).
 @Suite struct BenchmarkCommandTests {
     struct RebuildResult: Decodable {
         var events: Int
@@ -33,5 +34,46 @@ import Testing
                 "--workers", "1",
             ])
         #expect(existing.contains("(610 events) on 1 threads"), "\(existing)")
+    }
+
+    struct BootstrapResult: Decodable {
+        struct Push: Decodable { var events: Int }
+        struct Device: Decodable {
+            var events: Int
+            var eventsPerSecond: Double
+            var tenths: [Double]
+            var rounds: Int
+            var edits: Int
+        }
+        struct Baseline: Decodable {
+            var pages: Int
+            var events: Int
+        }
+        struct Outbox: Decodable { var events: Int }
+        var push: Push?
+        var device: Device
+        var baseline: Baseline
+        var outbox: Outbox?
+    }
+
+    @Test func bootstrapBenchmarkPullsALogIntoAFreshDeviceAndDrainsAnOutbox() async throws {
+        let stack = try await Stack()
+        let scopes = (0..<2).map { "bench-\($0)" } + ["bench-outbox"]
+        let token = try stack.token(sub: "bench", scopes: scopes)
+        let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
+        let output = try Stack.run(
+            bench,
+            [
+                "bootstrap", "--server", stack.serverURL, "--token", token, "--events", "3000", "--scopes", "2",
+                "--notes", "50", "--page-size", "100", "--min-page-size", "50", "--outbox", "600", "--json",
+            ])
+        let line = try #require(output.split(separator: "\n").last)
+        let result = try JSONDecoder().decode(BootstrapResult.self, from: Data(line.utf8))
+        #expect(result.push?.events == 3000)
+        // The device also pulls back the note it wrote itself and its edits while it ran.
+        #expect(result.device.events >= 3000 && result.device.eventsPerSecond > 0)
+        #expect(result.device.tenths.count == 10 && result.device.rounds >= 30)
+        #expect(result.baseline.pages == result.device.rounds && result.baseline.events >= 3000)
+        #expect(result.outbox?.events == 600)
     }
 }

@@ -5,6 +5,7 @@ import NotesDomain
 import SyncEventStore
 import SyncModels
 import SyncStorage
+import Synchronization
 
 /// The `notes` projection: per note, its CRDT state (`state`, the binary form of `NoteState`; rows written
 /// before it hold canonical JSON, which still reads) and plain read
@@ -24,9 +25,16 @@ public struct NotesProjection: RowReplayingProjection {
     /// rebuilt note exactly as incremental application left it.
     public var replayOrder: ReplayOrder { .arrival }
 
-    /// - Parameter workers: threads for long replays; by default one per active processor, at most 8.
-    public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount) {
+    /// Decoded states of the notes as this store's writer left them, so that a page of pulled events does
+    /// not decode again the notes the page before it touched (see `NoteStateCache`).
+    let cache: NoteStateCache
+
+    /// - Parameters:
+    ///   - workers: threads for long replays; by default one per active processor, at most 8.
+    ///   - cachedNotes: decoded note states kept between writes (0 turns the cache off).
+    public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount, cachedNotes: Int = 20_000) {
         self.workers = max(1, min(workers, 8))
+        self.cache = NoteStateCache(capacity: cachedNotes)
     }
 
     static let columns = "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state"
@@ -56,10 +64,12 @@ public struct NotesProjection: RowReplayingProjection {
     }
 
     public func apply(_ events: [StoredEvent], in db: Database) throws {
+        try cache.begin(db)
         var notes = NotesWorkingSet()
-        try notes.load(for: events, from: db)
+        try notes.load(for: events, from: db, cache: cache)
         notes.apply(events)
         try notes.save(to: db)
+        cache.store(notes.notes)
     }
 
     /// Keeps every touched note's state in memory for the whole replay and saves each note once at the end,
@@ -67,6 +77,7 @@ public struct NotesProjection: RowReplayingProjection {
     public func applyStream(
         _ batches: (_ consume: ([StoredEvent]) throws -> Void) throws -> Void, in db: Database
     ) throws {
+        cache.clear()
         var notes = NotesWorkingSet()
         try batches { events in
             try notes.load(for: events, from: db)
@@ -81,6 +92,7 @@ public struct NotesProjection: RowReplayingProjection {
     public func replay(
         _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database
     ) throws {
+        cache.clear()
         var notes = NotesWorkingSet()
         let pipeline = NotesReplayPipeline(workers: workers)
         defer {
@@ -110,6 +122,7 @@ public struct NotesProjection: RowReplayingProjection {
     }
 
     public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
+        cache.clear()
         if let streams {
             let ids = streams.compactMap { NoteID($0)?.description }
             guard !ids.isEmpty else { return }
@@ -226,11 +239,18 @@ struct NotesWorkingSet {
         try row.withUnsafeData(atIndex: index) { data in try NoteState(stored: data.map { [UInt8]($0) } ?? []) }
     }
 
-    /// Loads, in a few queries, the stored state of the notes `events` touch that are not loaded yet.
-    mutating func load(for events: [StoredEvent], from db: Database) throws {
+    /// Loads, in a few queries, the stored state of the notes `events` touch that are not loaded yet (from
+    /// `cache` when it holds them).
+    mutating func load(for events: [StoredEvent], from db: Database, cache: NoteStateCache? = nil) throws {
         var missing: [String: NoteID] = [:]
         for stored in events where stored.event.type.hasPrefix(NoteEventType.prefix) {
-            if let key = NoteID(stored.event.stream), slots[key] == nil { missing[key.description] = key }
+            guard let key = NoteID(stored.event.stream), slots[key] == nil, missing[key.description] == nil
+            else { continue }
+            if let cached = cache?.note(key) {
+                add(Note(key: key, scope: cached.scope, state: cached.state))
+            } else {
+                missing[key.description] = key
+            }
         }
         guard !missing.isEmpty else { return }
         var loaded: [String: (scope: String, state: NoteState)] = [:]
@@ -270,5 +290,71 @@ struct NotesWorkingSet {
                 try rows.produce(workers: workers) { row in try insert.execute(row) }
             }
         }
+    }
+}
+
+/// Decoded note states, as the last transaction of this store's writer left them in the `notes` table.
+///
+/// Applying a page of pulled events touches a few hundred notes; loading each of them from its row means
+/// decoding its whole CRDT state, which was the largest single cost of applying a page (a quarter of it,
+/// measured with `sync-bench bootstrap`). The cache keeps the states the writer just saved, so the next page
+/// finds most of them decoded.
+///
+/// It never serves a state the table does not hold:
+/// - it is written as the rows are (inside the transaction), and emptied when that transaction rolls back;
+/// - it is emptied when another connection (another process on the same file) has committed since it was
+///   filled, which SQLite's `PRAGMA data_version` tells;
+/// - it is emptied by every other way the projection changes rows (rebuilds, catch-up, snapshot restores);
+/// - past `capacity` notes it is emptied rather than evicting one by one.
+final class NoteStateCache: Sendable {
+    struct Entry: Sendable {
+        var scope: String?
+        var state: NoteState
+    }
+
+    private struct Storage: Sendable {
+        var dataVersion: Int64?
+        var notes: [NoteID: Entry] = [:]
+    }
+
+    let capacity: Int
+    private let storage = Mutex(Storage())
+
+    init(capacity: Int) {
+        self.capacity = max(0, capacity)
+    }
+
+    /// Called at the start of each incremental apply, inside the writer's transaction: drops everything if
+    /// another connection committed since the cache was filled, and empties the cache if this transaction
+    /// rolls back.
+    func begin(_ db: Database) throws {
+        guard capacity > 0 else { return }
+        let version = try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+        storage.withLock { storage in
+            if storage.dataVersion != version {
+                storage.notes.removeAll()
+                storage.dataVersion = version
+            }
+        }
+        db.afterNextTransaction(onCommit: { _ in }, onRollback: { [weak self] _ in self?.clear() })
+    }
+
+    func note(_ key: NoteID) -> Entry? {
+        storage.withLock { $0.notes[key] }
+    }
+
+    /// Keeps the states just saved.
+    func store(_ notes: [NotesWorkingSet.Note]) {
+        guard capacity > 0 else { return }
+        storage.withLock { storage in
+            if storage.notes.count + notes.count > capacity { storage.notes.removeAll() }
+            for note in notes where notes.count <= capacity {
+                storage.notes[note.key] = Entry(scope: note.scope, state: note.state)
+            }
+        }
+    }
+
+    func clear() {
+        storage.withLock { $0.notes.removeAll() }
     }
 }

@@ -16,8 +16,17 @@ public final class SyncEngine: Sendable {
     public struct Configuration: Sendable {
         /// Scopes to pull; nil pulls every scope in the token.
         public var scopes: [Scope]?
-        /// Events per pulled page.
+        /// Events per pulled page at the start of a cycle. While pages come back full and applying one takes
+        /// less than half of `applyBudget`, the next page asks for twice as many, up to `maxPageSize`; a page
+        /// that takes longer than `applyBudget` to apply halves it, down to `minPageSize`.
         public var pageSize = 500
+        /// The smallest page the engine shrinks to.
+        public var minPageSize = 100
+        /// The largest page the engine asks for (the protocol's maximum is 5,000).
+        public var maxPageSize = 5_000
+        /// How long applying one page may hold the store's write lock. Local writes wait for it: it bounds
+        /// the latency an edit sees while a long pull (a new device, a week offline) runs.
+        public var applyBudget: Duration = .milliseconds(12)
         public var batch = PushBatchPolicy()
         public var debounce: Duration = .milliseconds(250)
         public var backoff = BackoffPolicy()
@@ -25,6 +34,11 @@ public final class SyncEngine: Sendable {
         public var interval: Duration? = .seconds(30)
         /// A bound on round trips per cycle, so a cycle always ends.
         public var maxRoundsPerCycle = 10_000
+        /// How much of the sync journal the device keeps.
+        public var journal = SyncJournal.Bounds()
+        /// Called after each round trip's answer is applied, with what it did and where its time went (for
+        /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.
+        public var onRound: (@Sendable (SyncRound) -> Void)?
 
         public init(scopes: [Scope]? = nil) {
             self.scopes = scopes
@@ -44,7 +58,7 @@ public final class SyncEngine: Sendable {
         self.store = store
         self.transport = transport
         self.configuration = configuration
-        self.journal = try SyncJournal(database: store.database)
+        self.journal = try SyncJournal(database: store.database, bounds: configuration.journal)
     }
 
     /// The current status.
@@ -97,37 +111,114 @@ public final class SyncEngine: Sendable {
         }
     }
 
+    /// One round trip's request: a push batch and where to pull from.
+    struct Plan: Sendable {
+        var batch: [StoredEvent]
+        /// The outbox position the batch was read after; the next batch is read after the last of this one.
+        var after: Int64
+        var cursor: String?
+        var limit: Int
+
+        var lastPosition: Int64 { batch.last?.position ?? after }
+    }
+
+    /// Round trips until the outbox is empty and the server has nothing more, pipelined: as soon as an answer
+    /// arrives, the next request (the outbox after this batch, the cursor of this answer) goes out, and this
+    /// answer is applied while the server works on that one. Only the engine writes answers, one at a time
+    /// and in order, and a cursor is stored only with the page it belongs to: a crash at any point leaves
+    /// the store at the end of an applied answer, and the next cycle resumes from there (a request that was
+    /// in flight is sent again; pushes are deduplicated by event id).
     private func cycle() async throws(SyncFailure) {
+        var limit = max(1, configuration.pageSize)
+        var plan = try await makePlan(after: 0, cursor: nil, fromStore: true, limit: limit)
+        var fetch = send(plan)
+        defer { fetch.cancel() }
+        let firstBatch = plan.batch.count
+        await updateStatus { $0.inFlight = firstBatch }
+        var lastApply: Duration? = nil
         for _ in 0..<configuration.maxRoundsPerCycle {
-            let (batch, cursor) = try await local { () async throws -> ([StoredEvent], String?) in
-                let pending = try await self.store.pendingEvents(limit: self.configuration.batch.maxEvents)
-                // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes): close enough
-                // to bound a batch, without encoding every event a second time.
-                let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
-                let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
-                return (Array(pending.prefix(first)), try await self.store.cursor())
-            }
-            await updateStatus { $0.inFlight = batch.count }
-            let request = SyncRequest(
-                replica: store.replica, events: batch.map(\.event), cursor: cursor, scopes: configuration.scopes,
-                limit: configuration.pageSize)
-            let exchange = try await transport.sync(request)
+            let waitStart = ContinuousClock.now
+            let (exchange, roundTrip) = try await fetch.value.get()
+            let waited = ContinuousClock.now - waitStart
             let response = exchange.response
-            guard response.results.count == batch.count else {
+            guard response.results.count == plan.batch.count else {
                 throw .retryable(
-                    reason: "the server answered \(response.results.count) results for \(batch.count) events",
+                    reason: "the server answered \(response.results.count) results for \(plan.batch.count) events",
                     retryAfter: nil)
             }
-            try await apply(response, pushed: batch)
+            limit = nextPageSize(
+                after: limit, full: response.hasMore && response.events.count >= plan.limit,
+                lastApply: lastApply)
+            let next = try await makePlan(
+                after: plan.lastPosition, cursor: response.cursor, fromStore: false, limit: limit)
+            let more = !next.batch.isEmpty || response.hasMore
+            if more { fetch = send(next) }
+            let applyStart = ContinuousClock.now
+            let outcome = try await apply(response, pushed: plan.batch)
+            lastApply = ContinuousClock.now - applyStart
             await updateStatus {
                 $0.traffic += exchange.traffic
-                $0.inFlight = 0
+                $0.inFlight = more ? next.batch.count : 0
             }
-            if batch.isEmpty && !response.hasMore { return }
+            configuration.onRound?(
+                SyncRound(
+                    pushed: plan.batch.count, acknowledged: outcome.acknowledged, rejected: outcome.rolledBack.count,
+                    pulled: response.events.count, inserted: outcome.pulled.inserted, pageLimit: plan.limit,
+                    hasMore: response.hasMore, roundTrip: roundTrip, waited: waited, apply: lastApply ?? .zero,
+                    traffic: exchange.traffic))
+            if !more { return }
+            plan = next
         }
     }
 
-    private func apply(_ response: SyncResponse, pushed batch: [StoredEvent]) async throws(SyncFailure) {
+    /// The page size of the next request: doubled while pages come back full and the last apply took less
+    /// than half the budget, halved when it took more than the budget.
+    private func nextPageSize(after limit: Int, full: Bool, lastApply: Duration?) -> Int {
+        // Nothing applied yet in this cycle: no measure to decide on.
+        guard let lastApply else { return limit }
+        let floor = max(1, min(configuration.minPageSize, configuration.pageSize))
+        let ceiling = max(configuration.pageSize, configuration.maxPageSize)
+        if lastApply > configuration.applyBudget { return max(floor, limit / 2) }
+        if full && lastApply * 2 < configuration.applyBudget { return min(ceiling, limit * 2) }
+        return limit
+    }
+
+    /// The next request: pending events after `after` (cut by the push policy) and the cursor to pull from
+    /// (the stored one when `fromStore`).
+    private func makePlan(after: Int64, cursor: String?, fromStore: Bool, limit: Int) async throws(SyncFailure)
+        -> Plan
+    {
+        try await local { () async throws -> Plan in
+            let pending = try await self.store.pendingEvents(after: after, limit: self.configuration.batch.maxEvents)
+            // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes): close enough
+            // to bound a batch, without encoding every event a second time.
+            let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
+            let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
+            let cursor = fromStore ? try await self.store.cursor() : cursor
+            return Plan(batch: Array(pending.prefix(first)), after: after, cursor: cursor, limit: limit)
+        }
+    }
+
+    /// Sends `plan` in a task of its own, so the engine applies the answer before while it travels.
+    private func send(_ plan: Plan) -> Task<Result<(TransportExchange, Duration), SyncFailure>, Never> {
+        let request = SyncRequest(
+            replica: store.replica, events: plan.batch.map(\.event), cursor: plan.cursor, scopes: configuration.scopes,
+            limit: plan.limit)
+        let transport = transport
+        return Task {
+            let start = ContinuousClock.now
+            do throws(SyncFailure) {
+                let exchange = try await transport.sync(request)
+                return .success((exchange, ContinuousClock.now - start))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    private func apply(_ response: SyncResponse, pushed batch: [StoredEvent]) async throws(SyncFailure)
+        -> EventStore.SyncResponseOutcome
+    {
         var acknowledged: [EventID: Int64] = [:]
         var rejections: [EventID: StoredEvent.Rejection] = [:]
         for result in response.results {
@@ -144,21 +235,24 @@ public final class SyncEngine: Sendable {
             try await self.store.applySyncResponse(
                 acknowledged: acknowledged, rejected: rejections, pulled: response.events, cursor: response.cursor)
         }
+        // One journal write for the whole answer.
         let pulled = outcome.pulled
+        var entries: [(String, String)] = []
         if !batch.isEmpty {
-            await journal.record(
-                "push.ok", "\(outcome.acknowledged) acknowledged, \(outcome.rolledBack.count) rejected")
+            entries.append(("push.ok", "\(outcome.acknowledged) acknowledged, \(outcome.rolledBack.count) rejected"))
         }
         for event in outcome.rolledBack {
-            await journal.record(
-                "rejection",
-                "\(event.event.id) \(event.event.type): \(event.rejection?.code ?? "") \(event.rejection?.message ?? "")"
-            )
+            entries.append(
+                (
+                    "rejection",
+                    "\(event.event.id) \(event.event.type): \(event.rejection?.code ?? "") \(event.rejection?.message ?? "")"
+                ))
         }
         if !response.events.isEmpty {
-            await journal.record(
-                "pull.ok", "\(pulled.inserted) new, \(pulled.confirmedLocal + pulled.alreadyKnown) known")
+            entries.append(("pull.ok", "\(pulled.inserted) new, \(pulled.confirmedLocal + pulled.alreadyKnown) known"))
         }
+        await journal.record(entries)
+        return outcome
     }
 
     /// Runs store work, turning a local database failure into a permanent sync failure.

@@ -4,8 +4,12 @@ import SyncModels
 import SyncStorage
 
 /// The local record of every sync step (start, push ok, pull ok, rejection, retry, pause, reset), kept in
-/// the replica's own database for support: `export()` gives it as JSON Lines. Keeps the newest
-/// `capacity` entries.
+/// the replica's own database for support: `export()` gives it as JSON Lines.
+///
+/// Bounded by count and by age (`Bounds`): a device that syncs every few seconds for years keeps the same
+/// few thousand rows, and writing an entry costs the same on the first day as on the last. Old entries are
+/// trimmed every `trimInterval` writes, by the primary key (ids grow with time), so a trim touches only
+/// the rows it deletes plus at most `trimInterval` newer ones.
 public struct SyncJournal: Sendable {
     public struct Entry: Codable, Sendable, Hashable {
         public var at: Date
@@ -13,13 +17,35 @@ public struct SyncJournal: Sendable {
         public var detail: String
     }
 
+    /// How much of the journal is kept.
+    public struct Bounds: Sendable, Hashable {
+        /// The newest entries kept, at most (plus up to `trimInterval` written since the last trim).
+        public var maxEntries: Int
+        /// Entries older than this are dropped at the next trim.
+        public var maxAge: Duration
+
+        public init(maxEntries: Int = 10_000, maxAge: Duration = .seconds(30 * 24 * 3600)) {
+            precondition(maxEntries > 0, "the journal keeps at least one entry")
+            self.maxEntries = maxEntries
+            self.maxAge = maxAge
+        }
+    }
+
+    /// Writes between two trims.
+    static let trimInterval: Int64 = 100
+
     let database: SyncDatabase
-    let capacity: Int
+    public let bounds: Bounds
+    /// The wall clock entries are stamped with (a test moves it to age entries).
+    let now: @Sendable () -> Date
 
     /// Opens the journal in `database` (creating its table on first use).
-    public init(database: SyncDatabase, capacity: Int = 10_000) throws {
+    public init(
+        database: SyncDatabase, bounds: Bounds = Bounds(), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
         self.database = database
-        self.capacity = capacity
+        self.bounds = bounds
+        self.now = now
         var migrations = SchemaMigrations()
         migrations.register("engine.v1.journal") { db in
             try db.execute(
@@ -36,17 +62,45 @@ public struct SyncJournal: Sendable {
     }
 
     func record(_ kind: String, _ detail: String = "") async {
-        let capacity = capacity
+        await record([(kind, detail)])
+    }
+
+    /// Records entries in one write.
+    func record(_ entries: [(kind: String, detail: String)]) async {
+        guard !entries.isEmpty else { return }
+        let bounds = bounds
+        let now = now()
+        let at = RFC3339.string(from: now)
         // The journal must never break a sync: a failed write is dropped.
         try? await database.writer.write { db in
-            try db.execute(
-                sql: "INSERT INTO sync_journal (at, kind, detail) VALUES (?, ?, ?)",
-                arguments: [RFC3339.string(from: Date()), kind, detail])
-            if db.lastInsertedRowID % 100 == 0 {
-                try db.execute(
-                    sql: "DELETE FROM sync_journal WHERE id <= ?", arguments: [db.lastInsertedRowID - Int64(capacity)])
+            for (kind, detail) in entries {
+                try db.cachedStatement(sql: "INSERT INTO sync_journal (at, kind, detail) VALUES (?, ?, ?)")
+                    .execute(arguments: [at, kind, detail])
+                let last = db.lastInsertedRowID
+                if last % Self.trimInterval == 0 { try Self.trim(db, last: last, bounds: bounds, now: now) }
             }
         }
+    }
+
+    /// Drops entries beyond `bounds`: every id more than `maxEntries` below the newest, then the oldest ones
+    /// while they are older than `maxAge` (a walk up the primary key that stops at the first young entry).
+    static func trim(_ db: Database, last: Int64, bounds: Bounds, now: Date) throws {
+        try db.execute(
+            sql: "DELETE FROM sync_journal WHERE id <= ?", arguments: [last - Int64(bounds.maxEntries)])
+        let seconds = Double(bounds.maxAge.components.seconds) + Double(bounds.maxAge.components.attoseconds) / 1e18
+        let cutoff = RFC3339.string(from: now.addingTimeInterval(-seconds))
+        // RFC 3339 times in one format (UTC, milliseconds) sort as text in time order.
+        try db.execute(
+            sql: """
+                DELETE FROM sync_journal WHERE id < coalesce(
+                    (SELECT id FROM sync_journal WHERE at >= ? ORDER BY id LIMIT 1),
+                    (SELECT max(id) + 1 FROM sync_journal))
+                """, arguments: [cutoff])
+    }
+
+    /// How many entries the journal holds now.
+    public func count() async throws -> Int {
+        try await database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_journal") ?? 0 }
     }
 
     /// The newest entries, oldest first.
@@ -66,7 +120,7 @@ public struct SyncJournal: Sendable {
     public func export() async throws -> Data {
         var data = Data()
         let encoder = CanonicalJSON.encoder()
-        for entry in try await entries(limit: capacity) {
+        for entry in try await entries(limit: bounds.maxEntries + Int(Self.trimInterval)) {
             data += try encoder.encode(entry)
             data.append(UInt8(ascii: "\n"))
         }

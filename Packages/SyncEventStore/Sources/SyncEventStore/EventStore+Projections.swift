@@ -123,7 +123,8 @@ extension EventStore {
     }
 
     /// Re-derives `streams` in every projection: back to their snapshot state, then their remaining
-    /// non-rejected events in canonical order. Used when events are rejected (rollback).
+    /// non-rejected events in canonical order. Used when events are rejected (rollback). Reading the streams'
+    /// events scans the log once per 500 streams (there is no index by stream, see `EventStoreSchema`).
     func replay(streams: Set<String>, _ db: Database) throws {
         guard !streams.isEmpty else { return }
         let list = Array(streams)

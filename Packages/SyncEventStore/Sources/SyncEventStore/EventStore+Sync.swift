@@ -148,6 +148,7 @@ extension EventStore {
                 result.inserted += 1
             }
         }
+        try Self.count(.confirmed, result.inserted, db)
         try fault?(.pulledInserted)
         if let newest = page.map(\.hlc).max() {
             clock.receive(newest)

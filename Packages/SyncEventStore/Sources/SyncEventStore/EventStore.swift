@@ -120,7 +120,8 @@ public final class EventStore: Sendable {
             } else {
                 current =
                     try Int64.fetchOne(
-                        db, sql: "SELECT max(stream_version) FROM events WHERE stream = ?", arguments: [draft.stream])
+                        db.cachedStatement(sql: "SELECT version FROM streams WHERE stream = ?"),
+                        arguments: [draft.stream])
                     ?? 0
             }
             try draft.expectedVersion.check(stream: draft.stream, actual: current)
@@ -139,6 +140,7 @@ public final class EventStore: Sendable {
             let position = try Self.insert(event, status: .pending, db)
             stored.append(StoredEvent(position: position, event: event, status: .pending))
         }
+        try Self.count(.pending, stored.count, db)
         try Self.setMeta("dot", String(dotCounter), db)
         try Self.setMeta("hlc", clock.last.description, db)
         try applyToProjections(stored, after: positionBefore, db)
@@ -147,7 +149,8 @@ public final class EventStore: Sendable {
 
     // MARK: - Reading
 
-    /// Events of one stream in canonical order (rejected ones included, marked).
+    /// Events of one stream in canonical order (rejected ones included, marked). A scan of the log (see
+    /// `EventStoreSchema`): for tools and support, not for a hot path.
     public func events(stream: String) async throws -> [StoredEvent] {
         try await database.writer.read { db in
             try Row.fetchAll(
@@ -158,14 +161,18 @@ public final class EventStore: Sendable {
         }
     }
 
-    /// Pending events (the outbox) in local order, oldest first.
-    public func pendingEvents(limit: Int = .max) async throws -> [StoredEvent] {
+    /// Pending events (the outbox) in local order, oldest first; with `position`, only those written after
+    /// it (the engine plans its next push while the previous one is still being acknowledged). Walks the
+    /// outbox's own index: the cost does not grow with the log.
+    public func pendingEvents(after position: Int64 = 0, limit: Int = .max) async throws -> [StoredEvent] {
         try await database.writer.read { db in
             try Row.fetchAll(
-                db,
-                sql:
-                    "SELECT \(StoredEvent.columns) FROM events WHERE status = 'pending' ORDER BY position LIMIT ?",
-                arguments: [min(limit, Int(Int32.max))]
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(StoredEvent.columns) FROM events
+                        WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?
+                        """),
+                arguments: [position, min(limit, Int(Int32.max))]
             ).map(StoredEvent.init(row:))
         }
     }
@@ -180,11 +187,12 @@ public final class EventStore: Sendable {
         }
     }
 
-    /// Counts of events by sync status.
+    /// Counts of events by sync status: three rows the store keeps current (`event_counts`), so the cost does
+    /// not grow with the log.
     public func counts() async throws -> [SyncStatus: Int] {
         try await database.writer.read { db in
             var counts: [SyncStatus: Int] = [.pending: 0, .confirmed: 0, .rejected: 0]
-            for row in try Row.fetchAll(db, sql: "SELECT status, count(*) AS n FROM events GROUP BY status") {
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT status, n FROM event_counts")) {
                 if let status = SyncStatus(rawValue: row["status"]) { counts[status] = row["n"] }
             }
             return counts
@@ -216,6 +224,8 @@ public final class EventStore: Sendable {
 
     // MARK: - Rows
 
+    /// Inserts one event row and raises its stream's version. The caller adds the row to `event_counts`
+    /// (`count`), once for all the rows of its transaction.
     static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> Int64 {
         try db.cachedStatement(
             sql: """
@@ -230,7 +240,21 @@ public final class EventStore: Sendable {
                 event.dot.replica.description, Int64(event.dot.counter), status.rawValue, event.seq,
                 event.receivedAt.map(RFC3339.string(from:)),
             ])
-        return db.lastInsertedRowID
+        let position = db.lastInsertedRowID
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO streams (stream, version) VALUES (?, ?)
+                ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version)
+                """
+        ).execute(arguments: [event.stream, event.streamVersion])
+        return position
+    }
+
+    /// Adds `delta` inserted rows of `status` to `event_counts`.
+    static func count(_ status: SyncStatus, _ delta: Int, _ db: Database) throws {
+        guard delta != 0 else { return }
+        try db.cachedStatement(sql: "UPDATE event_counts SET n = n + ? WHERE status = ?")
+            .execute(arguments: [delta, status.rawValue])
     }
 
     static func lastPosition(_ db: Database) throws -> Int64 {

@@ -7,6 +7,16 @@ import SyncStorage
 ///   after pruning); `seq` is the server's order within `scope` once confirmed.
 /// - `store_meta`: replica id, last issued dot counter, last HLC, the pull cursor.
 /// - `projection_checkpoint`: per projection, the last log position it reflects and its version.
+/// - `event_counts`: how many events the log holds in each sync status, so that reading the counts (the
+///   engine does it after every round trip) costs the same with ten events as with ten million, instead of
+///   a scan and a sort of the whole log. Inserts add to it once per transaction (`EventStore.count`);
+///   triggers follow status changes and deletes, which are rarer.
+/// - `streams`: each stream's highest `stream_version`, which a local append needs. It replaced the index
+///   of `events` by `(stream, stream_version)` (migration `eventstore.v2.counts-streams`): every pulled
+///   event landed at a random place of that index, which cost two thirds of inserting a pulled event and
+///   grew with the log (measured with the events schema: 40 µs per row with it, 13 without, at 200,000
+///   rows). Reading one stream's events (`events(stream:)`, re-deriving streams after a rejection) is now
+///   a scan of the log: those are rare, pulls are not.
 enum EventStoreSchema {
     static func register(into migrations: inout SchemaMigrations) {
         migrations.register("eventstore.v1") { db in
@@ -40,6 +50,26 @@ enum EventStoreSchema {
                         position INTEGER NOT NULL,
                         version INTEGER NOT NULL
                     ) WITHOUT ROWID;
+                    """)
+        }
+        migrations.register("eventstore.v2.counts-streams") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE event_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+                    INSERT INTO event_counts (status, n)
+                        SELECT s.status, (SELECT count(*) FROM events WHERE events.status = s.status)
+                        FROM (SELECT 'pending' AS status UNION ALL SELECT 'confirmed' UNION ALL SELECT 'rejected') AS s;
+                    CREATE TRIGGER events_count_delete AFTER DELETE ON events BEGIN
+                        UPDATE event_counts SET n = n - 1 WHERE status = OLD.status;
+                    END;
+                    CREATE TRIGGER events_count_update AFTER UPDATE OF status ON events
+                    WHEN OLD.status != NEW.status BEGIN
+                        UPDATE event_counts SET n = n - 1 WHERE status = OLD.status;
+                        UPDATE event_counts SET n = n + 1 WHERE status = NEW.status;
+                    END;
+                    CREATE TABLE streams (stream TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID;
+                    INSERT INTO streams (stream, version) SELECT stream, max(stream_version) FROM events GROUP BY stream;
+                    DROP INDEX events_stream;
                     """)
         }
     }

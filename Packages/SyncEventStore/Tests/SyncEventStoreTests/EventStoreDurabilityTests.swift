@@ -141,7 +141,7 @@ import Testing
 
     /// Databases written by earlier schema versions open with the current code, keep their events and
     /// rebuild their projections. One fixture per released schema version, kept in Fixtures/.
-    @Test(arguments: ["eventstore-v1.sqlite"])
+    @Test(arguments: ["eventstore-v1.sqlite", "eventstore-v2.sqlite"])
     func opensDatabasesFromEarlierSchemaVersions(fixture: String) async throws {
         let directory = try TemporaryDirectory()
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

@@ -11,7 +11,7 @@ import Testing
     @Test(.enabled(if: ProcessInfo.processInfo.environment["SYNC_WRITE_FIXTURES"] == "1"))
     func writeCurrentSchemaFixture() async throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/eventstore-v1.sqlite").path
+            .appendingPathComponent("Fixtures/eventstore-v2.sqlite").path
         try? FileManager.default.removeItem(atPath: path)
         let store = try EventStore(path: path, projections: [TitleProjection()])
         let first = try await store.append([title("note:1", "first"), tag("note:1", "a"), title("note:2", "other")])
@@ -19,6 +19,6 @@ import Testing
         let refused = try await store.append([title("note:2", "refused")])
         try await store.markRejected([refused[0].event.id], code: "validation.failed", message: "no")
         try await store.append([title("note:1", "second"), tag("note:3", "b")])
-        try await store.database.writer.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        try store.database.checkpoint()
     }
 }

@@ -87,7 +87,7 @@ public struct DatabaseMaintenance: Sendable {
             }
             let after = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
             // Passive: copy back what no reader still needs; never wait for readers.
-            _ = try? db.checkpoint(.passive)
+            _ = try? database.checkpoint(.passive, db)
             return before - after
         }
     }

@@ -23,12 +23,19 @@ public final class SyncDatabase: Sendable {
     public let writer: DatabasePool
     public let path: String
     let pruneHooks = Mutex<[PruneHook]>([])
+    let checkpointer: BackgroundCheckpointer?
 
     /// Opens (creating if needed) the database at `path`.
     /// - Throws: `DatabaseError` if the file cannot be opened or is not a database.
     public init(path: String, configuration: StorageConfiguration = StorageConfiguration()) throws {
         self.path = path
-        self.writer = try DatabasePool(path: path, configuration: configuration.grdbConfiguration())
+        let checkpointer =
+            configuration.backgroundCheckpointPages > 0
+            ? BackgroundCheckpointer(path: path, thresholdPages: Int32(configuration.backgroundCheckpointPages))
+            : nil
+        self.checkpointer = checkpointer
+        self.writer = try DatabasePool(
+            path: path, configuration: configuration.grdbConfiguration(checkpointer: checkpointer))
         try writer.writeWithoutTransaction { db in
             let tables = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") ?? 0
             if tables == 0 {
@@ -36,6 +43,10 @@ public final class SyncDatabase: Sendable {
                 try db.execute(sql: "VACUUM")
             }
         }
+    }
+
+    deinit {
+        checkpointer?.close()
     }
 
     /// Applies the migrations not yet applied, in registration order, each in its own transaction, checking
@@ -53,6 +64,24 @@ public final class SyncDatabase: Sendable {
             guard try db.tableExists("grdb_migrations") else { return [] }
             return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
         }
+    }
+
+    /// Copies the write-ahead log into the database file now (`.truncate` also empties the WAL file, for
+    /// example before copying the database). Use this rather than GRDB's `checkpoint` directly: a
+    /// background checkpoint (`StorageConfiguration.backgroundCheckpointPages`) is held off meanwhile, where
+    /// meeting one would fail at once with `SQLITE_BUSY`.
+    @discardableResult
+    public func checkpoint(_ mode: Database.CheckpointMode = .truncate) throws -> (
+        walFrameCount: Int, checkpointedFrameCount: Int
+    ) {
+        try writer.writeWithoutTransaction { db in try checkpoint(mode, db) }
+    }
+
+    func checkpoint(_ mode: Database.CheckpointMode, _ db: Database) throws -> (
+        walFrameCount: Int, checkpointedFrameCount: Int
+    ) {
+        guard let checkpointer else { return try db.checkpoint(mode) }
+        return try checkpointer.paused { try db.checkpoint(mode) }
     }
 
     /// Space statistics, vacuum and pruning.

@@ -1,0 +1,48 @@
+/// One round trip of a sync cycle, as `SyncEngine.Configuration.onRound` reports it once its answer is
+/// applied.
+///
+/// The engine pipelines: the next request is sent before this answer is applied, so `roundTrip` of one
+/// round overlaps `apply` of the one before. `waited` is the part of the round trip the engine spent idle
+/// waiting for it; when the device keeps up with the server it is close to the round trip, and when the
+/// device is the bottleneck it is close to zero.
+public struct SyncRound: Sendable, Hashable {
+    /// Events pushed in this request.
+    public var pushed: Int
+    /// Pushed events the server accepted (or already had).
+    public var acknowledged: Int
+    /// Pushed events the server rejected (rolled back here).
+    public var rejected: Int
+    /// Events in the pulled page.
+    public var pulled: Int
+    /// Pulled events new to this replica.
+    public var inserted: Int
+    /// The page size the request asked for.
+    public var pageLimit: Int
+    /// Whether the server had more to pull after this page.
+    public var hasMore: Bool
+    /// From sending the request to holding its decoded answer: the server, the wire and decoding.
+    public var roundTrip: Duration
+    /// How long the engine waited for this answer after it was ready for it.
+    public var waited: Duration
+    /// The local transaction that applied the answer.
+    public var apply: Duration
+    /// Bytes of this round trip.
+    public var traffic: Traffic
+
+    public init(
+        pushed: Int, acknowledged: Int, rejected: Int, pulled: Int, inserted: Int, pageLimit: Int, hasMore: Bool,
+        roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic
+    ) {
+        self.pushed = pushed
+        self.acknowledged = acknowledged
+        self.rejected = rejected
+        self.pulled = pulled
+        self.inserted = inserted
+        self.pageLimit = pageLimit
+        self.hasMore = hasMore
+        self.roundTrip = roundTrip
+        self.waited = waited
+        self.apply = apply
+        self.traffic = traffic
+    }
+}

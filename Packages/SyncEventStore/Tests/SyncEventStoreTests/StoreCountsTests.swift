@@ -1,0 +1,88 @@
+import Foundation
+import GRDB
+import SyncEventStoreTestSupport
+import SyncModels
+import Testing
+
+@testable import SyncEventStore
+
+/// `event_counts` and `streams` are kept by the store's write paths (and triggers for status changes and
+/// deletes) instead of being computed from the log: after any mix of writes they must say exactly what a
+/// scan of the log says.
+@Suite struct StoreCountsTests {
+    /// What a scan of the log says: counts by status and each stream's highest version.
+    static func scanned(_ store: EventStore) async throws -> ([SyncStatus: Int], [String: Int64]) {
+        try await store.database.writer.read { db in
+            var counts: [SyncStatus: Int] = [.pending: 0, .confirmed: 0, .rejected: 0]
+            for row in try Row.fetchAll(db, sql: "SELECT status, count(*) FROM events GROUP BY status") {
+                counts[SyncStatus(rawValue: row[0])!] = row[1]
+            }
+            var versions: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT stream, max(stream_version) FROM events GROUP BY stream") {
+                versions[row[0]] = row[1]
+            }
+            return (counts, versions)
+        }
+    }
+
+    static func kept(_ store: EventStore) async throws -> [String: Int64] {
+        try await store.database.writer.read { db in
+            Dictionary(
+                uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT stream, version FROM streams").map {
+                    ($0[0] as String, $0[1] as Int64)
+                })
+        }
+    }
+
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
+    func countsAndStreamVersionsMatchTheLogAfterAnyMixOfWrites(seed: UInt64) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("counts.sqlite"), projections: [TitleProjection()])
+        var random = SplitMix64(seed: seed)
+        var nextSeq: Int64 = 1
+        var pruned = false
+        for _ in 0..<60 {
+            switch random.int(below: 6) {
+            case 0, 1:
+                try await store.append(
+                    (0..<random.int(1...5)).map { _ in title("note:\(random.int(below: 8))", "t") })
+            case 2:
+                // The server confirms some pending events (as a push answer would).
+                let pending = try await store.pendingEvents(limit: random.int(1...3))
+                var seqs: [EventID: Int64] = [:]
+                for event in pending {
+                    seqs[event.event.id] = nextSeq
+                    nextSeq += 1
+                }
+                try await store.markConfirmed(seqs)
+            case 3:
+                if let victim = try await store.pendingEvents(limit: 1).first {
+                    try await store.markRejected([victim.event.id], code: "validation.failed", message: "no")
+                }
+            case 4:
+                // A page of another replica's events, some of them again (a repeated page).
+                let other = try EventStore(path: directory.path("other-\(nextSeq).sqlite"))
+                let made = try await other.append(
+                    (0..<random.int(1...4)).map { _ in tag("note:\(random.int(below: 8))", "x") })
+                let page = confirmed(made, firstSeq: nextSeq)
+                nextSeq += Int64(page.count)
+                try await store.applyConfirmed(page, cursor: "c\(nextSeq)")
+                try await store.applyConfirmed(page, cursor: "c\(nextSeq)")
+            default:
+                _ = try await store.prune(stablePoints: ["team-1": nextSeq / 2], olderThan: .distantFuture)
+                pruned = true
+            }
+            let (counts, versions) = try await Self.scanned(store)
+            #expect(try await store.counts() == counts)
+            // Pruning deletes rows, never versions: `streams` keeps the highest version ever written.
+            let kept = try await Self.kept(store)
+            for (stream, version) in versions {
+                if pruned {
+                    #expect((kept[stream] ?? 0) >= version, "\(stream)")
+                } else {
+                    #expect(kept[stream] == version, "\(stream)")
+                }
+            }
+        }
+    }
+}
