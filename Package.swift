@@ -123,6 +123,7 @@ let package = Package(
                 .product(name: "NotesDomain", package: "NotesDomain"),
                 .product(name: "NotesStore", package: "NotesDomain"),
                 .product(name: "SyncEngine", package: "SyncEngine"),
+                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
                 .product(name: "SyncEventStore", package: "SyncEventStore"),
                 .product(name: "SyncModels", package: "SyncModels"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -133,7 +134,13 @@ let package = Package(
         // its users run it.
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["sync-server", "sync-agent", "SyncBench"],
+            dependencies: [
+                "sync-server", "sync-agent", "SyncBench",
+                .product(name: "NotesStore", package: "NotesDomain"),
+                .product(name: "SyncEngine", package: "SyncEngine"),
+                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
+                .product(name: "SyncModels", package: "SyncModels"),
+            ],
             path: "Tests/EndToEndTests"
         ),
 
@@ -235,6 +242,7 @@ let package = Package(
                 // push, pg-baseline, bootstrap
                 .product(name: "SyncProtocol", package: "SyncProtocol"),
                 .product(name: "SyncEngine", package: "SyncEngine"),
+                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
                 .product(name: "SyncCompression", package: "SyncCompression"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -6,6 +6,7 @@ import NotesDomain
 import NotesStore
 import SyncCompression
 import SyncEngine
+import SyncEngineHTTPClient
 import SyncEventStore
 import SyncModels
 import SyncProtocol
@@ -45,18 +46,29 @@ struct BootstrapCommand: AsyncParsableCommand {
     var applyBudget: Double =
         Double(SyncEngine.Configuration().applyBudget.components.attoseconds) / 1e15
         + Double(SyncEngine.Configuration().applyBudget.components.seconds) * 1000
+    @Option(help: "Seconds the notes projection may hold pulled pages in memory during the pull (0: write each page).")
+    var projectionLag: Double = Self.seconds(SyncEngine.Configuration().projectionLag)
     @Option(help: "Local edits per second while the device bootstraps (0: none).") var editsPerSecond: Double = 20
     @Option(help: "Pending events a second device makes offline and then pushes (0: skip).") var outbox: Int = 0
     @Flag(inversion: .prefixedNo, help: "Run the fresh device's bootstrap and its baseline.")
     var bootstrap = true
-    @Option(help: "The scope of the outbox device (the token must grant it).") var outboxScope: String = "bench-outbox"
+    @Option(help: "The devices' HTTP client: nio (AsyncHTTPClient, as sync-agent) or urlsession (URLSession).")
+    var transport: TransportKind = .nio
+    @Option(help: "Events per push batch, at most, for the outbox device.")
+    var pushBatch: Int = SyncEngine.Configuration().batch.maxEvents
+    @Option(help: "Bytes per push batch, at most, for the outbox device.")
+    var pushBytes: Int = SyncEngine.Configuration().batch.maxBytes
+    @Option(
+        help:
+            "The scope of the outbox device: the token must grant it, and it must start empty (a scope holds at most 1,000 notes)."
+    ) var outboxScope: String = "bench-outbox"
     @Option(help: "Directory for the devices' files (a temporary one, removed after, by default).")
     var directory: String?
     @Flag(help: "Print one JSON object instead of text.") var json = false
 
     func validate() throws {
         guard events >= 0, scopes > 0, notes > 0, minPageSize > 0, pageSize >= minPageSize, maxPageSize >= pageSize,
-            outbox >= 0
+            outbox >= 0, pushBatch > 0, pushBytes > 0
         else {
             throw ValidationError("counts must be positive and --min-page-size ≤ --page-size ≤ --max-page-size")
         }
@@ -135,32 +147,21 @@ struct BootstrapCommand: AsyncParsableCommand {
     func bootstrapDevice(base: String, token: String, folder: URL) async throws -> BootstrapReport.Device {
         let path = folder.appendingPathComponent("device-\(UUID()).sqlite").path
         let client = try NotesClient.open(path: path)
-        let transport = RecordingTransport(HTTPTransport(baseURL: URL(string: base)!, token: token))
+        let transport = RecordingTransport(try self.transport.make(base: base, token: token))
         let rounds = Mutex<[(at: ContinuousClock.Instant, round: SyncRound)]>([])
         var configuration = SyncEngine.Configuration(scopes: try scopeList)
         configuration.pageSize = pageSize
         configuration.minPageSize = minPageSize
         configuration.maxPageSize = maxPageSize
         configuration.applyBudget = .microseconds(Int64(applyBudget * 1000))
+        configuration.projectionLag = .milliseconds(Int64(projectionLag * 1000))
         configuration.onRound = { round in rounds.withLock { $0.append((ContinuousClock.now, round)) } }
         let engine = try SyncEngine(store: client.store, transport: transport, configuration: configuration)
         let note = try await client.create(scope: try scopeList[0], title: "written on the device")
 
-        let editing = Editing(client: client, note: note, perSecond: editsPerSecond)
-        let cpuBefore = CPUTime.now
         let started = ContinuousClock.now
-        let edits = Task { try await editing.run() }
-        do {
-            try await engine.syncNow()
-        } catch {
-            editing.stop()
-            _ = try? await edits.value
-            throw error
-        }
-        let wall = ContinuousClock.now - started
-        let cpu = CPUTime.now - cpuBefore
-        editing.stop()
-        let latencies = try await edits.value
+        let (wall, cpu, latencies) = try await Editing(client: client, note: note, perSecond: editsPerSecond)
+            .whileEditing { try await engine.syncNow() }
         // The edits made while the last page was applied are still pending: a last cycle pushes them.
         try await engine.syncNow()
 
@@ -171,6 +172,7 @@ struct BootstrapCommand: AsyncParsableCommand {
             eventsPerSecond: Double(applied) / Self.seconds(wall), cpuSeconds: cpu,
             rounds: log.count,
             applySeconds: log.reduce(0) { $0 + Self.seconds($1.round.apply) },
+            flushSeconds: log.reduce(0) { $0 + Self.seconds($1.round.flush) },
             waitSeconds: log.reduce(0) { $0 + Self.seconds($1.round.waited) },
             roundTripSeconds: log.reduce(0) { $0 + Self.seconds($1.round.roundTrip) },
             largestPage: log.map(\.round.pageLimit).max() ?? 0,
@@ -266,15 +268,17 @@ struct BootstrapCommand: AsyncParsableCommand {
         }
         let rounds = Mutex<[SyncRound]>([])
         var configuration = SyncEngine.Configuration(scopes: [scope])
+        configuration.batch = PushBatchPolicy(maxEvents: pushBatch, maxBytes: pushBytes)
         configuration.onRound = { round in rounds.withLock { $0.append(round) } }
         let engine = try SyncEngine(
-            store: client.store, transport: HTTPTransport(baseURL: URL(string: base)!, token: token),
+            store: client.store, transport: try transport.make(base: base, token: token),
             configuration: configuration)
-        let cpuBefore = CPUTime.now
-        let started = ContinuousClock.now
+        // The user keeps editing while the outbox drains: each edit waits for the store's write lock.
+        let note = try await client.create(scope: scope, title: "edited while the outbox drains")
+        let (wall, cpu, latencies) = try await Editing(client: client, note: note, perSecond: editsPerSecond)
+            .whileEditing { try await engine.syncNow() }
+        let seconds = Self.seconds(wall)
         try await engine.syncNow()
-        let seconds = Self.seconds(ContinuousClock.now - started)
-        let cpu = CPUTime.now - cpuBefore
         let counts = try await client.store.counts()
         guard counts[.pending] == 0 else { throw ValidationError("\(counts[.pending] ?? 0) events still pending") }
         let log2 = rounds.withLock { $0 }
@@ -282,7 +286,10 @@ struct BootstrapCommand: AsyncParsableCommand {
             events: outbox, seconds: seconds, eventsPerSecond: Double(outbox) / seconds, cpuSeconds: cpu,
             rounds: log2.count,
             applySeconds: log2.reduce(0) { $0 + Self.seconds($1.apply) },
-            waitSeconds: log2.reduce(0) { $0 + Self.seconds($1.waited) })
+            waitSeconds: log2.reduce(0) { $0 + Self.seconds($1.waited) },
+            largestBatch: log2.map(\.pushed).max() ?? 0,
+            longestApplyMilliseconds: log2.map { Self.seconds($0.apply) * 1000 }.max() ?? 0, edits: latencies.count,
+            editP99Milliseconds: PushCommand.percentile(latencies, 0.99), editMaxMilliseconds: latencies.max() ?? 0)
     }
 
     static func seconds(_ duration: Duration) -> Double {
@@ -305,6 +312,24 @@ final class Editing: Sendable {
 
     func stop() { stopped.withLock { $0 = true } }
 
+    /// Runs `body` while editing; returns its wall and CPU time and the edits' latencies.
+    func whileEditing(_ body: () async throws -> Void) async throws -> (Duration, Double, [Double]) {
+        let cpuBefore = CPUTime.now
+        let started = ContinuousClock.now
+        let edits = Task { try await run() }
+        do {
+            try await body()
+        } catch {
+            stop()
+            _ = try? await edits.value
+            throw error
+        }
+        let wall = ContinuousClock.now - started
+        let cpu = CPUTime.now - cpuBefore
+        stop()
+        return (wall, cpu, try await edits.value)
+    }
+
     /// Edits until stopped; returns each edit's latency in milliseconds.
     func run() async throws -> [Double] {
         guard perSecond > 0 else { return [] }
@@ -321,7 +346,7 @@ final class Editing: Sendable {
     }
 }
 
-/// `HTTPTransport`, recording the cursor and size of every page the engine asked for (the baseline pulls
+/// A transport recording the cursor and size of every page the engine asked for (the baseline pulls
 /// the same pages).
 final class RecordingTransport: SyncTransport {
     struct Page: Codable, Sendable {
@@ -331,10 +356,10 @@ final class RecordingTransport: SyncTransport {
         var events: Int
     }
 
-    let inner: HTTPTransport
+    let inner: any SyncTransport
     let pages = Mutex<[Page]>([])
 
-    init(_ inner: HTTPTransport) { self.inner = inner }
+    init(_ inner: any SyncTransport) { self.inner = inner }
 
     func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
         let exchange = try await inner.sync(request)
@@ -379,6 +404,9 @@ struct BootstrapReport: Codable, Sendable {
         /// Summed over rounds: applying answers, waiting for them, and their round trips (which overlap the
         /// applies).
         var applySeconds = 0.0
+        /// Writing projection records buffered during the pull (part of applying, outside the pages'
+        /// transactions).
+        var flushSeconds = 0.0
         var waitSeconds = 0.0
         var roundTripSeconds = 0.0
         var largestPage = 0
@@ -410,6 +438,12 @@ struct BootstrapReport: Codable, Sendable {
         var rounds: Int
         var applySeconds: Double
         var waitSeconds: Double
+        var largestBatch: Int
+        var longestApplyMilliseconds: Double
+        /// Local edits made while it drained, and their latency.
+        var edits: Int
+        var editP99Milliseconds: Double
+        var editMaxMilliseconds: Double
     }
 
     var push: Push?
@@ -440,8 +474,10 @@ struct BootstrapReport: Codable, Sendable {
                 + String(format: " (last / first %.2f)", flatness),
             String(
                 format:
-                    "  time: applying %.2f s (%.0f%%), waiting for the server and the wire %.2f s (%.0f%%); round trips %.2f s; longest apply %.1f ms",
-                device.applySeconds, 100 * device.applySeconds / max(device.seconds, 1e-9), device.waitSeconds,
+                    "  time: applying %.2f s (%.0f%%; pages %.2f s, buffered projection writes %.2f s), waiting for the server and the wire %.2f s (%.0f%%); round trips %.2f s; longest apply %.1f ms",
+                device.applySeconds + device.flushSeconds,
+                100 * (device.applySeconds + device.flushSeconds) / max(device.seconds, 1e-9), device.applySeconds,
+                device.flushSeconds, device.waitSeconds,
                 100 * device.waitSeconds / max(device.seconds, 1e-9), device.roundTripSeconds,
                 device.longestApplyMilliseconds),
             String(
@@ -457,11 +493,25 @@ struct BootstrapReport: Codable, Sendable {
             lines.append(
                 String(
                     format:
-                        "outbox: %d pending events pushed in %.2f s (%.0f events/s, %.1f CPU s), %d rounds; applying %.2f s, waiting %.2f s",
+                        "outbox: %d pending events pushed in %.2f s (%.0f events/s, %.1f CPU s), %d rounds, batches up to %d; applying %.2f s (longest %.1f ms), waiting %.2f s; local edits %d, p99 %.2f ms, max %.2f ms",
                     outbox.events, outbox.seconds, outbox.eventsPerSecond, outbox.cpuSeconds, outbox.rounds,
-                    outbox.applySeconds,
-                    outbox.waitSeconds))
+                    outbox.largestBatch, outbox.applySeconds, outbox.longestApplyMilliseconds, outbox.waitSeconds,
+                    outbox.edits,
+                    outbox.editP99Milliseconds, outbox.editMaxMilliseconds))
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// Which `SyncTransport` the bench's devices use.
+enum TransportKind: String, ExpressibleByArgument, Codable, Sendable {
+    case nio, urlsession
+
+    func make(base: String, token: String) throws -> any SyncTransport {
+        guard let url = URL(string: base) else { throw ValidationError("not a URL: \(base)") }
+        switch self {
+        case .nio: return HTTPClientTransport(baseURL: url, token: token)
+        case .urlsession: return HTTPTransport(baseURL: url, token: token)
+        }
     }
 }

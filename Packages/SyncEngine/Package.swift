@@ -9,6 +9,9 @@ let package = Package(
         // For tests of clients: an in-memory server deciding pushes with the real server's `PushPlan`, and a
         // transport to it with injected faults (the way Hummingbird ships HummingbirdTesting).
         .library(name: "SyncEngineTesting", targets: ["SyncEngineTesting"]),
+        // `HTTPClientTransport` over AsyncHTTPClient, for headless clients on Linux and servers; apps on Apple
+        // platforms use `HTTPTransport` (URLSession) and need not build SwiftNIO.
+        .library(name: "SyncEngineHTTPClient", targets: ["SyncEngineHTTPClient"]),
     ],
     dependencies: [
         .package(path: "../SyncModels"),
@@ -16,6 +19,8 @@ let package = Package(
         .package(path: "../SyncProtocol"),
         .package(path: "../SyncCompression"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
     ],
     targets: [
         .target(
@@ -26,6 +31,15 @@ let package = Package(
             ]
         ),
         .target(name: "SyncEngineTesting", dependencies: ["SyncEngine", "SyncModels", "SyncProtocol"]),
+        .target(
+            name: "SyncEngineHTTPClient",
+            dependencies: [
+                "SyncEngine", "SyncProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // The tests (Tests/SyncEngineTests) are declared once, in the repository's root Package.swift, which
         // runs every package's tests with one build.
     ],

@@ -3,6 +3,7 @@ import Foundation
 import NotesDomain
 import NotesStore
 import SyncEngine
+import SyncEngineHTTPClient
 import SyncEventStore
 import SyncModels
 
@@ -44,7 +45,7 @@ struct AgentOptions: ParsableArguments {
         }
         let bearer = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
         return try SyncEngine(
-            store: client.store, transport: HTTPTransport(baseURL: url, token: bearer),
+            store: client.store, transport: HTTPClientTransport(baseURL: url, token: bearer),
             configuration: SyncEngine.Configuration(scopes: scopes))
     }
 }

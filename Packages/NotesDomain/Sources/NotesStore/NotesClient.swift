@@ -142,7 +142,10 @@ public struct NotesClient: Sendable {
     private func change(
         _ id: NoteID, _ build: @escaping @Sendable (inout NoteState, Scope) throws -> [EventDraft]
     ) async throws {
+        let store = store
         try await store.append { db in
+            // A long pull may hold the note's newest state in memory only (write-behind): write it first.
+            try store.writeBufferedProjections(streams: [id.stream], in: db)
             guard var state = try NotesProjection.state(of: id, in: db), state.created,
                 let scopeName = try String.fetchOne(
                     db, sql: "SELECT scope FROM notes WHERE id = ?", arguments: [id.description])

@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Applying a batch loads each touched note once, applies its events in memory and writes it back once,
 /// so rebuilds cost one read and one write per note per batch rather than per event.
-public struct NotesProjection: RowReplayingProjection {
+public struct NotesProjection: RowReplayingProjection, BufferingProjection {
     public let name = "notes"
     public let version = NoteState.version
     /// Threads a long replay (rebuild, catch-up) applies events and encodes notes on. Notes are independent
@@ -70,6 +70,42 @@ public struct NotesProjection: RowReplayingProjection {
         notes.apply(events)
         try notes.save(to: db)
         cache.store(notes.notes)
+    }
+
+    // MARK: - Write-behind (BufferingProjection)
+
+    /// Applies a page to the cached notes and marks them to be written later: a long pull then encodes and
+    /// writes each note once per flush instead of once per page (which was most of applying a page). Past
+    /// `cachedNotes` buffered notes, the page's notes are written at once instead.
+    public func buffer(
+        _ events: [StoredEvent], after position: Int64, through last: Int64, checkpoint: Int64, in db: Database
+    ) throws -> Bool {
+        guard cache.capacity > 0 else { return false }
+        try cache.begin(db)
+        guard cache.holds(position: position, checkpoint: checkpoint) else {
+            cache.clear()
+            return false
+        }
+        var notes = NotesWorkingSet()
+        try notes.load(for: events, from: db, cache: cache)
+        notes.apply(events)
+        if !cache.markDirty(notes.notes, through: last) {
+            try notes.save(to: db)
+            cache.markClean(notes.notes, through: last)
+        }
+        return true
+    }
+
+    public var bufferedThrough: Int64? { cache.bufferedThrough }
+
+    public func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush {
+        try cache.begin(db)
+        let keys = streams.map { Set($0.compactMap { NoteID($0) }) }
+        var notes = NotesWorkingSet()
+        for note in cache.dirtyNotes(among: keys, limit: limit) { notes.add(note) }
+        try notes.save(to: db, workers: notes.notes.count > 256 ? workers : 1)
+        let held = cache.markClean(notes.notes, through: nil)
+        return ProjectionFlush(streams: Set(notes.notes.map(\.key.stream)), heldThrough: held)
     }
 
     /// Keeps every touched note's state in memory for the whole replay and saves each note once at the end,
@@ -179,8 +215,13 @@ public struct NotesProjection: RowReplayingProjection {
 /// The notes a batch of events touches, loaded once and saved once.
 struct NotesWorkingSet {
     /// One note's state while events are applied: a class, so that a replay batch can carry it to the worker
-    /// thread that applies its events while this working set keeps growing.
-    final class Note {
+    /// thread that applies its events while this working set keeps growing, and so that `NoteStateCache`
+    /// hands the writer the same object to change in place rather than a copy of the whole state.
+    ///
+    /// `@unchecked Sendable`: a note is changed only inside the store's write transaction (one at a time,
+    /// on whichever thread GRDB runs it) or by a replay's worker while the writer waits for it
+    /// (`NotesReplayBatch`); the cache keeps it between transactions and drops it if one rolls back.
+    final class Note: @unchecked Sendable {
         let key: NoteID
         var scope: String?
         var state: NoteState
@@ -247,7 +288,7 @@ struct NotesWorkingSet {
             guard let key = NoteID(stored.event.stream), slots[key] == nil, missing[key.description] == nil
             else { continue }
             if let cached = cache?.note(key) {
-                add(Note(key: key, scope: cached.scope, state: cached.state))
+                add(cached)
             } else {
                 missing[key.description] = key
             }
@@ -293,28 +334,38 @@ struct NotesWorkingSet {
     }
 }
 
-/// Decoded note states, as the last transaction of this store's writer left them in the `notes` table.
+/// Decoded note states, as the last transaction of this store's writer left them, and the notes whose rows
+/// are behind them (buffered, see `NotesProjection.buffer`).
 ///
 /// Applying a page of pulled events touches a few hundred notes; loading each of them from its row means
 /// decoding its whole CRDT state, which was the largest single cost of applying a page (a quarter of it,
-/// measured with `sync-bench bootstrap`). The cache keeps the states the writer just saved, so the next page
-/// finds most of them decoded.
+/// measured with `sync-bench bootstrap`). The cache keeps the notes the writer just applied, so the next page
+/// finds most of them decoded, and changes them in place.
 ///
-/// It never serves a state the table does not hold:
-/// - it is written as the rows are (inside the transaction), and emptied when that transaction rolls back;
+/// It never serves a state other than the table's, or, for a buffered note, the table's plus the events
+/// buffered since:
+/// - it is written inside the transaction, and emptied (buffered notes included) when that transaction
+///   rolls back;
 /// - it is emptied when another connection (another process on the same file) has committed since it was
 ///   filled, which SQLite's `PRAGMA data_version` tells;
 /// - it is emptied by every other way the projection changes rows (rebuilds, catch-up, snapshot restores);
-/// - past `capacity` notes it is emptied rather than evicting one by one.
+/// - past `capacity` notes, clean ones are dropped all at once rather than one by one; buffered ones stay
+///   until written.
+/// Emptying it loses buffered notes, never their events: the projection's checkpoint is still where the
+/// rows hold everything, and the store catches the rows up from there.
 final class NoteStateCache: Sendable {
-    struct Entry: Sendable {
-        var scope: String?
-        var state: NoteState
-    }
-
     private struct Storage: Sendable {
         var dataVersion: Int64?
-        var notes: [NoteID: Entry] = [:]
+        var notes: [NoteID: NotesWorkingSet.Note] = [:]
+        /// Notes whose rows are behind their state here.
+        var dirty: Set<NoteID> = []
+        /// The log position buffered notes hold; nil when none is buffered.
+        var heldThrough: Int64?
+
+        mutating func dropClean(toFit capacity: Int) {
+            guard notes.count > capacity else { return }
+            notes = notes.filter { dirty.contains($0.key) }
+        }
     }
 
     let capacity: Int
@@ -324,37 +375,91 @@ final class NoteStateCache: Sendable {
         self.capacity = max(0, capacity)
     }
 
-    /// Called at the start of each incremental apply, inside the writer's transaction: drops everything if
-    /// another connection committed since the cache was filled, and empties the cache if this transaction
+    /// Called at the start of each apply, buffer and flush, inside the writer's transaction: drops everything
+    /// if another connection committed since the cache was filled, and empties the cache if this transaction
     /// rolls back.
     func begin(_ db: Database) throws {
         guard capacity > 0 else { return }
         let version = try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0
         storage.withLock { storage in
             if storage.dataVersion != version {
-                storage.notes.removeAll()
+                storage = Storage()
                 storage.dataVersion = version
             }
         }
         db.afterNextTransaction(onCommit: { _ in }, onRollback: { [weak self] _ in self?.clear() })
     }
 
-    func note(_ key: NoteID) -> Entry? {
+    func note(_ key: NoteID) -> NotesWorkingSet.Note? {
         storage.withLock { $0.notes[key] }
+    }
+
+    /// Whether the notes here and the rows together hold the log's state at `position`, the rows being at
+    /// `checkpoint`.
+    func holds(position: Int64, checkpoint: Int64) -> Bool {
+        storage.withLock { $0.dirty.isEmpty ? checkpoint == position : $0.heldThrough == position }
+    }
+
+    var bufferedThrough: Int64? {
+        storage.withLock { $0.dirty.isEmpty ? nil : $0.heldThrough }
     }
 
     /// Keeps the states just saved.
     func store(_ notes: [NotesWorkingSet.Note]) {
         guard capacity > 0 else { return }
         storage.withLock { storage in
-            if storage.notes.count + notes.count > capacity { storage.notes.removeAll() }
-            for note in notes where notes.count <= capacity {
-                storage.notes[note.key] = Entry(scope: note.scope, state: note.state)
+            guard notes.count <= capacity else { return }
+            for note in notes { storage.notes[note.key] = note }
+            storage.dropClean(toFit: capacity)
+        }
+    }
+
+    /// Marks `notes`, which hold the log's state at `last`, as buffered; false, changing nothing, when that
+    /// would buffer more than `capacity` notes.
+    func markDirty(_ notes: [NotesWorkingSet.Note], through last: Int64) -> Bool {
+        storage.withLock { storage in
+            let added = notes.reduce(0) { $0 + (storage.dirty.contains($1.key) ? 0 : 1) }
+            guard storage.dirty.count + added <= capacity else { return false }
+            for note in notes {
+                storage.notes[note.key] = note
+                storage.dirty.insert(note.key)
             }
+            storage.heldThrough = last
+            storage.dropClean(toFit: capacity)
+            return true
+        }
+    }
+
+    /// Marks `notes`, just written, as clean; when `last` is given, the log position every note here holds
+    /// now. Returns the position the rows hold in full when no buffered note remains.
+    @discardableResult
+    func markClean(_ notes: [NotesWorkingSet.Note], through last: Int64?) -> Int64? {
+        storage.withLock { storage in
+            if let last { storage.heldThrough = last }
+            for note in notes {
+                storage.dirty.remove(note.key)
+                storage.notes[note.key] = note
+            }
+            storage.dropClean(toFit: capacity)
+            guard storage.dirty.isEmpty, let held = storage.heldThrough else { return nil }
+            storage.heldThrough = nil
+            return held
+        }
+    }
+
+    /// Up to `limit` buffered notes (those among `keys` when given), in id order.
+    func dirtyNotes(among keys: Set<NoteID>?, limit: Int) -> [NotesWorkingSet.Note] {
+        storage.withLock { storage in
+            let candidates = keys.map { $0.intersection(storage.dirty) } ?? storage.dirty
+            return candidates.sorted().prefix(max(0, limit)).compactMap { storage.notes[$0] }
         }
     }
 
     func clear() {
-        storage.withLock { $0.notes.removeAll() }
+        storage.withLock { storage in
+            let version = storage.dataVersion
+            storage = Storage()
+            storage.dataVersion = version
+        }
     }
 }

@@ -14,7 +14,6 @@ public final class HTTPTransport: SyncTransport {
     public let baseURL: URL
     private let session: URLSession
     private let token: Mutex<String?>
-    private let codec = WireCodec()
 
     public init(baseURL: URL, token: String?, timeout: TimeInterval = 60) {
         self.baseURL = baseURL
@@ -31,23 +30,14 @@ public final class HTTPTransport: SyncTransport {
     }
 
     public func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
-        let raw: Data
-        do {
-            raw = try codec.encode(request)
-        } catch {
-            throw .permanent(code: "request.invalid", message: "the request could not be encoded")
-        }
+        let (raw, body, compressed) = try Self.body(for: request)
         var urlRequest = URLRequest(url: baseURL.appendingPathComponent("v1/sync"))
         urlRequest.httpMethod = "POST"
         urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
         if let token = token.withLock({ $0 }) {
             urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         }
-        var body = raw
-        if raw.count > 1024 {
-            body = Gzip.compress(raw)
-            urlRequest.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
-        }
+        if compressed { urlRequest.setValue("gzip", forHTTPHeaderField: "Content-Encoding") }
         urlRequest.httpBody = body
 
         let data: Data
@@ -60,7 +50,30 @@ public final class HTTPTransport: SyncTransport {
         guard let http = response as? HTTPURLResponse else {
             throw .retryable(reason: "not an HTTP response", retryAfter: nil)
         }
-        // Depending on the platform, URLSession may already have inflated the body.
+        return try Self.exchange(
+            status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data,
+            sent: (raw, body.count))
+    }
+
+    /// The request body for `request`: the encoded bytes, gzip-compressed above 1 KiB (then `compressed`).
+    public static func body(for request: SyncRequest) throws(SyncFailure) -> (raw: Int, body: Data, compressed: Bool) {
+        let raw: Data
+        do {
+            raw = try WireCodec().encode(request)
+        } catch {
+            throw .permanent(code: "request.invalid", message: "the request could not be encoded")
+        }
+        return raw.count > 1024 ? (raw.count, Gzip.compress(raw), true) : (raw.count, raw, false)
+    }
+
+    /// Reads one answer of `POST /v1/sync`, whichever HTTP client fetched it: inflates a gzip body, turns a
+    /// status other than 200 into the protocol's `SyncFailure` (with `Retry-After`), decodes the answer and
+    /// counts the bytes.
+    public static func exchange(status: Int, retryAfter: String?, body data: Data, sent: (raw: Int, wire: Int))
+        throws(SyncFailure) -> TransportExchange
+    {
+        let codec = WireCodec()
+        // Depending on the client and platform, the body may already be inflated.
         let plain: Data
         do {
             plain = Gzip.isGzip(data) ? try Gzip.decompress(data, maxOutputBytes: 256 << 20) : data
@@ -68,15 +81,13 @@ public final class HTTPTransport: SyncTransport {
             throw .retryable(reason: "a corrupt response body", retryAfter: nil)
         }
         let traffic = Traffic(
-            sentRaw: raw.count, sentWire: body.count, receivedRaw: plain.count, receivedWire: data.count)
-        guard http.statusCode == 200 else {
-            let retryAfter = (http.value(forHTTPHeaderField: "Retry-After")).flatMap(Int.init).map {
-                Duration.seconds($0)
-            }
+            sentRaw: sent.raw, sentWire: sent.wire, receivedRaw: plain.count, receivedWire: data.count)
+        guard status == 200 else {
             let detail = try? codec.decode(ErrorBody.self, from: plain)
             throw SyncFailure.from(
-                status: http.statusCode, code: detail?.error.code.rawValue ?? "http.\(http.statusCode)",
-                message: detail?.error.message ?? "HTTP \(http.statusCode)", retryAfter: retryAfter)
+                status: status, code: detail?.error.code.rawValue ?? "http.\(status)",
+                message: detail?.error.message ?? "HTTP \(status)",
+                retryAfter: retryAfter.flatMap(Int.init).map { Duration.seconds($0) })
         }
         do {
             return TransportExchange(response: try codec.decode(SyncResponse.self, from: plain), traffic: traffic)

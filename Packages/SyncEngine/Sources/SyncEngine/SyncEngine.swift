@@ -27,6 +27,15 @@ public final class SyncEngine: Sendable {
         /// How long applying one page may hold the store's write lock. Local writes wait for it: it bounds
         /// the latency an edit sees while a long pull (a new device, a week offline) runs.
         public var applyBudget: Duration = .milliseconds(12)
+        /// How long, during a long pull, projections that can (`BufferingProjection`) may hold pulled events
+        /// in memory before their tables show them. Pages that have more after them are applied to the log
+        /// and to memory only, and the buffered records are written at most this long after the first of
+        /// them, and when the pull catches up: a record touched by many pages is then written once instead
+        /// of once per page. The flushes run in transactions that each fit `applyBudget`. Zero writes every
+        /// page's records with the page. Local commands that read a record before changing it see it current
+        /// either way (`EventStore.writeBufferedProjections`); other readers of the tables see them up to this
+        /// long behind while a pull runs.
+        public var projectionLag: Duration = .seconds(1)
         public var batch = PushBatchPolicy()
         public var debounce: Duration = .milliseconds(250)
         public var backoff = BackoffPolicy()
@@ -96,9 +105,12 @@ public final class SyncEngine: Sendable {
     /// - Throws: the `SyncFailure` that ended the cycle; what was committed before it stays committed.
     public func syncNow() async throws(SyncFailure) {
         await journal.record("start")
+        var flushLimit = Self.firstFlushLimit
         do {
-            try await cycle()
+            try await cycle(flushLimit: &flushLimit)
         } catch {
+            // What the cycle buffered before it failed still reaches the tables.
+            try? await flushProjections(limit: &flushLimit)
             await recordFailure(error)
             throw error
         }
@@ -128,8 +140,9 @@ public final class SyncEngine: Sendable {
     /// and in order, and a cursor is stored only with the page it belongs to: a crash at any point leaves
     /// the store at the end of an applied answer, and the next cycle resumes from there (a request that was
     /// in flight is sent again; pushes are deduplicated by event id).
-    private func cycle() async throws(SyncFailure) {
+    private func cycle(flushLimit: inout Int) async throws(SyncFailure) {
         var limit = max(1, configuration.pageSize)
+        var bufferedSince: ContinuousClock.Instant? = nil
         var plan = try await makePlan(after: 0, cursor: nil, fromStore: true, limit: limit)
         var fetch = send(plan)
         defer { fetch.cancel() }
@@ -153,9 +166,22 @@ public final class SyncEngine: Sendable {
                 after: plan.lastPosition, cursor: response.cursor, fromStore: false, limit: limit)
             let more = !next.batch.isEmpty || response.hasMore
             if more { fetch = send(next) }
+            // More pages follow: projections may keep this one in memory (see `projectionLag`).
+            let deferring = configuration.projectionLag > .zero && response.hasMore
             let applyStart = ContinuousClock.now
-            let outcome = try await apply(response, pushed: plan.batch)
+            let outcome = try await apply(response, pushed: plan.batch, deferProjections: deferring)
             lastApply = ContinuousClock.now - applyStart
+            var flushed = Duration.zero
+            if store.hasBufferedProjections() {
+                let since = bufferedSince ?? applyStart
+                bufferedSince = since
+                if !deferring || ContinuousClock.now - since >= configuration.projectionLag {
+                    let flushStart = ContinuousClock.now
+                    try await flushProjections(limit: &flushLimit)
+                    flushed = ContinuousClock.now - flushStart
+                    bufferedSince = nil
+                }
+            }
             await updateStatus {
                 $0.traffic += exchange.traffic
                 $0.inFlight = more ? next.batch.count : 0
@@ -165,9 +191,32 @@ public final class SyncEngine: Sendable {
                     pushed: plan.batch.count, acknowledged: outcome.acknowledged, rejected: outcome.rolledBack.count,
                     pulled: response.events.count, inserted: outcome.pulled.inserted, pageLimit: plan.limit,
                     hasMore: response.hasMore, roundTrip: roundTrip, waited: waited, apply: lastApply ?? .zero,
-                    traffic: exchange.traffic))
+                    traffic: exchange.traffic, flush: flushed))
             if !more { return }
             plan = next
+        }
+        // The cycle ends at its bound on rounds: nothing stays buffered past it.
+        try await flushProjections(limit: &flushLimit)
+    }
+
+    /// Records a flush transaction writes first; then adapted so that each fits `applyBudget`.
+    static let firstFlushLimit = 256
+
+    /// Writes every projection record buffered during a pull, in transactions of `limit` records, doubled
+    /// while one takes less than half of `applyBudget` and halved while one takes more, so local writes
+    /// wait for no more than one of them.
+    private func flushProjections(limit: inout Int) async throws(SyncFailure) {
+        while store.hasBufferedProjections() {
+            let count = limit
+            let start = ContinuousClock.now
+            let done = try await local { try await self.store.flushProjections(limit: count) }
+            let took = ContinuousClock.now - start
+            if took > configuration.applyBudget {
+                limit = max(16, limit / 2)
+            } else if took * 2 < configuration.applyBudget {
+                limit = min(1 << 16, limit * 2)
+            }
+            if done { return }
         }
     }
 
@@ -216,8 +265,8 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private func apply(_ response: SyncResponse, pushed batch: [StoredEvent]) async throws(SyncFailure)
-        -> EventStore.SyncResponseOutcome
+    private func apply(_ response: SyncResponse, pushed batch: [StoredEvent], deferProjections: Bool)
+        async throws(SyncFailure) -> EventStore.SyncResponseOutcome
     {
         var acknowledged: [EventID: Int64] = [:]
         var rejections: [EventID: StoredEvent.Rejection] = [:]
@@ -233,7 +282,8 @@ public final class SyncEngine: Sendable {
         // One transaction for the whole answer: a crash leaves the store as it was before it or with all of it.
         let outcome = try await local { [acknowledged, rejections] in
             try await self.store.applySyncResponse(
-                acknowledged: acknowledged, rejected: rejections, pulled: response.events, cursor: response.cursor)
+                acknowledged: acknowledged, rejected: rejections, pulled: response.events, cursor: response.cursor,
+                deferProjections: deferProjections)
         }
         // One journal write for the whole answer.
         let pulled = outcome.pulled

@@ -26,12 +26,15 @@ public struct SyncRound: Sendable, Hashable {
     public var waited: Duration
     /// The local transaction that applied the answer.
     public var apply: Duration
+    /// Writing projection records buffered during the pull after this answer (zero when the engine did
+    /// not flush after it; see `SyncEngine.Configuration.projectionLag`), in transactions of their own.
+    public var flush: Duration
     /// Bytes of this round trip.
     public var traffic: Traffic
 
     public init(
         pushed: Int, acknowledged: Int, rejected: Int, pulled: Int, inserted: Int, pageLimit: Int, hasMore: Bool,
-        roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic
+        roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic, flush: Duration = .zero
     ) {
         self.pushed = pushed
         self.acknowledged = acknowledged
@@ -43,6 +46,7 @@ public struct SyncRound: Sendable, Hashable {
         self.roundTrip = roundTrip
         self.waited = waited
         self.apply = apply
+        self.flush = flush
         self.traffic = traffic
     }
 }

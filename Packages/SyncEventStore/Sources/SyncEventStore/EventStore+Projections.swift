@@ -9,16 +9,111 @@ extension EventStore {
 
     /// Applies freshly inserted events (positions after `positionBefore`) to every projection. A projection
     /// whose checkpoint is behind (it missed writes, e.g. it was added later) catches up from the log first.
-    func applyToProjections(_ events: [StoredEvent], after positionBefore: Int64, _ db: Database) throws {
+    ///
+    /// With `deferSaves`, a `BufferingProjection` keeps the events' effect in memory and its checkpoint where
+    /// it was (see `flushProjections`). Without it, one that holds buffered state still takes the events into
+    /// memory (its tables are behind), then writes the records these events touch, so a local write is read
+    /// back at once.
+    func applyToProjections(
+        _ events: [StoredEvent], after positionBefore: Int64, _ db: Database, deferSaves: Bool = false
+    ) throws {
         guard let last = events.last?.position else { return }
+        let live = events.filter { $0.status != .rejected }
         for projection in projections {
             let checkpoint = try Self.checkpoint(projection.name, db)
+            if let buffering = projection as? any BufferingProjection, let checkpoint,
+                deferSaves || buffering.bufferedThrough != nil,
+                try buffering.buffer(
+                    live, after: positionBefore, through: last, checkpoint: checkpoint.position, in: db)
+            {
+                if !deferSaves, buffering.bufferedThrough != nil {
+                    let streams = Set(live.map(\.event.stream))
+                    if let held = try buffering.flush(streams: streams, limit: .max, in: db).heldThrough {
+                        try Self.setCheckpoint(projection, position: held, db)
+                    }
+                } else if buffering.bufferedThrough == nil {
+                    try Self.setCheckpoint(projection, position: last, db)
+                }
+                continue
+            }
             if checkpoint?.position == positionBefore {
-                try projection.apply(events.filter { $0.status != .rejected }, in: db)
+                try projection.apply(live, in: db)
             } else {
                 try catchUp(projection, from: checkpoint?.position ?? 0, db)
             }
             try Self.setCheckpoint(projection, position: last, db)
+        }
+    }
+
+    /// Writes up to `limit` records that projections hold in memory (`BufferingProjection`), in one
+    /// transaction; once a projection has written its last one, its checkpoint moves to what it held.
+    /// - Returns: true when nothing is buffered any more and every projection's tables hold the whole log.
+    @discardableResult
+    public func flushProjections(limit: Int = .max) async throws -> Bool {
+        let (done, streams) = try await database.writer.write { db in try self.flushProjections(limit: limit, db) }
+        if !streams.isEmpty {
+            broadcaster.publish(
+                StoreChange(kind: .projected, streams: streams, projections: Set(projections.map(\.name))))
+        }
+        return done
+    }
+
+    /// Whether some projection holds events in memory that its tables do not show yet.
+    public func hasBufferedProjections() -> Bool {
+        projections.contains { ($0 as? any BufferingProjection)?.bufferedThrough != nil }
+    }
+
+    /// `flushProjections(limit:)` inside the caller's transaction; returns whether it is done and the streams
+    /// of the records it wrote.
+    func flushProjections(limit: Int, _ db: Database) throws -> (done: Bool, streams: Set<String>) {
+        var done = true
+        var streams: Set<String> = []
+        for projection in projections {
+            guard let buffering = projection as? any BufferingProjection else { continue }
+            if buffering.bufferedThrough != nil {
+                let flush = try buffering.flush(streams: nil, limit: limit, in: db)
+                streams.formUnion(flush.streams)
+                if let held = flush.heldThrough {
+                    try Self.setCheckpoint(projection, position: held, db)
+                } else {
+                    done = false
+                }
+            }
+            let last = try Self.lastPosition(db)
+            if buffering.bufferedThrough == nil, let checkpoint = try Self.checkpoint(projection.name, db),
+                checkpoint.position < last
+            {
+                // Buffered state was dropped (see `BufferingProjection`): the tables catch up from the log.
+                try catchUp(projection, from: checkpoint.position, db)
+                try Self.setCheckpoint(projection, position: last, db)
+            }
+        }
+        return (done, streams)
+    }
+
+    /// Writes every buffered record before an operation that reads or restores projection tables directly.
+    func settleProjections(_ db: Database) throws {
+        for projection in projections {
+            guard let buffering = projection as? any BufferingProjection, buffering.bufferedThrough != nil else {
+                continue
+            }
+            if let held = try buffering.flush(streams: nil, limit: .max, in: db).heldThrough {
+                try Self.setCheckpoint(projection, position: held, db)
+            }
+        }
+    }
+
+    /// Writes the buffered records of `streams`, inside the caller's transaction: a command that reads a
+    /// record's current state from a projection's table before appending (`append(building:)`) calls this
+    /// first.
+    public func writeBufferedProjections(streams: Set<String>, in db: Database) throws {
+        for projection in projections {
+            guard let buffering = projection as? any BufferingProjection, buffering.bufferedThrough != nil else {
+                continue
+            }
+            if let held = try buffering.flush(streams: streams, limit: .max, in: db).heldThrough {
+                try Self.setCheckpoint(projection, position: held, db)
+            }
         }
     }
 
@@ -127,6 +222,7 @@ extension EventStore {
     /// events scans the log once per 500 streams (there is no index by stream, see `EventStoreSchema`).
     func replay(streams: Set<String>, _ db: Database) throws {
         guard !streams.isEmpty else { return }
+        try settleProjections(db)
         let list = Array(streams)
         for projection in projections {
             try projection.restoreSnapshot(streams: streams, in: db)

@@ -34,12 +34,18 @@ extension EventStore {
     /// marked rejected and their streams re-derived without them in every projection; the page is inserted
     /// and applied; the cursor is stored. After the commit, observers get the same changes those three calls
     /// publish: `.rejected` with the rolled-back events, then `.confirmed` with the inserted ones.
+    ///
+    /// With `deferProjections`, projections that can (`BufferingProjection`) take the page into memory and
+    /// write their tables later, when `flushProjections` is called: a long pull then saves each record once
+    /// per flush rather than once per page. The log, the cursor and the checkpoints are committed as always,
+    /// so a crash loses nothing (the projections catch up from their checkpoints on open); until the flush,
+    /// readers of those tables see them as they were.
     /// - Throws: `EventStoreError` `event.invalid` for a pulled event without `seq` or with a broken envelope,
     ///   or the database's error; nothing of the answer is applied then.
     @discardableResult
     public func applySyncResponse(
         acknowledged: [EventID: Int64], rejected: [EventID: StoredEvent.Rejection], pulled: [Event],
-        cursor: String?
+        cursor: String?, deferProjections: Bool = false
     ) async throws -> SyncResponseOutcome {
         // Read here, in the caller's task: GRDB runs the closure on its writer queue, where task locals are
         // not visible.
@@ -49,7 +55,8 @@ extension EventStore {
             try fault?(.acknowledged)
             let rolledBack = try self.markRejected(rejected, db)
             try fault?(.rejectedRolledBack)
-            let (pulledResult, inserted) = try self.applyConfirmed(pulled, cursor: cursor, db, fault: fault)
+            let (pulledResult, inserted) = try self.applyConfirmed(
+                pulled, cursor: cursor, db, deferSaves: deferProjections, fault: fault)
             return (
                 SyncResponseOutcome(acknowledged: acknowledgedCount, rolledBack: rolledBack, pulled: pulledResult),
                 inserted
@@ -103,7 +110,7 @@ extension EventStore {
     /// `applyConfirmed(_:cursor:)` inside the caller's transaction; returns the inserted events for the
     /// caller to publish after the commit. `fault` is `syncResponseFault`, when applying a sync response.
     func applyConfirmed(
-        _ page: [Event], cursor: String?, _ db: Database,
+        _ page: [Event], cursor: String?, _ db: Database, deferSaves: Bool = false,
         fault: (@Sendable (SyncResponseStep) throws -> Void)? = nil
     ) throws -> (ConfirmedPageResult, [StoredEvent]) {
         let positionBefore = try Self.lastPosition(db)
@@ -126,19 +133,19 @@ extension EventStore {
                 let status = SyncStatus(rawValue: existing["status"]) ?? .pending
                 if status == .confirmed {
                     // Confirmed from a push result earlier: the pull brings the time the server received it.
-                    try db.execute(
-                        sql: "UPDATE events SET received_at = ? WHERE event_id = ? AND received_at IS NULL",
-                        arguments: [event.receivedAt.map(RFC3339.string(from:)), event.id.description])
+                    try db.cachedStatement(
+                        sql: "UPDATE events SET received_at = ? WHERE event_id = ? AND received_at IS NULL"
+                    ).execute(arguments: [event.receivedAt.map(RFC3339.string(from:)), event.id.description])
                     result.alreadyKnown += 1
                     continue
                 }
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         UPDATE events SET status = 'confirmed', seq = ?, received_at = ?, reject_code = NULL,
                             reject_message = NULL
                         WHERE event_id = ?
-                        """,
-                    arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.id.description])
+                        """
+                ).execute(arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.id.description])
                 result.confirmedLocal += 1
                 // The server's word wins: an event refused earlier but accepted now takes effect again.
                 if status == .rejected { restoredStreams.insert(event.stream) }
@@ -154,7 +161,7 @@ extension EventStore {
             clock.receive(newest)
             try Self.setMeta("hlc", clock.last.description, db)
         }
-        try applyToProjections(inserted, after: positionBefore, db)
+        try applyToProjections(inserted, after: positionBefore, db, deferSaves: deferSaves)
         try replay(streams: restoredStreams, db)
         try fault?(.beforeCursor)
         if let cursor { try Self.setMeta("cursor", cursor, db) }
@@ -217,9 +224,9 @@ extension EventStore {
     func markConfirmed(_ seqs: [EventID: Int64], _ db: Database) throws -> Int {
         var confirmed = 0
         for (id, seq) in seqs {
-            try db.execute(
-                sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE event_id = ? AND status = 'pending'",
-                arguments: [seq, id.description])
+            try db.cachedStatement(
+                sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE event_id = ? AND status = 'pending'"
+            ).execute(arguments: [seq, id.description])
             confirmed += db.changesCount
         }
         return confirmed

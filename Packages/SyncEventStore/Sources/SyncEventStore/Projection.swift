@@ -102,3 +102,48 @@ public protocol RowReplayingProjection: Projection {
     /// Applies the events `rows` feeds to its argument, one at a time, in order.
     func replay(_ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database) throws
 }
+
+/// A projection that can hold the effect of events in memory and write its tables later (write-behind).
+///
+/// Applying a page of pulled events costs, for a projection of records that are expensive to save (a note is
+/// its whole CRDT state), one save per record the page touches. During a long pull (a new device, a week
+/// offline) the same records are touched page after page; buffering lets each be saved once per flush
+/// instead of once per page. The engine asks for it with `EventStore.applySyncResponse(…, deferProjections:)`
+/// and writes what is buffered with `EventStore.flushProjections(limit:)`.
+///
+/// Rules, relied on by the store:
+/// - The store's checkpoint for the projection stays where its tables hold everything (the last position
+///   before buffering began) until a flush writes the last buffered record. A crash loses only memory: on
+///   open the projection catches up from that checkpoint, re-applying events some records already hold,
+///   which `apply` being idempotent makes harmless. Records may therefore be written in any order and in
+///   several transactions.
+/// - Buffered state is lost, never wrong: whenever the projection cannot vouch for it (a transaction rolled
+///   back, another connection wrote the file, its tables were restored or rebuilt), it drops it, and the
+///   store then catches the tables up from the checkpoint.
+public protocol BufferingProjection: Projection {
+    /// Applies `events` (the non-rejected ones among the log's positions after `position`, up to `last`) to
+    /// the state held in memory, without writing tables. Accepts only when memory holds the log's state at
+    /// `position`: its tables at `checkpoint` plus what it buffered through `position`. Returns false,
+    /// having changed nothing, otherwise; the store then applies the events the ordinary way.
+    func buffer(_ events: [StoredEvent], after position: Int64, through last: Int64, checkpoint: Int64, in db: Database)
+        throws -> Bool
+    /// The log position the buffered state holds, or nil when nothing is buffered.
+    var bufferedThrough: Int64? { get }
+    /// Writes buffered records (only those of `streams` when given), at most `limit` of them, inside the
+    /// caller's transaction.
+    func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush
+}
+
+/// What one `BufferingProjection.flush` wrote.
+public struct ProjectionFlush: Sendable, Hashable {
+    /// The streams of the records written.
+    public var streams: Set<String>
+    /// The log position the tables hold in full, once the flush wrote the last buffered record; nil while
+    /// some remain.
+    public var heldThrough: Int64?
+
+    public init(streams: Set<String>, heldThrough: Int64?) {
+        self.streams = streams
+        self.heldThrough = heldThrough
+    }
+}

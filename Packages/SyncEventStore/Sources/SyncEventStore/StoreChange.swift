@@ -5,6 +5,9 @@ import Synchronization
 public struct StoreChange: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable {
         case appended, confirmed, rejected, rebuilt, pruned, imported
+        /// Buffered projection records were written (`EventStore.flushProjections`): the streams' rows in the
+        /// projections' tables changed, with no new event.
+        case projected
     }
     public var kind: Kind
     /// The streams whose events changed (empty for a rebuild: everything may have).

@@ -1,0 +1,53 @@
+import Foundation
+import NotesStore
+import SyncEngine
+import SyncEngineHTTPClient
+import SyncModels
+import Testing
+
+/// Both HTTP transports against a real `sync-server`: the same answers, the same failures. The agent uses
+/// `HTTPClientTransport`; apps on Apple platforms use `HTTPTransport`.
+@Suite struct TransportTests {
+    static func transports(_ stack: Stack, token: String?) -> [(String, any SyncTransport)] {
+        let url = URL(string: stack.serverURL)!
+        return [
+            ("URLSession", HTTPTransport(baseURL: url, token: token)),
+            ("AsyncHTTPClient", HTTPClientTransport(baseURL: url, token: token)),
+        ]
+    }
+
+    @Test func bothTransportsSyncTheSameStateIncludingBodiesThatCompressALot() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: ["team-1"])
+        var exports: [Data] = []
+        for (index, (name, transport)) in Self.transports(stack, token: token).enumerated() {
+            let client = try NotesClient.open(path: stack.directory.appendingPathComponent("\(name).sqlite").path)
+            // A body that gzip shrinks about a hundredfold: a client that caps the inflation ratio refuses it.
+            try await client.create(scope: "team-1", title: "from \(name)", body: String(repeating: "x", count: 20_000))
+            let engine = try SyncEngine(store: client.store, transport: transport)
+            try await engine.syncNow()
+            if index == 0 { try await engine.syncNow() }
+            exports.append(try await client.exportState())
+            let status = engine.status
+            #expect(status.pending == 0 && status.lastError == nil, "\(name)")
+            if name == "AsyncHTTPClient" {
+                // URLSession on Linux inflates bodies itself and reports the inflated size.
+                #expect(status.traffic.receivedWire < status.traffic.receivedRaw, "it received gzip")
+            }
+        }
+        // The second device saw the first one's note; the first syncs again to see the second's.
+        let first = try NotesClient.open(path: stack.directory.appendingPathComponent("URLSession.sqlite").path)
+        try await SyncEngine(store: first.store, transport: Self.transports(stack, token: token)[0].1).syncNow()
+        #expect(try await first.exportState() == exports[1])
+    }
+
+    @Test func bothTransportsReportAnInvalidTokenAsAnAuthenticationFailure() async throws {
+        let stack = try await Stack()
+        for (name, transport) in Self.transports(stack, token: "not-a-token") {
+            let client = try NotesClient.open(path: stack.directory.appendingPathComponent("\(name).sqlite").path)
+            let engine = try SyncEngine(store: client.store, transport: transport)
+            await #expect(throws: SyncFailure.self, "\(name)") { try await engine.syncNow() }
+            #expect(engine.status.pausedForAuthentication, "\(name)")
+        }
+    }
+}
