@@ -39,14 +39,18 @@ struct AgentOptions: ParsableArguments {
         try NotesClient.open(path: db)
     }
 
-    func engine(for client: NotesClient, scopes: [Scope]? = nil) throws -> SyncEngine {
+    func engine(
+        for client: NotesClient, scopes: [Scope]? = nil, onRound: (@Sendable (SyncRound) -> Void)? = nil
+    ) throws -> SyncEngine {
         guard let server, let url = URL(string: server) else {
             throw ValidationError("--server URL is required to sync")
         }
         let bearer = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
+        var configuration = SyncEngine.Configuration(scopes: scopes)
+        configuration.onRound = onRound
         return try SyncEngine(
             store: client.store, transport: HTTPClientTransport(baseURL: url, token: bearer),
-            configuration: SyncEngine.Configuration(scopes: scopes))
+            configuration: configuration)
     }
 }
 

@@ -5,6 +5,7 @@ import NotesStore
 import SyncEngine
 import SyncEventStore
 import SyncModels
+import Synchronization
 
 /// `sync-agent sync`: push and pull until nothing is left, then exit.
 struct SyncCommand: AsyncParsableCommand {
@@ -14,7 +15,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try options.client()
-        let engine = try options.engine(for: client)
+        let progress = PullProgress()
+        let engine = try options.engine(for: client, onRound: progress.record)
         do {
             try await engine.syncNow()
         } catch {
@@ -23,6 +25,29 @@ struct SyncCommand: AsyncParsableCommand {
         }
         let status = engine.status
         report("synced: \(status.pending) pending, \(status.rejected) rejected")
+    }
+}
+
+/// Reports a long pull's progress on standard error, at most once a second: events pulled of the total the
+/// server's `remaining` implies.
+final class PullProgress: Sendable {
+    private struct State {
+        var pulled = 0
+        var lastReport: ContinuousClock.Instant?
+    }
+    private let state = Mutex(State())
+
+    @Sendable func record(_ round: SyncRound) {
+        let line = state.withLock { state -> String? in
+            state.pulled += round.pulled
+            guard let remaining = round.remaining, remaining > 0 else { return nil }
+            let now = ContinuousClock.now
+            if let last = state.lastReport, now - last < .seconds(1) { return nil }
+            state.lastReport = now
+            let total = state.pulled + remaining
+            return "pulled \(state.pulled) of \(total) events (\(state.pulled * 100 / max(total, 1))%)"
+        }
+        if let line { report(line) }
     }
 }
 

@@ -16,6 +16,9 @@ public struct EngineStatus: Sendable, Hashable, Codable {
     public var cycles = 0
     /// Bytes moved since the engine started.
     public var traffic = Traffic()
+    /// Events the server still had to send after the last page, as it said (`remaining`): the progress of a
+    /// long pull (0 once caught up; nil before the first answer, or from a server that does not say).
+    public var remainingToPull: Int?
 
     public init() {}
 }

@@ -185,13 +185,14 @@ public final class SyncEngine: Sendable {
             await updateStatus {
                 $0.traffic += exchange.traffic
                 $0.inFlight = more ? next.batch.count : 0
+                $0.remainingToPull = response.remaining
             }
             configuration.onRound?(
                 SyncRound(
                     pushed: plan.batch.count, acknowledged: outcome.acknowledged, rejected: outcome.rolledBack.count,
                     pulled: response.events.count, inserted: outcome.pulled.inserted, pageLimit: plan.limit,
                     hasMore: response.hasMore, roundTrip: roundTrip, waited: waited, apply: lastApply ?? .zero,
-                    traffic: exchange.traffic, flush: flushed))
+                    traffic: exchange.traffic, flush: flushed, remaining: response.remaining))
             if !more { return }
             plan = next
         }

@@ -20,6 +20,8 @@ public struct SyncRound: Sendable, Hashable {
     public var pageLimit: Int
     /// Whether the server had more to pull after this page.
     public var hasMore: Bool
+    /// Events the server still had after this page, when it says (`SyncResponse.remaining`).
+    public var remaining: Int?
     /// From sending the request to holding its decoded answer: the server, the wire and decoding.
     public var roundTrip: Duration
     /// How long the engine waited for this answer after it was ready for it.
@@ -34,8 +36,10 @@ public struct SyncRound: Sendable, Hashable {
 
     public init(
         pushed: Int, acknowledged: Int, rejected: Int, pulled: Int, inserted: Int, pageLimit: Int, hasMore: Bool,
-        roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic, flush: Duration = .zero
+        roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic, flush: Duration = .zero,
+        remaining: Int? = nil
     ) {
+        self.remaining = remaining
         self.pushed = pushed
         self.acknowledged = acknowledged
         self.rejected = rejected

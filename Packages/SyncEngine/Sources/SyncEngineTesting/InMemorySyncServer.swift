@@ -50,7 +50,9 @@ public actor InMemorySyncServer {
             events += page
             if let last = page.last?.seq { cursor.advance(scope, to: last) }
         }
-        return SyncResponse(results: results, events: events, cursor: cursor.encoded, hasMore: hasMore)
+        let remaining = scopes.reduce(0) { $0 + max(0, log[$1, default: []].count - Int(cursor[$1])) }
+        return SyncResponse(
+            results: results, events: events, cursor: cursor.encoded, hasMore: hasMore, remaining: remaining)
     }
 
     /// The push step of the real server, on memory instead of PostgreSQL.

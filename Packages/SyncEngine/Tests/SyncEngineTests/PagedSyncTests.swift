@@ -149,6 +149,24 @@ import Testing
         #expect(try await store.counts() == [.pending: 0, .confirmed: 100, .rejected: 0])
     }
 
+    @Test func eachRoundSaysHowMuchIsLeftToPull() async throws {
+        let directory = try TemporaryDirectory()
+        let server = try await Self.server(holding: 100, directory)
+        let rounds = Mutex<[SyncRound]>([])
+        let store = try EventStore(path: directory.path("progress.sqlite"), projections: [TitleProjection()])
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = 10
+        configuration.maxPageSize = 10
+        configuration.onRound = { round in rounds.withLock { $0.append(round) } }
+        let engine = try SyncEngine(
+            store: store, transport: InMemoryTransport(server: server), configuration: configuration)
+        #expect(engine.status.remainingToPull == nil)
+        try await engine.syncNow()
+        let log = rounds.withLock { $0 }
+        #expect(log.map(\.remaining) == stride(from: 90, through: 0, by: -10).map { $0 })
+        #expect(engine.status.remainingToPull == 0)
+    }
+
     @Test func pagesGrowWhileTheyComeBackFullAndFastAndNotOtherwise() async throws {
         let directory = try TemporaryDirectory()
         let server = try await Self.server(holding: 200, directory)

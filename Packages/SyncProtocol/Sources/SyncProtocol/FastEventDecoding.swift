@@ -243,11 +243,13 @@ private struct BodyDecoder {
         var events: [Event]?
         var cursor: String?
         var hasMore: Bool?
+        var remaining: Int64?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "events": events = try decoder.events(&reader, "events")
             case "cursor": cursor = try decoder.string(&reader, "cursor")
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
+            case "remaining": remaining = try decoder.int64(&reader, "remaining")
             default: return false
             }
             return true
@@ -255,7 +257,7 @@ private struct BodyDecoder {
         guard let events else { throw missing("events") }
         guard let cursor else { throw missing("cursor") }
         guard let hasMore else { throw missing("hasMore") }
-        return PullResponse(events: events, cursor: cursor, hasMore: hasMore)
+        return PullResponse(events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) })
     }
 
     mutating func syncResponse(_ reader: inout JSONReader) throws(Bail) -> SyncResponse {
@@ -263,12 +265,14 @@ private struct BodyDecoder {
         var events: [Event]?
         var cursor: String?
         var hasMore: Bool?
+        var remaining: Int64?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "results": results = try decoder.results(&reader)
             case "events": events = try decoder.events(&reader, "events")
             case "cursor": cursor = try decoder.string(&reader, "cursor")
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
+            case "remaining": remaining = try decoder.int64(&reader, "remaining")
             default: return false
             }
             return true
@@ -277,7 +281,8 @@ private struct BodyDecoder {
         guard let events else { throw missing("events") }
         guard let cursor else { throw missing("cursor") }
         guard let hasMore else { throw missing("hasMore") }
-        return SyncResponse(results: results, events: events, cursor: cursor, hasMore: hasMore)
+        return SyncResponse(
+            results: results, events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) })
     }
 
     mutating func pushResponse(_ reader: inout JSONReader) throws(Bail) -> PushResponse {

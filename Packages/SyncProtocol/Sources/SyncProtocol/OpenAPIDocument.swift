@@ -240,7 +240,11 @@ public enum OpenAPIDocument {
                 "properties": {
                   "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}},
                   "cursor": {"type": "string"},
-                  "hasMore": {"type": "boolean"}
+                  "hasMore": {"type": "boolean"},
+                  "remaining": {
+                    "type": "integer", "minimum": 0,
+                    "description": "Events past cursor up to each requested scope's head when the page was read, summed over the scopes: the progress of a long pull. An upper bound once compaction has folded events. Added after v1's first publication: clients must accept its absence."
+                  }
                 }
               },
               "SyncRequest": {
@@ -261,7 +265,11 @@ public enum OpenAPIDocument {
                   "results": {"type": "array", "items": {"$ref": "#/components/schemas/PushResult"}},
                   "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}},
                   "cursor": {"type": "string"},
-                  "hasMore": {"type": "boolean"}
+                  "hasMore": {"type": "boolean"},
+                  "remaining": {
+                    "type": "integer", "minimum": 0,
+                    "description": "Events past cursor up to each requested scope's head when the page was read, summed over the scopes: the progress of a long pull. An upper bound once compaction has folded events. Added after v1's first publication: clients must accept its absence."
+                  }
                 }
               }
             }

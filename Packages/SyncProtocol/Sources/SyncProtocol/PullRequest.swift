@@ -94,10 +94,15 @@ public struct PullResponse: Codable, Hashable, Sendable {
     public var events: [Event]
     public var cursor: String
     public var hasMore: Bool
+    /// Events past `cursor` up to the head of each requested scope when the page was read, summed over the
+    /// scopes: how much of a long pull (a bootstrap) is left, for progress. An upper bound once compaction
+    /// has folded events (it counts seqs). Absent from servers older than this field.
+    public var remaining: Int?
 
-    public init(events: [Event], cursor: String, hasMore: Bool) {
+    public init(events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil) {
         self.events = events
         self.cursor = cursor
         self.hasMore = hasMore
+        self.remaining = remaining
     }
 }

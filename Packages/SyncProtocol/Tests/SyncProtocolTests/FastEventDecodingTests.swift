@@ -92,11 +92,14 @@ import Testing
                     ? PushResult.accepted(event.id, seq: Int64(round))
                     : .rejected(event.id, EventRejection(.conflictVersion, "stale \"v\"", currentVersion: 4))
             }
-            let pull = PullResponse(events: events, cursor: "c-\(round)", hasMore: round % 2 == 0)
+            // `remaining` is optional: servers older than it leave it out.
+            let pull = PullResponse(
+                events: events, cursor: "c-\(round)", hasMore: round % 2 == 0, remaining: round % 3 == 0 ? nil : round)
             let pullData = try encoder.encode(pull)
             #expect(
                 try FastEventDecoding.pullResponse(pullData) == (try decoder.decode(PullResponse.self, from: pullData)))
-            let answer = SyncResponse(results: results, events: events, cursor: "c", hasMore: false)
+            let answer = SyncResponse(
+                results: results, events: events, cursor: "c", hasMore: false, remaining: round % 2 == 0 ? nil : 0)
             let answerData = try encoder.encode(answer)
             #expect(
                 try FastEventDecoding.syncResponse(answerData)

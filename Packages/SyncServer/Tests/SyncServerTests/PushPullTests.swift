@@ -48,6 +48,7 @@ import Testing
                 pulled += page.events
                 cursor = try ScopeCursor(encoded: page.cursor)
                 pages += 1
+                #expect(page.remaining == 21 - pulled.count, "the progress of the pull")
                 if !page.hasMore { break }
                 #expect(page.events.count == 4)
             }

@@ -31,8 +31,11 @@ struct EventJSONWriter {
         return writer.bytes
     }
 
-    /// `{"events":[…],"cursor":"…","hasMore":…}`, with `"results":[…],` first when `results` is given.
-    static func page(events: [StoredEvent], cursor: String, hasMore: Bool, results: [PushResult]? = nil) -> [UInt8] {
+    /// `{"events":[…],"cursor":"…","hasMore":…,"remaining":…}`, with `"results":[…],` first when `results`
+    /// is given.
+    static func page(
+        events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, results: [PushResult]? = nil
+    ) -> [UInt8] {
         var writer = EventJSONWriter(
             capacity: 256 + (results?.count ?? 0) * 80 + events.reduce(0) { $0 + 320 + $1.payloadJSON.utf8.count })
         writer.raw("{")
@@ -50,6 +53,8 @@ struct EventJSONWriter {
         writer.string(cursor)
         writer.raw(",\"hasMore\":")
         writer.raw(hasMore ? "true" : "false")
+        writer.raw(",\"remaining\":")
+        writer.writer.int(remaining)
         writer.raw("}")
         return writer.bytes
     }

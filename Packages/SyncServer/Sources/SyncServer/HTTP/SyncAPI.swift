@@ -51,7 +51,8 @@ struct SyncAPI: Sendable {
             let page = try await pull.pull(
                 pullRequest, identity: identity, replica: pullRequest.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
-            let bytes = EventJSONWriter.page(events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore)
+            let bytes = EventJSONWriter.page(
+                events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore, remaining: page.remaining)
             return try respond(Data(bytes), to: request)
         }
     }
@@ -71,7 +72,7 @@ struct SyncAPI: Sendable {
             metrics.recordPulled(page.events.count)
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
-                results: results)
+                remaining: page.remaining, results: results)
             return try respond(Data(bytes), to: request)
         }
     }

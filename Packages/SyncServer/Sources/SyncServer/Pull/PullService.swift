@@ -19,6 +19,8 @@ struct PullService: Sendable {
         var events: [StoredEvent]
         var cursor: ScopeCursor
         var hasMore: Bool
+        /// Events past `cursor` up to each scope's head as read (see `PullResponse.remaining`).
+        var remaining: Int64
     }
 
     /// The scopes a request reads: those it names (each must be in the token), or all of the token's.
@@ -92,12 +94,13 @@ struct PullService: Sendable {
                 events += batch
             }
             let hasMore = scopes.contains { scope in (heads[scope]?.head ?? 0) > next[scope] }
+            let left = scopes.reduce(Int64(0)) { $0 + max(0, (heads[$1]?.head ?? 0) - next[$1]) }
             if let replica {
                 let positions = Dictionary(uniqueKeysWithValues: scopes.map { ($0, cursor[$0]) })
                 try await repository.recordProgress(
                     replica: replica, positions: positions, on: connection, logger: logger)
             }
-            return Page(events: events, cursor: next, hasMore: hasMore)
+            return Page(events: events, cursor: next, hasMore: hasMore, remaining: left)
         }
     }
 }
