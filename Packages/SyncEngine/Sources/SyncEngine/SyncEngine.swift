@@ -130,6 +130,8 @@ public final class SyncEngine: Sendable {
         var after: Int64
         var cursor: String?
         var limit: Int
+        /// What the replica vouches for while its outbox holds events (`EventStore.acknowledgedCursor`).
+        var acknowledged: String?
 
         var lastPosition: Int64 { batch.last?.position ?? after }
     }
@@ -245,7 +247,10 @@ public final class SyncEngine: Sendable {
             let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
             let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
             let cursor = fromStore ? try await self.store.cursor() : cursor
-            return Plan(batch: Array(pending.prefix(first)), after: after, cursor: cursor, limit: limit)
+            let acknowledged = try await self.store.acknowledgedCursor()
+            return Plan(
+                batch: Array(pending.prefix(first)), after: after, cursor: cursor, limit: limit,
+                acknowledged: acknowledged)
         }
     }
 
@@ -253,7 +258,7 @@ public final class SyncEngine: Sendable {
     private func send(_ plan: Plan) -> Task<Result<(TransportExchange, Duration), SyncFailure>, Never> {
         let request = SyncRequest(
             replica: store.replica, events: plan.batch.map(\.event), cursor: plan.cursor, scopes: configuration.scopes,
-            limit: plan.limit)
+            limit: plan.limit, acknowledged: plan.acknowledged)
         let transport = transport
         return Task {
             let start = ContinuousClock.now

@@ -149,6 +149,47 @@ import Testing
         #expect(try await store.counts() == [.pending: 0, .confirmed: 100, .rejected: 0])
     }
 
+    /// Records every request before passing it on.
+    final class CapturingTransport: SyncTransport {
+        let inner: InMemoryTransport
+        let requests = Mutex<[SyncRequest]>([])
+
+        init(_ inner: InMemoryTransport) { self.inner = inner }
+
+        func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
+            requests.withLock { $0.append(request) }
+            return try await inner.sync(request)
+        }
+    }
+
+    @Test func whileEditsMadeOfflineWaitTheDeviceVouchesOnlyForWhatItKnewWhenItMadeThem() async throws {
+        let directory = try TemporaryDirectory()
+        let server = try await Self.server(holding: 30, directory)
+        let transport = CapturingTransport(InMemoryTransport(server: server))
+        let store = try EventStore(path: directory.path("offline.sqlite"), projections: [TitleProjection()])
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = 4
+        configuration.maxPageSize = 4
+        configuration.batch = PushBatchPolicy(maxEvents: 3)
+        let engine = try SyncEngine(store: store, transport: transport, configuration: configuration)
+        try await engine.syncNow()
+        let knew = try #require(try await store.cursor())
+        // Offline: 12 edits against what the device knew, while others write 40 more events.
+        try await store.append((0..<12).map { tag("note:\($0 % 5)", "offline \($0)") })
+        let writer = try SyncEngineTests.replica(directory, "writer-2", server: server)
+        try await writer.store.append((0..<40).map { title("note:\($0 % 9)", "later \($0)") })
+        try await writer.engine.syncNow()
+        transport.requests.withLock { $0.removeAll() }
+
+        try await engine.syncNow()
+        let requests = transport.requests.withLock { $0 }
+        let holding = requests.filter { $0.acknowledged != nil }
+        #expect(holding.count >= 4, "12 pending events go 3 at a time")
+        #expect(holding.allSatisfy { $0.acknowledged == knew })
+        #expect(holding.contains { $0.cursor != knew }, "the cursor moved on while the edits waited")
+        #expect(try await store.acknowledgedCursor() == nil)
+    }
+
     @Test func eachRoundSaysHowMuchIsLeftToPull() async throws {
         let directory = try TemporaryDirectory()
         let server = try await Self.server(holding: 100, directory)

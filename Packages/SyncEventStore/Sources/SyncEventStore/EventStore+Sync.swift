@@ -57,6 +57,7 @@ extension EventStore {
             try fault?(.rejectedRolledBack)
             let (pulledResult, inserted) = try self.applyConfirmed(
                 pulled, cursor: cursor, db, deferSaves: deferProjections, fault: fault)
+            try Self.trimOutboxMarks(db)
             return (
                 SyncResponseOutcome(acknowledged: acknowledgedCount, rolledBack: rolledBack, pulled: pulledResult),
                 inserted

@@ -141,6 +141,7 @@ public final class EventStore: Sendable {
             stored.append(StoredEvent(position: position, event: event, status: .pending))
         }
         try Self.count(.pending, stored.count, db)
+        try Self.markOutbox(from: stored[0].position, db)
         try Self.setMeta("dot", String(dotCounter), db)
         try Self.setMeta("hlc", clock.last.description, db)
         try applyToProjections(stored, after: positionBefore, db)
@@ -202,6 +203,55 @@ public final class EventStore: Sendable {
     /// The pull cursor last stored with a confirmed page (nil before the first pull).
     public func cursor() async throws -> String? {
         try await database.writer.read { db in try Self.meta("cursor", db) }
+    }
+
+    /// The cursor this replica held when it wrote its oldest pending event: what it vouches for to the
+    /// server while that event waits (`SyncRequest.acknowledged`), so that compaction never folds or purges
+    /// past the state an offline edit was made against. Nil when the outbox is empty (the cursor itself is
+    /// then acknowledged); the empty cursor for pending events older than the marks (written before the
+    /// store kept them).
+    public func acknowledgedCursor() async throws -> String? {
+        try await database.writer.read { db in try Self.acknowledgedCursor(db) }
+    }
+
+    static func acknowledgedCursor(_ db: Database) throws -> String? {
+        guard let oldest = try Self.oldestPending(db) else { return nil }
+        return try String.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT cursor FROM outbox_marks WHERE position <= ? ORDER BY position DESC LIMIT 1"),
+            arguments: [oldest]) ?? ""
+    }
+
+    static func oldestPending(_ db: Database) throws -> Int64? {
+        try Int64.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT position FROM events WHERE status = 'pending' ORDER BY position LIMIT 1"))
+    }
+
+    /// Records the cursor local events starting at `position` are written under, unless the last mark
+    /// already holds it.
+    static func markOutbox(from position: Int64, _ db: Database) throws {
+        let cursor = try meta("cursor", db) ?? ""
+        let last = try String.fetchOne(
+            db.cachedStatement(sql: "SELECT cursor FROM outbox_marks ORDER BY position DESC LIMIT 1"))
+        guard last != cursor else { return }
+        try db.cachedStatement(sql: "INSERT INTO outbox_marks (position, cursor) VALUES (?, ?)")
+            .execute(arguments: [position, cursor])
+    }
+
+    /// Drops the marks no pending event needs any more: all of them when the outbox is empty, otherwise
+    /// those before the one covering the oldest pending event.
+    static func trimOutboxMarks(_ db: Database) throws {
+        if let oldest = try oldestPending(db) {
+            try db.cachedStatement(
+                sql: """
+                    DELETE FROM outbox_marks
+                    WHERE position < (SELECT max(position) FROM outbox_marks WHERE position <= ?)
+                    """
+            ).execute(arguments: [oldest])
+        } else {
+            try db.cachedStatement(sql: "DELETE FROM outbox_marks").execute()
+        }
     }
 
     /// Every change after it commits. Each subscriber gets its own sequence.

@@ -78,6 +78,38 @@ import Testing
         let steps = Mutex<[EventStore.SyncResponseStep]>([])
     }
 
+    @Test func theAcknowledgedCursorIsWhatTheReplicaKnewWhenItMadeItsOldestPendingEvent() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("acknowledged.sqlite"))
+        #expect(try await store.acknowledgedCursor() == nil, "an empty outbox vouches for the cursor itself")
+        try await store.applyConfirmed([], cursor: "c1")
+        let first = try await store.append([title("note:1", "made at c1")])
+        try await store.applyConfirmed([], cursor: "c2")
+        #expect(try await store.acknowledgedCursor() == "c1", "held back while the edit made at c1 waits")
+        let second = try await store.append([title("note:2", "made at c2")])
+        try await store.append([title("note:3", "also made at c2")])
+        #expect(try await store.acknowledgedCursor() == "c1")
+        try await store.applySyncResponse(
+            acknowledged: [first[0].event.id: 1], rejected: [:], pulled: [], cursor: "c3")
+        #expect(try await store.acknowledgedCursor() == "c2", "the oldest pending event was made at c2")
+        try await store.applySyncResponse(
+            acknowledged: [second[0].event.id: 2], rejected: [:], pulled: [], cursor: "c4")
+        #expect(try await store.acknowledgedCursor() == "c2")
+        let pending = try await store.pendingEvents()
+        try await store.applySyncResponse(
+            acknowledged: [pending[0].event.id: 3], rejected: [:], pulled: [], cursor: "c5")
+        #expect(try await store.acknowledgedCursor() == nil)
+        let marks = try await store.database.writer.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox_marks")
+        }
+        #expect(marks == 0, "marks no pending event needs are dropped")
+
+        // Pending events written before the store kept marks vouch for nothing past the beginning.
+        try await store.append([title("note:4", "made at c5")])
+        try await store.database.writer.write { db in try db.execute(sql: "DELETE FROM outbox_marks") }
+        #expect(try await store.acknowledgedCursor() == "")
+    }
+
     @Test func oneAnswerInOneTransactionDoesWhatTheThreeCallsDid() async throws {
         let scenario = try await Scenario()
         let threeCalls = try scenario.copy("three-calls")

@@ -210,9 +210,14 @@ private struct BodyDecoder {
         var cursor: String?
         var scopes: [Scope]?
         var limit: Int?
+        var acknowledged: String?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "replica": replica = try decoder.replica(&reader, "replica")
+            case "acknowledged":
+                acknowledged = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.string(&reader, "acknowledged")
+                }
             case "events": events = try decoder.events(&reader, "events")
             case "cursor":
                 cursor = try decoder.optional(&reader) { decoder, reader throws(Bail) in
@@ -236,7 +241,8 @@ private struct BodyDecoder {
         }
         guard let replica else { throw missing("replica") }
         guard let events else { throw missing("events") }
-        return SyncRequest(replica: replica, events: events, cursor: cursor, scopes: scopes, limit: limit)
+        return SyncRequest(
+            replica: replica, events: events, cursor: cursor, scopes: scopes, limit: limit, acknowledged: acknowledged)
     }
 
     mutating func pullResponse(_ reader: inout JSONReader) throws(Bail) -> PullResponse {

@@ -64,7 +64,8 @@ public enum OpenAPIDocument {
                   {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names (each 1-128 characters of A-Z a-z 0-9 . _ : -, none twice); absent or empty is every scope in the token. A scope not in the token is 403 scope.forbidden.", "schema": {"type": "string", "pattern": "^([A-Za-z0-9._:-]{1,128}(,[A-Za-z0-9._:-]{1,128})*)?$"}},
                   {"name": "limit", "in": "query", "required": false, "description": "Events per page.", "schema": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}},
                   {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}},
-                  {"name": "replica", "in": "query", "required": false, "description": "The pulling replica's id (an addition to PROTOCOL.md): the server records the cursor as what this replica has acknowledged, for compaction.", "schema": {"$ref": "#/components/schemas/ReplicaID"}}
+                  {"name": "replica", "in": "query", "required": false, "description": "The pulling replica's id (an addition to PROTOCOL.md): the server records the cursor as what this replica has acknowledged, for compaction.", "schema": {"$ref": "#/components/schemas/ReplicaID"}},
+                  {"name": "acknowledged", "in": "query", "required": false, "description": "With replica: a cursor no further than cursor, what the replica knew when it made the oldest event still in its outbox; the server records the lower of the two (an addition).", "schema": {"type": "string"}}
                 ],
                 "responses": {
                   "200": {
@@ -255,7 +256,11 @@ public enum OpenAPIDocument {
                   "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/Event"}},
                   "cursor": {"type": "string"},
                   "scopes": {"type": "array", "uniqueItems": true, "items": {"$ref": "#/components/schemas/Scope"}},
-                  "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}
+                  "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500},
+                  "acknowledged": {
+                    "type": "string",
+                    "description": "A cursor no further than cursor: what the replica knew when it made the oldest event still in its outbox. The server records the lower of the two, scope by scope, as the replica's acknowledged position (compaction's stable point). Absent: cursor. Added after v1's first publication."
+                  }
                 }
               },
               "SyncResponse": {

@@ -12,16 +12,23 @@ public struct PullRequest: Hashable, Sendable {
     /// The pulling replica (an addition to PROTOCOL.md): when given, the server records `cursor` as what
     /// this replica has acknowledged, for compaction.
     public var replica: ReplicaID?
+    /// What the replica vouches for, for compaction (a protocol addition): a cursor no further than `cursor`,
+    /// covering only what the replica knew when it made the oldest event still in its outbox. A replica
+    /// whose outbox holds an edit made offline against old state must not let the server fold or purge
+    /// past that state, or the edit could arrive anchored on something already gone. The server records
+    /// the lower of this and `cursor`, scope by scope; absent, it records `cursor`.
+    public var acknowledged: ScopeCursor?
 
     public init(
         cursor: ScopeCursor = ScopeCursor(), scopes: [Scope]? = nil, limit: Int? = nil, wait: Int = 0,
-        replica: ReplicaID? = nil
+        replica: ReplicaID? = nil, acknowledged: ScopeCursor? = nil
     ) {
         self.cursor = cursor
         self.scopes = scopes
         self.limit = limit
         self.wait = wait
         self.replica = replica
+        self.acknowledged = acknowledged
     }
 
     /// The query items a client sends, in a stable order; empty values are left out.
@@ -33,6 +40,7 @@ public struct PullRequest: Hashable, Sendable {
         if let limit { items.append(("limit", String(limit))) }
         if wait > 0 { items.append(("wait", String(wait))) }
         if let replica { items.append(("replica", replica.description)) }
+        if let acknowledged { items.append(("acknowledged", acknowledged.encoded)) }
         return items
     }
 
@@ -67,6 +75,12 @@ public struct PullRequest: Hashable, Sendable {
             case "replica":
                 guard let id = try? ReplicaID(value) else { throw .invalid("replica must be 32 hexadecimal digits") }
                 replica = id
+            case "acknowledged":
+                do {
+                    acknowledged = try ScopeCursor(encoded: value)
+                } catch {
+                    throw .invalid("acknowledged is not a cursor this server issued")
+                }
             default:
                 continue
             }

@@ -11,15 +11,20 @@ public struct SyncRequest: Codable, Hashable, Sendable {
     public var scopes: [Scope]?
     /// Events per page; absent means the server's default.
     public var limit: Int?
+    /// An opaque cursor no further than `cursor`: what the replica knew when it made the oldest event still
+    /// in its outbox (see `PullRequest.acknowledged`); absent when the outbox is empty. A protocol addition.
+    public var acknowledged: String?
 
     public init(
-        replica: ReplicaID, events: [Event], cursor: String? = nil, scopes: [Scope]? = nil, limit: Int? = nil
+        replica: ReplicaID, events: [Event], cursor: String? = nil, scopes: [Scope]? = nil, limit: Int? = nil,
+        acknowledged: String? = nil
     ) {
         self.replica = replica
         self.events = events
         self.cursor = cursor
         self.scopes = scopes
         self.limit = limit
+        self.acknowledged = acknowledged
     }
 
     /// The pull half as a `PullRequest` (no long-poll).
@@ -37,7 +42,14 @@ public struct SyncRequest: Codable, Hashable, Sendable {
         let checkedScopes = try scopes.map { scopes throws(SyncProtocolError) in
             try PullRequest.parseScopes(scopes.map(\.name))
         }
-        return PullRequest(cursor: parsedCursor, scopes: checkedScopes, limit: limit, wait: 0)
+        let parsedAcknowledged: ScopeCursor?
+        do {
+            parsedAcknowledged = try acknowledged.map { try ScopeCursor(encoded: $0) }
+        } catch {
+            throw .invalid("acknowledged is not a cursor this server issued")
+        }
+        return PullRequest(
+            cursor: parsedCursor, scopes: checkedScopes, limit: limit, wait: 0, acknowledged: parsedAcknowledged)
     }
 }
 

@@ -42,10 +42,16 @@ public struct WireCodec: Sendable {
         return writer.data
     }
 
-    /// `{"cursor":…,"events":[…],"limit":…,"replica":"…","scopes":[…]}`, absent fields left out.
+    /// `{"acknowledged":…,"cursor":…,"events":[…],"limit":…,"replica":"…","scopes":[…]}`, absent fields left
+    /// out.
     static func write(_ request: SyncRequest) -> Data {
         var writer = JSONWriter(capacity: 128 + request.events.count * 400)
         writer.raw("{")
+        if let acknowledged = request.acknowledged {
+            writer.raw("\"acknowledged\":")
+            writer.string(acknowledged)
+            writer.raw(",")
+        }
         if let cursor = request.cursor {
             writer.raw("\"cursor\":")
             writer.string(cursor)

@@ -103,6 +103,24 @@ import Testing
             let advanced = try await server.database.integers(
                 "SELECT acknowledged_seq FROM replica_progress WHERE scope = 's'")
             #expect(advanced == [2])
+
+            // A replica whose outbox holds an edit made at seq 1 vouches for no more than that.
+            var heldBack = ScopeCursor()
+            heldBack.advance("s", to: 1)
+            let other = ReplicaID(high: 3, low: 4)
+            let holding = try server.codec.encode(
+                SyncRequest(replica: other, events: [], cursor: sync.cursor, acknowledged: heldBack.encoded))
+            let answer = try await server.send(
+                .post, "/v1/sync", headers: try await server.bearer(["s"]), body: holding)
+            #expect(answer.status == .ok)
+            #expect(try server.decode(SyncResponse.self, answer).cursor == sync.cursor)
+            let recorded = try await server.database.integers(
+                "SELECT acknowledged_seq FROM replica_progress WHERE replica = \(other.description)")
+            #expect(recorded == [1])
+            let bad = try server.codec.encode(
+                SyncRequest(replica: other, events: [], cursor: sync.cursor, acknowledged: "not a cursor"))
+            let refused = try await server.send(.post, "/v1/sync", headers: try await server.bearer(["s"]), body: bad)
+            #expect(refused.status == .badRequest)
         }
     }
 
@@ -118,6 +136,13 @@ import Testing
             let progress = try await server.database.integers(
                 "SELECT acknowledged_seq FROM replica_progress WHERE replica = \(replica.description)")
             #expect(progress == [1])
+            // With pending edits made before it read anything, it vouches for the beginning only.
+            let holding = ReplicaID(high: 7, low: 10)
+            let heldURI = TestServer.uri(PullRequest(cursor: cursor, replica: holding, acknowledged: ScopeCursor()))
+            #expect(try await server.send(.get, heldURI, headers: try await server.bearer(["q"])).status == .ok)
+            let held = try await server.database.integers(
+                "SELECT acknowledged_seq FROM replica_progress WHERE replica = \(holding.description)")
+            #expect(held == [0])
         }
     }
 

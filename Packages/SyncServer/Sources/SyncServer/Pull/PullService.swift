@@ -41,7 +41,8 @@ struct PullService: Sendable {
         let scopes = try Self.scopes(requested: request.scopes, identity: identity)
         let limit = min(request.limit ?? limits.defaultPullLimit, limits.maxPullLimit)
         var page = try await read(
-            scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, logger: logger)
+            scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
+            acknowledged: request.acknowledged, logger: logger)
         guard page.events.isEmpty, request.wait > 0, !scopes.isEmpty else { return page }
 
         let deadline = ContinuousClock.now + .seconds(min(request.wait, limits.maxWaitSeconds))
@@ -63,9 +64,10 @@ struct PullService: Sendable {
 
     /// One read: head rows (for retention and `hasMore`), then each scope with news in order until the page
     /// is full. Records `replica`'s progress when given.
-    func read(scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, logger: Logger) async throws
-        -> Page
-    {
+    func read(
+        scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, acknowledged: ScopeCursor? = nil,
+        logger: Logger
+    ) async throws -> Page {
         try await database.withConnection { [repository] connection in
             let heads = try await repository.selectHeads(
                 scopes.map(\.name), lock: false, on: connection, logger: logger)
@@ -96,7 +98,10 @@ struct PullService: Sendable {
             let hasMore = scopes.contains { scope in (heads[scope]?.head ?? 0) > next[scope] }
             let left = scopes.reduce(Int64(0)) { $0 + max(0, (heads[$1]?.head ?? 0) - next[$1]) }
             if let replica {
-                let positions = Dictionary(uniqueKeysWithValues: scopes.map { ($0, cursor[$0]) })
+                // What the replica vouches for: its cursor, held back to what it knew when it made the oldest
+                // event still in its outbox (`acknowledged`).
+                let positions = Dictionary(
+                    uniqueKeysWithValues: scopes.map { ($0, min(cursor[$0], acknowledged?[$0] ?? cursor[$0])) })
                 try await repository.recordProgress(
                     replica: replica, positions: positions, on: connection, logger: logger)
             }
