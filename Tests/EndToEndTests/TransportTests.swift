@@ -30,6 +30,7 @@ import Testing
             exports.append(try await client.exportState())
             let status = engine.status
             #expect(status.pending == 0 && status.lastError == nil, "\(name)")
+            #expect(status.stablePoints.keys.sorted() == ["team-1"], "the server said the scope's stable point")
             if name == "AsyncHTTPClient" {
                 // URLSession on Linux inflates bodies itself and reports the inflated size.
                 #expect(status.traffic.receivedWire < status.traffic.receivedRaw, "it received gzip")

@@ -188,6 +188,7 @@ public final class SyncEngine: Sendable {
                 $0.traffic += exchange.traffic
                 $0.inFlight = more ? next.batch.count : 0
                 $0.remainingToPull = response.remaining
+                if let stable = response.stable { $0.stablePoints.merge(stable) { $1 } }
             }
             configuration.onRound?(
                 SyncRound(

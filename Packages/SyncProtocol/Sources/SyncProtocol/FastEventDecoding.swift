@@ -245,17 +245,29 @@ private struct BodyDecoder {
             replica: replica, events: events, cursor: cursor, scopes: scopes, limit: limit, acknowledged: acknowledged)
     }
 
+    /// `{"scope": seq, …}`.
+    mutating func stablePoints(_ reader: inout JSONReader) throws(Bail) -> [String: Int64] {
+        var points: [String: Int64] = [:]
+        try object(&reader, "stable") { decoder, reader, key throws(Bail) in
+            points[key] = try decoder.int64(&reader, "stable.\(key)")
+            return true
+        }
+        return points
+    }
+
     mutating func pullResponse(_ reader: inout JSONReader) throws(Bail) -> PullResponse {
         var events: [Event]?
         var cursor: String?
         var hasMore: Bool?
         var remaining: Int64?
+        var stable: [String: Int64]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "events": events = try decoder.events(&reader, "events")
             case "cursor": cursor = try decoder.string(&reader, "cursor")
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
             case "remaining": remaining = try decoder.int64(&reader, "remaining")
+            case "stable": stable = try decoder.stablePoints(&reader)
             default: return false
             }
             return true
@@ -263,7 +275,8 @@ private struct BodyDecoder {
         guard let events else { throw missing("events") }
         guard let cursor else { throw missing("cursor") }
         guard let hasMore else { throw missing("hasMore") }
-        return PullResponse(events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) })
+        return PullResponse(
+            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) }, stable: stable)
     }
 
     mutating func syncResponse(_ reader: inout JSONReader) throws(Bail) -> SyncResponse {
@@ -272,6 +285,7 @@ private struct BodyDecoder {
         var cursor: String?
         var hasMore: Bool?
         var remaining: Int64?
+        var stable: [String: Int64]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "results": results = try decoder.results(&reader)
@@ -279,6 +293,7 @@ private struct BodyDecoder {
             case "cursor": cursor = try decoder.string(&reader, "cursor")
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
             case "remaining": remaining = try decoder.int64(&reader, "remaining")
+            case "stable": stable = try decoder.stablePoints(&reader)
             default: return false
             }
             return true
@@ -288,7 +303,8 @@ private struct BodyDecoder {
         guard let cursor else { throw missing("cursor") }
         guard let hasMore else { throw missing("hasMore") }
         return SyncResponse(
-            results: results, events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) })
+            results: results, events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) },
+            stable: stable)
     }
 
     mutating func pushResponse(_ reader: inout JSONReader) throws(Bail) -> PushResponse {

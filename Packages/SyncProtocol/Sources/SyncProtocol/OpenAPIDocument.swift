@@ -245,6 +245,10 @@ public enum OpenAPIDocument {
                   "remaining": {
                     "type": "integer", "minimum": 0,
                     "description": "Events past cursor up to each requested scope's head when the page was read, summed over the scopes: the progress of a long pull. An upper bound once compaction has folded events. Added after v1's first publication: clients must accept its absence."
+                  },
+                  "stable": {
+                    "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                    "description": "Each requested scope's stable point, by scope name: the highest seq every replica seen within the server's eviction horizon has acknowledged. History at or below it may be folded; a replica may prune its own copy. Added after v1's first publication: clients must accept its absence."
                   }
                 }
               },
@@ -274,6 +278,10 @@ public enum OpenAPIDocument {
                   "remaining": {
                     "type": "integer", "minimum": 0,
                     "description": "Events past cursor up to each requested scope's head when the page was read, summed over the scopes: the progress of a long pull. An upper bound once compaction has folded events. Added after v1's first publication: clients must accept its absence."
+                  },
+                  "stable": {
+                    "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                    "description": "Each requested scope's stable point, by scope name: the highest seq every replica seen within the server's eviction horizon has acknowledged. History at or below it may be folded; a replica may prune its own copy. Added after v1's first publication: clients must accept its absence."
                   }
                 }
               }

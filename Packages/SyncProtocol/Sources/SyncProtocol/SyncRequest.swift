@@ -63,12 +63,21 @@ public struct SyncResponse: Codable, Hashable, Sendable {
     /// scopes: how much of a long pull (a bootstrap) is left, for progress. An upper bound once compaction
     /// has folded events (it counts seqs). Absent from servers older than this field.
     public var remaining: Int?
+    /// Each requested scope's stable point, by scope name: the highest `seq` every replica seen within the
+    /// server's eviction horizon has acknowledged (the lower of its cursor and its `acknowledged`). History at
+    /// or below it may be folded by compaction, and a replica may prune its own copy of it. A protocol
+    /// addition: absent from older servers.
+    public var stable: [String: Int64]?
 
-    public init(results: [PushResult], events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil) {
+    public init(
+        results: [PushResult], events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil,
+        stable: [String: Int64]? = nil
+    ) {
         self.results = results
         self.events = events
         self.cursor = cursor
         self.hasMore = hasMore
         self.remaining = remaining
+        self.stable = stable
     }
 }

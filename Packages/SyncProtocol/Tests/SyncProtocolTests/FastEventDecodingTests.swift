@@ -94,7 +94,8 @@ import Testing
             }
             // `remaining` is optional: servers older than it leave it out.
             let pull = PullResponse(
-                events: events, cursor: "c-\(round)", hasMore: round % 2 == 0, remaining: round % 3 == 0 ? nil : round)
+                events: events, cursor: "c-\(round)", hasMore: round % 2 == 0, remaining: round % 3 == 0 ? nil : round,
+                stable: round % 2 == 0 ? nil : ["team-1": Int64(round), "b": 0])
             let pullData = try encoder.encode(pull)
             #expect(
                 try FastEventDecoding.pullResponse(pullData) == (try decoder.decode(PullResponse.self, from: pullData)))

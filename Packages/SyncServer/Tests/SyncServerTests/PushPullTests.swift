@@ -124,6 +124,41 @@ import Testing
         }
     }
 
+    @Test func answersCarryEachScopesStablePointOverTheReplicasSeenWithinTheHorizon() async throws {
+        try await TestServer.run(configure: { $0.evictionHorizonSeconds = 3600 }) { server in
+            _ = try await server.push((0..<5).map { _ in EventFixtures.event(scope: "t") }, scopes: ["t"])
+            // The pushing replica never said what it has read: it holds the stable point at 0 while seen.
+            #expect(try await server.pull(PullRequest(), scopes: ["t"]).stable == ["t": 0])
+            try await server.database.execute("UPDATE replica_progress SET seen_at = now() - interval '2 hours'")
+            func sync(_ replica: ReplicaID, at seq: Int64, acknowledged: Int64? = nil) async throws -> SyncResponse {
+                var cursor = ScopeCursor()
+                cursor.advance("t", to: seq)
+                var held: ScopeCursor?
+                if let acknowledged {
+                    held = ScopeCursor()
+                    held?.advance("t", to: acknowledged)
+                }
+                let body = try server.codec.encode(
+                    SyncRequest(
+                        replica: replica, events: [], cursor: cursor.encoded, scopes: ["t"],
+                        acknowledged: held?.encoded))
+                let response = try await server.send(
+                    .post, "/v1/sync", headers: try await server.bearer(["t"]), body: body)
+                #expect(response.status == .ok)
+                return try server.decode(SyncResponse.self, response)
+            }
+            let a = ReplicaID(high: 1, low: 1)
+            let b = ReplicaID(high: 2, low: 2)
+            #expect(try await sync(a, at: 4).stable == ["t": 4], "the only replica seen vouches for seq 4")
+            #expect(try await sync(b, at: 5, acknowledged: 2).stable == ["t": 2], "b's outbox holds an edit made at 2")
+            #expect(try await sync(a, at: 5).stable == ["t": 2])
+            // b falls silent past the horizon: it stops holding the stable point back.
+            try await server.database.execute(
+                "UPDATE replica_progress SET seen_at = now() - interval '2 hours' WHERE replica = \(b.description)")
+            #expect(try await sync(a, at: 5).stable == ["t": 5])
+        }
+    }
+
     @Test func pullRecordsReplicaProgressWhenNamed() async throws {
         try await TestServer.run { server in
             _ = try await server.push([EventFixtures.event(scope: "q")], scopes: ["q"])

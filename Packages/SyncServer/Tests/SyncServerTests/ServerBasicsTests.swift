@@ -126,14 +126,17 @@ import Testing
                 }
                 var applied: [String] = []
                 for try await ids in group { applied += ids }
-                #expect(applied.sorted() == ["0001-core", "0002-canonical-payloads", "test-rule-0001"])
+                #expect(
+                    applied.sorted() == [
+                        "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "test-rule-0001",
+                    ])
             }
             let again = try await TestServer.withClient(database) {
                 try await migrator.migrate($0, logger: TestDatabase.logger)
             }
             #expect(again.isEmpty)
             let recorded = try await database.integers("SELECT count(*) FROM schema_migrations")
-            #expect(recorded == [3])
+            #expect(recorded == [4])
         }
     }
 }

@@ -34,7 +34,8 @@ struct EventJSONWriter {
     /// `{"events":[…],"cursor":"…","hasMore":…,"remaining":…}`, with `"results":[…],` first when `results`
     /// is given.
     static func page(
-        events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, results: [PushResult]? = nil
+        events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64] = [:],
+        results: [PushResult]? = nil
     ) -> [UInt8] {
         var writer = EventJSONWriter(
             capacity: 256 + (results?.count ?? 0) * 80 + events.reduce(0) { $0 + 320 + $1.payloadJSON.utf8.count })
@@ -55,7 +56,14 @@ struct EventJSONWriter {
         writer.raw(hasMore ? "true" : "false")
         writer.raw(",\"remaining\":")
         writer.writer.int(remaining)
-        writer.raw("}")
+        writer.raw(",\"stable\":{")
+        for (index, scope) in stable.keys.sorted().enumerated() {
+            if index > 0 { writer.raw(",") }
+            writer.string(scope.name)
+            writer.raw(":")
+            writer.writer.int(stable[scope] ?? 0)
+        }
+        writer.raw("}}")
         return writer.bytes
     }
 

@@ -52,7 +52,8 @@ struct SyncAPI: Sendable {
                 pullRequest, identity: identity, replica: pullRequest.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
             let bytes = EventJSONWriter.page(
-                events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore, remaining: page.remaining)
+                events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore, remaining: page.remaining,
+                stable: page.stable)
             return try respond(Data(bytes), to: request)
         }
     }
@@ -72,7 +73,7 @@ struct SyncAPI: Sendable {
             metrics.recordPulled(page.events.count)
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
-                remaining: page.remaining, results: results)
+                remaining: page.remaining, stable: page.stable, results: results)
             return try respond(Data(bytes), to: request)
         }
     }

@@ -13,6 +13,8 @@ struct PullService: Sendable {
     let repository = EventRepository()
     let limits: ProtocolLimits
     let hub: LongPollHub
+    /// Replicas silent for longer do not hold stable points back.
+    var evictionHorizonSeconds = 7 * 24 * 3600
 
     /// One page.
     struct Page: Sendable {
@@ -21,6 +23,8 @@ struct PullService: Sendable {
         var hasMore: Bool
         /// Events past `cursor` up to each scope's head as read (see `PullResponse.remaining`).
         var remaining: Int64
+        /// Each requested scope's stable point (see `PullResponse.stable`).
+        var stable: [Scope: Int64]
     }
 
     /// The scopes a request reads: those it names (each must be in the token), or all of the token's.
@@ -105,7 +109,13 @@ struct PullService: Sendable {
                 try await repository.recordProgress(
                     replica: replica, positions: positions, on: connection, logger: logger)
             }
-            return Page(events: events, cursor: next, hasMore: hasMore, remaining: left)
+            let acknowledged = try await repository.lowestAcknowledged(
+                in: scopes.map(\.name), activeWithinSeconds: evictionHorizonSeconds, on: connection, logger: logger)
+            let stable = Dictionary(
+                uniqueKeysWithValues: scopes.map { scope in
+                    (scope, min(heads[scope]?.head ?? 0, acknowledged[scope.name] ?? 0))
+                })
+            return Page(events: events, cursor: next, hasMore: hasMore, remaining: left, stable: stable)
         }
     }
 }

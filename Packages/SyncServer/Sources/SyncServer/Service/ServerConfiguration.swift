@@ -32,6 +32,10 @@ public struct ServerConfiguration: Sendable {
     /// How long start-up keeps retrying to reach the database before giving up
     /// (`SYNC_STARTUP_TIMEOUT_SECONDS`, default 30).
     public var startupTimeoutSeconds: Int = 30
+    /// How long a replica may stay silent and still hold its scopes' stable points back
+    /// (`SYNC_EVICTION_HORIZON_SECONDS`, default 7 days). Past it, compaction no longer waits for it; when it
+    /// comes back below what was purged, it gets 410 `reset.required`.
+    public var evictionHorizonSeconds: Int = 7 * 24 * 3600
     /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
     public var logLevel: String = "info"
 
@@ -71,6 +75,7 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_GZIP_LEVEL", 1...9) { gzipLevel = Int32(value) }
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
+        if let value = try integer("SYNC_EVICTION_HORIZON_SECONDS", 1...Int.max) { evictionHorizonSeconds = value }
     }
 
     /// Checks the values that have no safe default.

@@ -60,7 +60,9 @@ public struct SyncServerApp: Sendable {
                 database: database, rules: rules, limits: configuration.limits,
                 isCommutative: Self.commutativity(domain: domain, prefixes: configuration.commutativeTypePrefixes),
                 hub: hub, metrics: metrics),
-            pull: PullService(database: database, limits: configuration.limits, hub: hub),
+            pull: PullService(
+                database: database, limits: configuration.limits, hub: hub,
+                evictionHorizonSeconds: configuration.evictionHorizonSeconds),
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
 

@@ -207,6 +207,23 @@ struct EventRepository: Sendable {
         return events
     }
 
+    /// Per scope, the lowest position acknowledged by a replica seen within `seconds` (scopes without one
+    /// are left out).
+    func lowestAcknowledged(
+        in scopes: [String], activeWithinSeconds seconds: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String: Int64] {
+        guard !scopes.isEmpty else { return [:] }
+        let rows = try await connection.query(
+            """
+            SELECT scope, min(acknowledged_seq) FROM replica_progress
+            WHERE scope = ANY(\(scopes)::text[]) AND seen_at > now() - make_interval(secs => \(Double(seconds)))
+            GROUP BY scope
+            """, logger: logger)
+        var lowest: [String: Int64] = [:]
+        for try await (scope, seq) in rows.decode((String, Int64).self) { lowest[scope] = seq }
+        return lowest
+    }
+
     /// Records that `replica` has read up to `positions` (never moving a position back), for compaction's
     /// stable point (DESIGN §8); also marks the replica as seen now.
     func recordProgress(

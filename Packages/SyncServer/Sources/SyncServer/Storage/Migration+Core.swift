@@ -56,6 +56,11 @@ extension Migration {
         id: "0002-canonical-payloads",
         statements: ["ALTER TABLE events ALTER COLUMN payload TYPE json USING payload::json"])
 
+    /// Stable points are read per scope on every pull: `replica_progress` by scope and recency.
+    static let progressByScope = Migration(
+        id: "0003-replica-progress-by-scope",
+        statements: ["CREATE INDEX replica_progress_scope ON replica_progress (scope, seen_at)"])
+
     /// The generic server's migrations, in order.
-    static let generic: [Migration] = [core, canonicalPayloads]
+    static let generic: [Migration] = [core, canonicalPayloads, progressByScope]
 }
