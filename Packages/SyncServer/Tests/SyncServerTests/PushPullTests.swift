@@ -125,7 +125,10 @@ import Testing
     }
 
     @Test func answersCarryEachScopesStablePointOverTheReplicasSeenWithinTheHorizon() async throws {
-        try await TestServer.run(configure: { $0.evictionHorizonSeconds = 3600 }) { server in
+        try await TestServer.run(configure: {
+            $0.evictionHorizonSeconds = 3600
+            $0.stablePointRefreshMilliseconds = 0
+        }) { server in
             _ = try await server.push((0..<5).map { _ in EventFixtures.event(scope: "t") }, scopes: ["t"])
             // The pushing replica never said what it has read: it holds the stable point at 0 while seen.
             #expect(try await server.pull(PullRequest(), scopes: ["t"]).stable == ["t": 0])

@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import SyncModels
 import SyncProtocol
+import Synchronization
 
 /// Reads pages of events after a cursor, in `(scope, seq)` order, with optional long-polling.
 ///
@@ -15,6 +16,9 @@ struct PullService: Sendable {
     let hub: LongPollHub
     /// Replicas silent for longer do not hold stable points back.
     var evictionHorizonSeconds = 7 * 24 * 3600
+    /// Stable points read within the last second, so that a burst of pages (a bootstrap, many devices)
+    /// costs one `replica_progress` query per scope and second rather than one per page.
+    var stablePoints = StablePointCache()
 
     /// One page.
     struct Page: Sendable {
@@ -109,13 +113,51 @@ struct PullService: Sendable {
                 try await repository.recordProgress(
                     replica: replica, positions: positions, on: connection, logger: logger)
             }
-            let acknowledged = try await repository.lowestAcknowledged(
-                in: scopes.map(\.name), activeWithinSeconds: evictionHorizonSeconds, on: connection, logger: logger)
-            let stable = Dictionary(
-                uniqueKeysWithValues: scopes.map { scope in
-                    (scope, min(heads[scope]?.head ?? 0, acknowledged[scope.name] ?? 0))
-                })
+            var stable = stablePoints.fresh(scopes)
+            let missing = scopes.filter { stable[$0] == nil }
+            if !missing.isEmpty {
+                let acknowledged = try await repository.lowestAcknowledged(
+                    in: missing.map(\.name), activeWithinSeconds: evictionHorizonSeconds, on: connection,
+                    logger: logger)
+                let read = Dictionary(
+                    uniqueKeysWithValues: missing.map { ($0, acknowledged[$0.name] ?? 0) })
+                stablePoints.store(read)
+                stable.merge(read) { $1 }
+            }
+            // Never past the head as read now.
+            for scope in scopes { stable[scope] = min(stable[scope] ?? 0, heads[scope]?.head ?? 0) }
             return Page(events: events, cursor: next, hasMore: hasMore, remaining: left, stable: stable)
+        }
+    }
+}
+
+/// Each scope's lowest acknowledged position as last read, kept for `maxAge`. A stable point in an answer is
+/// advisory (a replica prunes only its own copy of history at or below it), so one up to a second old is as
+/// good; compaction reads its own.
+final class StablePointCache: Sendable {
+    private let entries = Mutex<[Scope: (value: Int64, at: ContinuousClock.Instant)]>([:])
+    let maxAge: Duration
+
+    init(maxAge: Duration = .seconds(1)) {
+        self.maxAge = maxAge
+    }
+
+    /// The scopes' values read less than `maxAge` ago.
+    func fresh(_ scopes: [Scope]) -> [Scope: Int64] {
+        let now = ContinuousClock.now
+        return entries.withLock { entries in
+            var found: [Scope: Int64] = [:]
+            for scope in scopes {
+                if let entry = entries[scope], now - entry.at < maxAge { found[scope] = entry.value }
+            }
+            return found
+        }
+    }
+
+    func store(_ values: [Scope: Int64]) {
+        let now = ContinuousClock.now
+        entries.withLock { entries in
+            for (scope, value) in values { entries[scope] = (value, now) }
         }
     }
 }

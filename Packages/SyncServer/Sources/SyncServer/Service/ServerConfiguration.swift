@@ -36,6 +36,10 @@ public struct ServerConfiguration: Sendable {
     /// (`SYNC_EVICTION_HORIZON_SECONDS`, default 7 days). Past it, compaction no longer waits for it; when it
     /// comes back below what was purged, it gets 410 `reset.required`.
     public var evictionHorizonSeconds: Int = 7 * 24 * 3600
+    /// How long a scope's stable point, once read, serves answers before it is read again
+    /// (`SYNC_STABLE_POINT_REFRESH_MS`, default 1000): a bootstrap's pages then cost one more query per
+    /// second, not one per page.
+    public var stablePointRefreshMilliseconds: Int = 1000
     /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
     public var logLevel: String = "info"
 
@@ -76,6 +80,9 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
         if let value = try integer("SYNC_EVICTION_HORIZON_SECONDS", 1...Int.max) { evictionHorizonSeconds = value }
+        if let value = try integer("SYNC_STABLE_POINT_REFRESH_MS", 0...3_600_000) {
+            stablePointRefreshMilliseconds = value
+        }
     }
 
     /// Checks the values that have no safe default.

@@ -62,7 +62,9 @@ public struct SyncServerApp: Sendable {
                 hub: hub, metrics: metrics),
             pull: PullService(
                 database: database, limits: configuration.limits, hub: hub,
-                evictionHorizonSeconds: configuration.evictionHorizonSeconds),
+                evictionHorizonSeconds: configuration.evictionHorizonSeconds,
+                stablePoints: StablePointCache(
+                    maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds))),
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
 
