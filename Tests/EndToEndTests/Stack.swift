@@ -243,4 +243,10 @@ struct StatusJSON: Decodable {
     var confirmed: Int
     var rejected: [Rejected]
     var lastError: String?
+    struct JournalEntry: Decodable {
+        var kind: String
+        var detail: String
+    }
+    var fileBytes: Int
+    var lastCompaction: JournalEntry?
 }

@@ -119,6 +119,9 @@ struct StatusCommand: AsyncParsableCommand {
         var lastSuccess: Date?
         var lastError: String?
         var journal: [SyncJournal.Entry]
+        /// The database file's size, and what the last `compact` did (its journal line).
+        var fileBytes: Int
+        var lastCompaction: SyncJournal.Entry?
     }
 
     func run() async throws {
@@ -141,7 +144,43 @@ struct StatusCommand: AsyncParsableCommand {
                 lastError: lastFailure.flatMap { failure in
                     (lastSuccess.map { failure.at > $0 } ?? true) ? "\(failure.kind): \(failure.detail)" : nil
                 },
-                journal: entries))
+                journal: entries, fileBytes: try store.database.maintenance.statistics().fileBytes,
+                lastCompaction: try await journal.entries(limit: 10_000).last { $0.kind == "compact" }))
+    }
+}
+
+/// `sync-agent compact`: sync (which brings the server's stable points), then fold the confirmed history at
+/// or below them into the projections' snapshots, delete it and give the space back.
+struct CompactCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compact",
+        abstract: "Sync, then prune the history every replica has acknowledged; print what was freed as JSON.")
+    @OptionGroup var options: AgentOptions
+
+    struct Report: Encodable {
+        var foldedEvents: Int
+        var pagesFreed: Int
+        var bytesBefore: Int
+        var bytesAfter: Int
+        var stablePoints: [String: Int64]
+    }
+
+    func run() async throws {
+        let client = try options.client()
+        let engine = try options.engine(for: client)
+        do {
+            try await engine.syncNow()
+        } catch {
+            report("sync failed: \(error)")
+            throw ExitCode(1)
+        }
+        let before = try client.store.database.maintenance.statistics().fileBytes
+        let pruned = try await engine.compact()
+        try printJSON(
+            Report(
+                foldedEvents: pruned?.foldedEvents ?? 0, pagesFreed: pruned?.pagesFreed ?? 0, bytesBefore: before,
+                bytesAfter: try client.store.database.maintenance.statistics().fileBytes,
+                stablePoints: engine.status.stablePoints))
     }
 }
 

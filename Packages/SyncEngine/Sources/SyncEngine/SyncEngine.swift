@@ -312,6 +312,20 @@ public final class SyncEngine: Sendable {
         return outcome
     }
 
+    /// Bounds the local log with the stable points the server last sent (`EngineStatus.stablePoints`):
+    /// folds the confirmed events at or below them into the projections' snapshots, deletes them and gives
+    /// the space back (`EventStore.prune`). Pending and rejected events are never touched. Journaled as
+    /// `compact`. Nil when no answer has brought stable points yet.
+    @discardableResult
+    public func compact() async throws -> EventPruneReport? {
+        let points = status.stablePoints.compactMap { name, seq in (try? Scope(name)).map { ($0, seq) } }
+        guard !points.isEmpty else { return nil }
+        let report = try await store.prune(stablePoints: Dictionary(points) { a, _ in a })
+        await journal.record(
+            "compact", "\(report.foldedEvents) events folded, \(report.pagesFreed) pages freed")
+        return report
+    }
+
     /// Runs store work, turning a local database failure into a permanent sync failure.
     private func local<T: Sendable>(_ body: @Sendable () async throws -> T) async throws(SyncFailure) -> T {
         do {
