@@ -93,20 +93,19 @@ extension EventStore {
 
     /// Writes every buffered record before an operation that reads or restores projection tables directly.
     func settleProjections(_ db: Database) throws {
-        for projection in projections {
-            guard let buffering = projection as? any BufferingProjection, buffering.bufferedThrough != nil else {
-                continue
-            }
-            if let held = try buffering.flush(streams: nil, limit: .max, in: db).heldThrough {
-                try Self.setCheckpoint(projection, position: held, db)
-            }
-        }
+        try writeBuffered(streams: nil, db)
     }
 
     /// Writes the buffered records of `streams`, inside the caller's transaction: a command that reads a
     /// record's current state from a projection's table before appending (`append(building:)`) calls this
     /// first.
     public func writeBufferedProjections(streams: Set<String>, in db: Database) throws {
+        try writeBuffered(streams: streams, db)
+    }
+
+    /// Writes the buffered records of `streams` (all when nil) of every buffering projection, moving the
+    /// checkpoint of each that has nothing left buffered.
+    private func writeBuffered(streams: Set<String>?, _ db: Database) throws {
         for projection in projections {
             guard let buffering = projection as? any BufferingProjection, buffering.bufferedThrough != nil else {
                 continue

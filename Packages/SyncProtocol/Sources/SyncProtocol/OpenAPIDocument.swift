@@ -218,6 +218,14 @@ public enum OpenAPIDocument {
                   "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/Event"}}
                 }
               },
+              "Remaining": {
+                "type": "integer", "minimum": 0,
+                "description": "Events past cursor up to each requested scope's head when the page was read, summed over the scopes: the progress of a long pull. An upper bound once compaction has folded events. Added after v1's first publication: clients must accept its absence."
+              },
+              "StablePoints": {
+                "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                "description": "Each requested scope's stable point, by scope name: the highest seq every replica seen within the server's eviction horizon has acknowledged. History at or below it may be folded; a replica may prune its own copy. Added after v1's first publication: clients must accept its absence."
+              },
               "PushResult": {
                 "type": "object",
                 "required": ["id", "status"],
@@ -242,14 +250,8 @@ public enum OpenAPIDocument {
                   "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}},
                   "cursor": {"type": "string"},
                   "hasMore": {"type": "boolean"},
-                  "remaining": {
-                    "type": "integer", "minimum": 0,
-                    "description": "Events past cursor up to each requested scope's head when the page was read, summed over the scopes: the progress of a long pull. An upper bound once compaction has folded events. Added after v1's first publication: clients must accept its absence."
-                  },
-                  "stable": {
-                    "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
-                    "description": "Each requested scope's stable point, by scope name: the highest seq every replica seen within the server's eviction horizon has acknowledged. History at or below it may be folded; a replica may prune its own copy. Added after v1's first publication: clients must accept its absence."
-                  }
+                  "remaining": {"$ref": "#/components/schemas/Remaining"},
+                  "stable": {"$ref": "#/components/schemas/StablePoints"}
                 }
               },
               "SyncRequest": {
@@ -275,14 +277,8 @@ public enum OpenAPIDocument {
                   "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}},
                   "cursor": {"type": "string"},
                   "hasMore": {"type": "boolean"},
-                  "remaining": {
-                    "type": "integer", "minimum": 0,
-                    "description": "Events past cursor up to each requested scope's head when the page was read, summed over the scopes: the progress of a long pull. An upper bound once compaction has folded events. Added after v1's first publication: clients must accept its absence."
-                  },
-                  "stable": {
-                    "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
-                    "description": "Each requested scope's stable point, by scope name: the highest seq every replica seen within the server's eviction horizon has acknowledged. History at or below it may be folded; a replica may prune its own copy. Added after v1's first publication: clients must accept its absence."
-                  }
+                  "remaining": {"$ref": "#/components/schemas/Remaining"},
+                  "stable": {"$ref": "#/components/schemas/StablePoints"}
                 }
               }
             }

@@ -59,14 +59,9 @@ public struct SyncResponse: Codable, Hashable, Sendable {
     public var events: [Event]
     public var cursor: String
     public var hasMore: Bool
-    /// Events past `cursor` up to the head of each requested scope when the page was read, summed over the
-    /// scopes: how much of a long pull (a bootstrap) is left, for progress. An upper bound once compaction
-    /// has folded events (it counts seqs). Absent from servers older than this field.
+    /// As `PullResponse.remaining`.
     public var remaining: Int?
-    /// Each requested scope's stable point, by scope name: the highest `seq` every replica seen within the
-    /// server's eviction horizon has acknowledged (the lower of its cursor and its `acknowledged`). History at
-    /// or below it may be folded by compaction, and a replica may prune its own copy of it. A protocol
-    /// addition: absent from older servers.
+    /// As `PullResponse.stable`.
     public var stable: [String: Int64]?
 
     public init(
