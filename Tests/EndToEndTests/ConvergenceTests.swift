@@ -165,6 +165,89 @@ import Testing
         #expect(try a.status().lastCompaction != nil)
     }
 
+    /// The server's compaction, `kill -9`ed half-way and run again: every note becomes one snapshot, a fresh
+    /// device bootstraps from them to the same state, and edits made while it ran converge on top.
+    @Test func serverCompactionKilledMidwayLosesNothingAndAFreshDeviceBootstrapsFromSnapshots() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        var notes: [String] = []
+        for index in 0..<8 {
+            let note = try a("note", "create", "--scope", "team-1", "--title", "note \(index)", "--body", "first line")
+            notes.append(note)
+            try a("note", "tag", note, "add", "work")
+            try a("note", "set-title", note, "note \(index) v2")
+            try a("note", "tag", note, "remove", "work")
+        }
+        try a("note", "delete", notes[7])
+        try a("sync")
+        try b("sync")
+        try b("sync")  // acknowledges what the first sync brought
+        try a("sync")
+        let head = try stack.sql("SELECT max(seq) FROM events").first ?? ""
+        #expect(try stack.sql("SELECT count(*) FROM events") == [head])
+        // Many small windows, killed after the first few.
+        let killed = try stack.startCompaction(environment: ["SYNC_COMPACTION_BATCH_EVENTS": "2"])
+        try await Task.sleep(for: .milliseconds(150))
+        kill(killed.processIdentifier, SIGKILL)
+        killed.waitUntilExit()
+        // Meanwhile b edits, unaware.
+        try b("note", "set-title", notes[0], "edited during compaction")
+        struct Report: Decodable {
+            struct Scope: Decodable {
+                var scope: String
+                var stable: Int64
+                var compactedThrough: Int64
+            }
+            var scopes: [Scope]
+            var bytesBefore: [String: Int64]
+            var bytesAfter: [String: Int64]
+        }
+        let report = try JSONDecoder().decode(Report.self, from: Data(try stack.compact(["--vacuum"]).utf8))
+        #expect(report.scopes.map { String($0.compactedThrough) } == [head], "\(report.scopes)")
+        #expect(report.bytesAfter["events"] ?? 0 > 0)
+        let rows = try stack.sql(
+            "SELECT count(*) || ' ' || count(DISTINCT stream) || ' ' || count(DISTINCT event_id) || ' ' || max(seq) FROM events"
+        )
+        #expect(rows == ["8 8 8 \(head)"], "one snapshot per note, at the seq of its last event")
+        try b("sync")
+        let c = stack.agent("c", token: token)
+        try c("sync")
+        try a("sync")
+        #expect(try c("export", "--state") == a("export", "--state"))
+        #expect(try c("export", "--state") == b("export", "--state"))
+        let state = try c.state()
+        #expect(state[notes[0]]?.title == "edited during compaction")
+        #expect(state[notes[1]]?.title == "note 1 v2" && state[notes[1]]?.tags == [])
+        #expect(state[notes[7]] == nil || state[notes[7]]?.deleted == true)
+        #expect(try c.status().pending == 0)
+    }
+
+    /// The compaction service folds by itself once a scope has enough foldable events.
+    @Test func theServersCompactionServiceFoldsOnItsOwn() async throws {
+        let stack = try await Stack(serverEnvironment: [
+            "SYNC_COMPACTION_INTERVAL_SECONDS": "1", "SYNC_COMPACTION_MIN_EVENTS": "10",
+            "SYNC_STABLE_POINT_REFRESH_MS": "0",
+        ])
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let note = try a("note", "create", "--scope", "team-1", "--title", "v0")
+        for round in 1...12 { try a("note", "set-title", note, "v\(round)") }
+        try a("sync")
+        try a("sync")
+        var rows: [String] = []
+        for _ in 0..<100 {
+            rows = try stack.sql("SELECT count(*) FROM events")
+            if rows == ["1"] { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(rows == ["1"], "13 events folded into one snapshot")
+        let b = stack.agent("b", token: token)
+        try b("sync")
+        #expect(try b.state()[note]?.title == "v12")
+    }
+
     @Test func anExpiredTokenPausesSyncWithoutLosingLocalEdits() async throws {
         let stack = try await Stack()
         let shortLived = try stack.token(scopes: ["team-1"], ttl: 1)

@@ -28,12 +28,15 @@ final class Stack: @unchecked Sendable {
     let adminURL: String
     let port: Int
     let noteQuota: Int
+    /// `SYNC_*` settings the server is started with, beside the stack's own.
+    let serverEnvironment: [String: String]
     private var server: Process?
 
     var serverURL: String { "http://127.0.0.1:\(port)" }
 
-    init(noteQuota: Int = 1000) async throws {
+    init(noteQuota: Int = 1000, serverEnvironment: [String: String] = [:]) async throws {
         self.noteQuota = noteQuota
+        self.serverEnvironment = serverEnvironment
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         adminURL = try Self.postgresURL()
@@ -71,6 +74,7 @@ final class Stack: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["SYNC_DATABASE_URL"] = databaseURL
         environment["SYNC_JWT_SECRET"] = Self.secret
+        environment.merge(serverEnvironment) { $1 }
         process.environment = environment
         let log = directory.appendingPathComponent("server.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
@@ -106,6 +110,27 @@ final class Stack: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(100))
         }
         throw StackError("sync-server did not become ready on port \(port)")
+    }
+
+    /// `sync-server compact` on this stack's database, started without waiting (its output is discarded).
+    func startCompaction(environment: [String: String] = [:]) throws -> Process {
+        let process = Process()
+        process.executableURL = Self.productsDirectory.appendingPathComponent("sync-server")
+        process.arguments = ["compact"]
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["SYNC_DATABASE_URL": databaseURL, "SYNC_LOG_LEVEL": "error"].merging(environment) { $1 }
+        ) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// `sync-server compact [arguments]` on this stack's database; its JSON report.
+    func compact(_ arguments: [String] = [], environment: [String: String] = [:]) throws -> String {
+        try Self.run(
+            Self.productsDirectory.appendingPathComponent("sync-server").path, ["compact"] + arguments,
+            environment: ["SYNC_DATABASE_URL": databaseURL, "SYNC_LOG_LEVEL": "error"].merging(environment) { $1 })
     }
 
     /// A token signed with the server's secret.

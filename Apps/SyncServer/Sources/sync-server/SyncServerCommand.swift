@@ -4,13 +4,13 @@ import NotesServer
 import SyncServer
 
 /// `sync-server`: the generic `SyncServer` library with the Notes reference domain plugged in. Serves the
-/// sync API (the default subcommand) or mints a development token.
+/// sync API (the default subcommand), compacts history once (`compact`) or mints a development token.
 @main
 struct SyncServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync-server",
         abstract: "The offline-sync HTTP server: protocol v1 over PostgreSQL, serving the Notes domain.",
-        subcommands: [ServeCommand.self, TokenCommand.self],
+        subcommands: [ServeCommand.self, CompactCommand.self, TokenCommand.self],
         defaultSubcommand: ServeCommand.self)
 }
 
@@ -27,5 +27,20 @@ struct ServeCommand: AsyncParsableCommand {
         try await SyncServerApp.serve(
             configuration: try server.configuration(environment: environment),
             domain: try notes.domain(environment: environment))
+    }
+}
+
+/// `sync-server compact [--scope S …] [--vacuum]`: folds every scope's history up to its stable point now
+/// (what the server's compaction service does on its own when it pays) and prints what it did and the
+/// tables' bytes before and after, as JSON.
+struct CompactCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compact", abstract: "Fold history up to each scope's stable point now; print a JSON report.")
+
+    @OptionGroup var compact: CompactOptions
+    @OptionGroup var notes: NotesServerOptions
+
+    func run() async throws {
+        try await compact.run(domain: try notes.domain(environment: ProcessInfo.processInfo.environment))
     }
 }

@@ -20,6 +20,7 @@ import SyncModels
 /// | `note.checklistItemTextSet` | `ChecklistItemTextSet {item, text}` | the item's text (LWW) |
 /// | `note.checklistItemDoneSet` | `ChecklistItemDoneSet {item, done}` | the item's done flag (LWW) |
 /// | `note.deleted` | `Deleted {}` | deleted (LWW) |
+/// | `note.snapshot` | `Snapshot {state}` | every field: the state is merged (written only by compaction) |
 public enum NoteEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case created = "note.created"
     case titleSet = "note.titleSet"
@@ -33,6 +34,7 @@ public enum NoteEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case checklistItemTextSet = "note.checklistItemTextSet"
     case checklistItemDoneSet = "note.checklistItemDoneSet"
     case deleted = "note.deleted"
+    case snapshot = "note.snapshot"
 
     /// The prefix of every type of this domain; other types are not this domain's business.
     public static let prefix = "note."

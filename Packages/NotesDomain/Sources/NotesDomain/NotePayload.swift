@@ -24,6 +24,7 @@ public enum NotePayload: Sendable, Hashable {
     case checklistItemTextSet(ChecklistItemTextSet)
     case checklistItemDoneSet(ChecklistItemDoneSet)
     case deleted(Deleted)
+    case snapshot(Snapshot)
 
     /// The payload of the case.
     public var payload: any NoteEventPayload {
@@ -40,6 +41,7 @@ public enum NotePayload: Sendable, Hashable {
         case .checklistItemTextSet(let payload): payload
         case .checklistItemDoneSet(let payload): payload
         case .deleted(let payload): payload
+        case .snapshot(let payload): payload
         }
     }
 
@@ -77,6 +79,7 @@ public enum NotePayload: Sendable, Hashable {
         case .checklistItemTextSet: self = .checklistItemTextSet(try ChecklistItemTextSet(jsonBytes: bytes))
         case .checklistItemDoneSet: self = .checklistItemDoneSet(try ChecklistItemDoneSet(jsonBytes: bytes))
         case .deleted: self = .deleted(try Deleted(jsonBytes: bytes))
+        case .snapshot: self = .snapshot(try Snapshot(jsonBytes: bytes))
         }
     }
 }
@@ -97,6 +100,7 @@ extension NoteEventType {
         case .checklistItemTextSet: NotePayload.ChecklistItemTextSet.self
         case .checklistItemDoneSet: NotePayload.ChecklistItemDoneSet.self
         case .deleted: NotePayload.Deleted.self
+        case .snapshot: NotePayload.Snapshot.self
         }
     }
 }

@@ -54,6 +54,7 @@ public enum NoteRules {
         case .checklistItemRemoved(let remove): itemViolation(remove.item)
         case .checklistItemTextSet(let set): itemViolation(set.item) ?? textViolation(set.text)
         case .checklistItemDoneSet(let set): itemViolation(set.item)
+        case .snapshot: snapshotMessage
         }
     }
 
@@ -77,6 +78,7 @@ public enum NoteRules {
         case .item: return "item is an id"
         case .text: return "text is a string"
         case .done: return "done is a boolean"
+        case .state: return snapshotMessage
         }
     }
 
@@ -88,9 +90,12 @@ public enum NoteRules {
         case .count: value.intValue.flatMap { Int(exactly: $0) }.flatMap(countViolation)
         case .item: value.stringValue.flatMap(itemViolation)
         case .text: value.stringValue.flatMap(textViolation)
-        case .ops, .observed, .op, .pinned, .done: nil
+        case .ops, .observed, .op, .pinned, .done, .state: nil
         }
     }
+
+    /// Snapshots fold history on the server; a device that sends one would overwrite what it cannot know.
+    static let snapshotMessage = "note.snapshot events are written only by the server's compaction"
 
     private static func titleViolation(_ title: String) -> String? {
         title.count > maxTitleLength ? "titles are at most \(maxTitleLength) characters" : nil

@@ -84,6 +84,9 @@ public struct NoteState: Sendable, Codable, Equatable {
             itemDone[set.item, default: .init()].apply(assignment(set.done))
         case .deleted:
             deleted.apply(assignment(true))
+        case .snapshot(let snapshot):
+            // A snapshot that does not decode (which the server never writes) changes nothing.
+            if let state = try? snapshot.state() { merge(state) }
         }
     }
 

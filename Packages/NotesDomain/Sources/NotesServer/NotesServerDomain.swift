@@ -5,7 +5,7 @@ import SyncServer
 /// The Notes reference domain plugged into the generic server: every `note.*` event is a CRDT operation
 /// (commutative: no stream-version conflicts), payloads must follow `NoteRules` (the same rules every
 /// client checks before it writes), and a scope holds at most `quota` live notes (`NoteQuotaRule`, the
-/// rule no device can check alone).
+/// rule no device can check alone). Compaction folds a note's history into one `note.snapshot` (`NoteFolder`).
 public struct NotesServerDomain: SyncDomain {
     /// Most live notes per scope.
     public var quota: Int
@@ -19,6 +19,9 @@ public struct NotesServerDomain: SyncDomain {
     public var rules: [any EventRule] { [NotePayloadRule(), NoteQuotaRule(quota: quota)] }
 
     public func isCommutative(type: String) -> Bool { type.hasPrefix(NoteEventType.prefix) }
+
+    /// Compaction folds each note's history into one `note.snapshot` (`NoteFolder`).
+    public var folder: (any StreamFolder)? { NoteFolder() }
 }
 
 /// The Notes domain's settings on a server's command line, each overriding its `SYNC_*` variable.

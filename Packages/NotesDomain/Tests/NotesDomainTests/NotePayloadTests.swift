@@ -60,6 +60,10 @@ import Testing
                     + #"[{"count":1,"first":1,"replica":"0123456789abcdef0fedcba987654321"}]}}}"#
             ),
             (.deleted(.init()), "{}"),
+            (
+                .snapshot(.init(state: NoteState())),
+                #"{"state":"\#(Data(NoteState().binaryEncoded).base64EncodedString())"}"#
+            ),
         ]
     }
 
@@ -77,8 +81,10 @@ import Testing
                 try Result { () throws(NotePayloadError) in try NotePayload(type: type, jsonBytes: bytes) }.get()
             }
             #expect(read == payload, "\(type.rawValue) from bytes")
-            #expect(NoteRules.violation(type: type.rawValue, stream: stream, payload: payload.json) == nil)
-            #expect(NoteRules.violation(payload) == nil)
+            // Snapshots are the server's: devices are refused them whatever they hold.
+            let refused = type == .snapshot ? "note.snapshot events are written only by the server's compaction" : nil
+            #expect(NoteRules.violation(type: type.rawValue, stream: stream, payload: payload.json) == refused)
+            #expect(NoteRules.violation(payload) == refused)
             // The keys a type lists are the keys it writes.
             guard case .object(let members) = payload.json else {
                 Issue.record("\(type.rawValue) is not an object")
@@ -206,6 +212,7 @@ import Testing
             case .checklistItemDoneSet:
                 payload = .checklistItemDoneSet(.init(item: items.last ?? Self.item, done: Bool.random(using: &random)))
             case .deleted: payload = .deleted(.init())
+            case .snapshot: payload = .snapshot(.init(state: state))
             }
             payloads.append(payload)
         }

@@ -128,7 +128,8 @@ import Testing
                 for try await ids in group { applied += ids }
                 #expect(
                     applied.sorted() == [
-                        "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "test-rule-0001",
+                        "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "0004-compaction",
+                        "test-rule-0001",
                     ])
             }
             let again = try await TestServer.withClient(database) {
@@ -136,7 +137,7 @@ import Testing
             }
             #expect(again.isEmpty)
             let recorded = try await database.integers("SELECT count(*) FROM schema_migrations")
-            #expect(recorded == [4])
+            #expect(recorded == [5])
         }
     }
 }

@@ -104,7 +104,17 @@ struct PullService: Sendable {
                 events += batch
             }
             let hasMore = scopes.contains { scope in (heads[scope]?.head ?? 0) > next[scope] }
-            let left = scopes.reduce(Int64(0)) { $0 + max(0, (heads[$1]?.head ?? 0) - next[$1]) }
+            var left: Int64 = 0
+            for scope in scopes {
+                guard let head = heads[scope] else { continue }
+                let position = next[scope]
+                left += max(0, head.head - max(position, head.compactedThrough))
+                // Below `compacted_through` seqs have gaps where history was folded: count what is stored.
+                if position < head.compactedThrough {
+                    left += try await repository.count(
+                        in: scope, after: position, through: head.compactedThrough, on: connection, logger: logger)
+                }
+            }
             if let replica {
                 // What the replica vouches for: its cursor, held back to what it knew when it made the oldest
                 // event still in its outbox (`acknowledged`).

@@ -40,6 +40,11 @@ public struct ServerConfiguration: Sendable {
     /// (`SYNC_STABLE_POINT_REFRESH_MS`, default 1000): a bootstrap's pages then cost one more query per
     /// second, not one per page.
     public var stablePointRefreshMilliseconds: Int = 1000
+    /// When compaction folds history by itself: `SYNC_COMPACTION_INTERVAL_SECONDS` (default 60; 0 turns
+    /// the service off), `SYNC_COMPACTION_MIN_EVENTS` (default 1000), `SYNC_COMPACTION_RATIO` (foldable
+    /// events per folded stream, default 1.0), `SYNC_COMPACTION_BATCH_EVENTS` (events per transaction,
+    /// default 2000). Only a domain with a `StreamFolder` is compacted.
+    public var compaction = CompactionPolicy()
     /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
     public var logLevel: String = "info"
 
@@ -83,6 +88,17 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_STABLE_POINT_REFRESH_MS", 0...3_600_000) {
             stablePointRefreshMilliseconds = value
         }
+        if let value = try integer("SYNC_COMPACTION_INTERVAL_SECONDS", 0...86_400 * 365) {
+            compaction.intervalSeconds = value
+        }
+        if let value = try integer("SYNC_COMPACTION_MIN_EVENTS", 1...Int.max) { compaction.minEvents = Int64(value) }
+        if let text = environment["SYNC_COMPACTION_RATIO"], !text.isEmpty {
+            guard let value = Double(text), value >= 0, value.isFinite else {
+                throw ConfigurationError(message: "SYNC_COMPACTION_RATIO must be a non-negative number")
+            }
+            compaction.ratio = value
+        }
+        if let value = try integer("SYNC_COMPACTION_BATCH_EVENTS", 1...1_000_000) { compaction.batchEvents = value }
     }
 
     /// Checks the values that have no safe default.

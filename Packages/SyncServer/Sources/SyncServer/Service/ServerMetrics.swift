@@ -21,6 +21,10 @@ final class ServerMetrics: Sendable {
     let operationsAdmitted: Gauge
     /// Long-polls waiting right now.
     let longPolls: Gauge
+    /// Rows compaction removed (events and older snapshots folded into new snapshots).
+    let compactedEvents: Counter
+    /// Snapshot events compaction wrote.
+    let compactionSnapshots: Counter
     private let routes = Mutex([RouteKey: (Counter, Timer)]())
 
     struct RouteKey: Hashable {
@@ -47,6 +51,8 @@ final class ServerMetrics: Sendable {
         connectionsInUse = Gauge(label: "sync_db_connections_in_use", factory: factory)
         operationsAdmitted = Gauge(label: "sync_db_operations_admitted", factory: factory)
         longPolls = Gauge(label: "sync_longpolls_active", factory: factory)
+        compactedEvents = Counter(label: "sync_compaction_folded_events_total", factory: factory)
+        compactionSnapshots = Counter(label: "sync_compaction_snapshots_total", factory: factory)
     }
 
     /// One answered request, by route template (`/v1/pull`, not the query), method and status.

@@ -72,6 +72,16 @@ public struct SyncServerApp: Sendable {
         router.add(middleware: ErrorMiddleware(metrics: metrics))
         api.register(on: router)
 
+        var services: [any Service] = [client, hub]
+        if let folder = domain.folder, configuration.compaction.intervalSeconds > 0 {
+            services.append(
+                CompactionService(
+                    compactor: Compactor(
+                        database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
+                        evictionHorizonSeconds: configuration.evictionHorizonSeconds, logger: logger),
+                    policy: configuration.compaction, metrics: metrics, logger: logger))
+        }
+
         let migrator = Migrator(migrations: Migration.generic + rules.flatMap(\.migrations))
         logger.info("domain plugged in", metadata: ["sync.domain": "\(domain.name)", "sync.rules": "\(rules.count)"])
         let logger = self.logger
@@ -80,7 +90,7 @@ public struct SyncServerApp: Sendable {
         var app = Application(
             router: router,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            services: [client, hub],
+            services: services,
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 logger.info("sync-server listening", metadata: ["sync.port": "\(port)"])

@@ -16,6 +16,9 @@ struct EventRepository: Sendable {
         var head: Int64
         /// The lowest seq still stored; a cursor below `retainedFromSeq - 1` cannot continue.
         var retainedFromSeq: Int64
+        /// How far compaction has folded the scope (`scope_compaction`): at or below it, seqs have gaps.
+        /// Read only by the unlocked variant of `selectHeads`; 0 otherwise.
+        var compactedThrough: Int64 = 0
     }
 
     /// One row to insert.
@@ -54,11 +57,21 @@ struct EventRepository: Sendable {
                 ORDER BY scope FOR UPDATE
                 """, logger: logger)
             : try await connection.query(
-                "SELECT scope, head, retained_from_seq FROM scopes WHERE scope = ANY(\(names)::text[])",
+                """
+                SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0)
+                FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
+                WHERE s.scope = ANY(\(names)::text[])
+                """,
                 logger: logger)
         var heads: [Scope: ScopeHead] = [:]
-        for try await (scope, head, retained) in rows.decode((String, Int64, Int64).self) {
-            heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
+        if lock {
+            for try await (scope, head, retained) in rows.decode((String, Int64, Int64).self) {
+                heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
+            }
+        } else {
+            for try await (scope, head, retained, through) in rows.decode((String, Int64, Int64, Int64).self) {
+                heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained, compactedThrough: through)
+            }
         }
         return heads
     }
@@ -205,6 +218,18 @@ struct EventRepository: Sendable {
                     receivedAt: row.10))
         }
         return events
+    }
+
+    /// How many events of `scope` are stored with a seq in `(after, through]` (an index-only count; callers
+    /// keep the range to the folded part of the log, about one row per stream).
+    func count(in scope: Scope, after: Int64, through: Int64, on connection: PostgresConnection, logger: Logger)
+        async throws -> Int64
+    {
+        let rows = try await connection.query(
+            "SELECT count(*) FROM events WHERE scope = \(scope.name) AND seq > \(after) AND seq <= \(through)",
+            logger: logger)
+        for try await count in rows.decode(Int64.self) { return count }
+        return 0
     }
 
     /// Per scope, the lowest position acknowledged by a replica seen within `seconds` (scopes without one

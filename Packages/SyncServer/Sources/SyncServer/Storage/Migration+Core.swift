@@ -61,6 +61,31 @@ extension Migration {
         id: "0003-replica-progress-by-scope",
         statements: ["CREATE INDEX replica_progress_scope ON replica_progress (scope, seen_at)"])
 
+    /// Compaction's bookkeeping (`Compactor`): per scope, how far history is folded; per folded stream,
+    /// the seq of its one row at or below that point (its snapshot, or its lone event), so the next pass finds
+    /// it without an index on `events (scope, stream)` that every push would pay for. Pushes never touch
+    /// either table.
+    static let compaction = Migration(
+        id: "0004-compaction",
+        statements: [
+            """
+            CREATE TABLE scope_compaction (
+                scope text PRIMARY KEY,
+                compacted_through bigint NOT NULL DEFAULT 0,
+                removed_events bigint NOT NULL DEFAULT 0,
+                compacted_at timestamptz
+            )
+            """,
+            """
+            CREATE TABLE folded_streams (
+                scope text NOT NULL,
+                stream text NOT NULL,
+                seq bigint NOT NULL,
+                PRIMARY KEY (scope, stream)
+            )
+            """,
+        ])
+
     /// The generic server's migrations, in order.
-    static let generic: [Migration] = [core, canonicalPayloads, progressByScope]
+    static let generic: [Migration] = [core, canonicalPayloads, progressByScope, compaction]
 }

@@ -1,0 +1,87 @@
+import Foundation
+import SyncCRDT
+import SyncModels
+
+extension NotePayload {
+    /// `note.snapshot`, `{"state"}`: a note's whole CRDT state, which replaces the events it folds.
+    ///
+    /// Only the server's compaction writes it (DESIGN §8): a stream's events at or below its scope's stable
+    /// point become one snapshot placed at the seq of the last of them. Applying it merges the state into
+    /// the replica's (`NoteState.merge`), which is idempotent, so a replica at any cursor, one that has
+    /// seen none, some or all of the folded events, ends where replaying them would have taken it. Devices
+    /// never push one: `NoteRules` rejects it.
+    ///
+    /// `state` is the state's binary form (`NoteState.binaryEncoded`) in base64, about a third the size of
+    /// its JSON form.
+    public struct Snapshot: NoteEventPayload {
+        public static let type = NoteEventType.snapshot
+        public static let keys: [NotePayloadKey] = [.state]
+
+        /// The state's binary form (`NoteState.binaryEncoded`).
+        public var encodedState: [UInt8]
+
+        public init(state: NoteState) {
+            self.encodedState = state.binaryEncoded
+        }
+
+        /// A snapshot of an already encoded state; `state()` checks it.
+        public init(encodedState: [UInt8]) {
+            self.encodedState = encodedState
+        }
+
+        /// The state it carries.
+        /// - Throws: `SyncCRDTError` when the bytes are not a binary note state.
+        public func state() throws -> NoteState {
+            try NoteState(binaryEncoded: encodedState)
+        }
+    }
+}
+
+extension NotePayload.Snapshot {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: NotePayloadKey.self)
+        let text = try container.decodeField(String.self, forKey: .state)
+        guard let data = Data(base64Encoded: text) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .state, in: container, debugDescription: "state is base64")
+        }
+        encodedState = Array(data)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: NotePayloadKey.self)
+        try container.encode(Data(encodedState).base64EncodedString(), forKey: .state)
+    }
+
+    public init(reading reader: inout JSONReader) throws(JSONReader.Bail) {
+        var state: [UInt8]?
+        try reader.readNotePayload { reader, key throws(JSONReader.Bail) in
+            switch key {
+            case .state:
+                guard let data = Data(base64Encoded: try reader.readString()) else { throw JSONReader.Bail() }
+                state = Array(data)
+            default: try reader.skipValue()
+            }
+        }
+        guard let state else { throw JSONReader.Bail() }
+        self.init(encodedState: state)
+    }
+}
+
+extension NoteState {
+    /// Joins `other` into this state, field by field (each field is a state-based CRDT): commutative,
+    /// associative and idempotent. Merging the state of a note's events gives the state of applying them,
+    /// whatever of them this state had applied already; that is how a replica applies a `note.snapshot`.
+    public mutating func merge(_ other: NoteState) {
+        created = created || other.created
+        title.merge(other.title)
+        body.merge(other.body)
+        tags.merge(other.tags)
+        pinned.merge(other.pinned)
+        views.merge(other.views)
+        checklist.merge(other.checklist)
+        itemText.merge(other.itemText) { mine, theirs in mine.merging(theirs) }
+        itemDone.merge(other.itemDone) { mine, theirs in mine.merging(theirs) }
+        deleted.merge(other.deleted)
+    }
+}

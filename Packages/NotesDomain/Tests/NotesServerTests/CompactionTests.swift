@@ -1,0 +1,183 @@
+import Foundation
+import Logging
+import NotesDomain
+import NotesServer
+import SyncModels
+import SyncProtocol
+import SyncServer
+import SyncServerTesting
+import SyncTestSupport
+import Testing
+
+/// Server compaction with the Notes folder, on real PostgreSQL: replicas that pull through folds, one that
+/// comes back from far behind, and a fresh one all end with the state of the unfolded history.
+@Suite struct CompactionTests {
+    static let scope = "c"
+
+    /// One replica of the scope as a test drives it: its notes' states, its cursor, what it has pushed.
+    struct Replica {
+        var id: ReplicaID
+        var states: [String: NoteState] = [:]
+        var cursor = ScopeCursor()
+        var counter: UInt64 = 0
+        /// The cursor it held when it made its oldest event not yet answered (what the engine reports).
+        var acknowledged: ScopeCursor?
+
+        init(_ index: UInt64) {
+            id = ReplicaID(high: 0xC0_0000 + index, low: index)
+        }
+
+        var views: [String: NoteView] { states.mapValues(\.view) }
+
+        /// Pulls every page up to the head, merging snapshots and applying events, and reports progress.
+        mutating func pullAll(_ server: TestServer, limit: Int = 50) async throws -> [Event] {
+            var received: [Event] = []
+            while true {
+                let page = try await server.pull(
+                    PullRequest(cursor: cursor, limit: limit, replica: id, acknowledged: acknowledged ?? cursor),
+                    scopes: [CompactionTests.scope])
+                for event in page.events {
+                    states[event.stream, default: NoteState()].apply(
+                        type: event.type, payload: event.payload, hlc: event.hlc, dot: event.dot)
+                }
+                received += page.events
+                cursor = try ScopeCursor(encoded: page.cursor)
+                if !page.hasMore { return received }
+            }
+        }
+    }
+
+    static func compact(_ server: TestServer) async throws -> CompactionReport {
+        var configuration = ServerConfiguration()
+        configuration.databaseURL = server.database.url.urlString
+        configuration.compaction.batchEvents = 37  // many windows, streams split across them
+        var logger = Logger(label: "compaction-test")
+        logger.logLevel = .warning
+        return try await SyncServerApp.compact(
+            configuration: configuration, domain: NotesServerDomain(), scopes: nil, vacuum: true, logger: logger)
+    }
+
+    @Test(arguments: [11, 12, 13] as [UInt64])
+    func replicasAtAnyCursorAndAFreshOneConvergeOnTheUnfoldedState(seed: UInt64) async throws {
+        try await TestServer.run(domain: NotesServerDomain(quota: 100)) { server in
+            var random = SplitMix64(seed: seed)
+            var replicas = (1...3).map { Replica(UInt64($0)) }
+            // Every accepted event, applied in seq order: the state of the history nobody folded.
+            var oracle: [String: NoteState] = [:]
+            let notes = (0..<6).map { _ in NoteID(uuid: UUID(uuid: NoteEditor.randomUUID(&random))).stream }
+            var pushed = 0
+            var folds: [CompactionReport] = []
+            var stale = Replica(9)
+            for step in 0..<420 {
+                let index = Int.random(in: 0..<replicas.count, using: &random)
+                if Int.random(in: 0..<4, using: &random) == 0 {
+                    _ = try await replicas[index].pullAll(server)
+                } else {
+                    let stream = notes.randomElement(using: &random)!
+                    var state = replicas[index].states[stream] ?? NoteState()
+                    let edit: NoteEdit =
+                        state.created
+                        ? NoteEdit.allCases.filter { $0 != .create }.randomElement(using: &random)! : .create
+                    guard
+                        let payload = NoteEditor.payload(
+                            edit, state: &state, replica: replicas[index].id, using: &random)
+                    else { continue }
+                    replicas[index].counter += 1
+                    let event = EventFixtures.event(
+                        scope: try Scope(Self.scope), stream: stream, version: Int64(step + 1),
+                        type: payload.type.rawValue, payload: payload.json, replica: replicas[index].id)
+                    let results = try await server.push([event], scopes: [Self.scope], replica: replicas[index].id)
+                    #expect(results.map(\.status) == [.accepted], "\(results)")
+                    state.apply(payload, hlc: event.hlc, dot: event.dot)
+                    replicas[index].states[stream] = state
+                    oracle[stream, default: NoteState()].apply(payload, hlc: event.hlc, dot: event.dot)
+                    pushed += 1
+                }
+                if step == 40 {
+                    _ = try await stale.pullAll(server)
+                    _ = try await stale.pullAll(server)  // acknowledges what the first brought
+                }
+                if step % 140 == 139 { folds.append(try await Self.compact(server)) }
+            }
+            // Folding needs every active replica to have acknowledged: it folded only up to the stable point.
+            let folded = folds.flatMap(\.scopes).reduce(0) { $0 + $1.foldedEvents }
+            #expect(folded > 0, "compaction folded something")
+            #expect(folds.flatMap(\.scopes).allSatisfy { $0.compactedThrough <= $0.stable })
+            // Everyone catches up, then one more fold takes the stable point to the head.
+            for index in replicas.indices { _ = try await replicas[index].pullAll(server) }
+            for index in replicas.indices { _ = try await replicas[index].pullAll(server) }
+            // The replica last seen at step 40 has held the stable point back so far; a month of silence puts
+            // it past the eviction horizon.
+            try await server.database.execute(
+                "UPDATE replica_progress SET seen_at = now() - interval '30 days' WHERE replica = \(stale.id.description)"
+            )
+            let last = try await Self.compact(server)
+            let rows = try await server.database.integers("SELECT count(*) FROM events")[0]
+            #expect(rows < Int64(pushed) / 2, "\(rows) rows left of \(pushed)")
+            #expect(last.bytesAfter["events"] != nil && last.bytesBefore["database"] != nil)
+            let expected = oracle.mapValues(\.view)
+            for replica in replicas { #expect(replica.views == expected, "replica \(replica.id)") }
+            // The replica back from its month away, and a fresh one, pull the folded log: folding keeps
+            // tombstones, so merging the snapshots is all either needs.
+            let staleEvents = try await stale.pullAll(server)
+            #expect(stale.views == expected)
+            var fresh = Replica(10)
+            let freshEvents = try await fresh.pullAll(server)
+            #expect(fresh.views == expected)
+            #expect(freshEvents.count <= notes.count, "one snapshot per note: \(freshEvents.count)")
+            #expect(freshEvents.allSatisfy { $0.type == NoteEventType.snapshot.rawValue })
+            #expect(staleEvents.count <= freshEvents.count)
+            // Snapshots sit at the seq of the last event they fold: seqs still increase, the head is unchanged.
+            let seqs = freshEvents.compactMap(\.seq)
+            #expect(seqs == seqs.sorted())
+            #expect(try await server.database.integers("SELECT head FROM scopes") == [Int64(pushed)])
+            // Edits after the fold apply on top of snapshots everywhere.
+            var state = fresh.states[notes[0]] ?? NoteState()
+            let payload = NotePayload.titleSet(.init(title: "after the fold"))
+            let event = EventFixtures.event(
+                scope: try Scope(Self.scope), stream: notes[0], type: payload.type.rawValue, payload: payload.json,
+                replica: fresh.id)
+            _ = try await server.push([event], scopes: [Self.scope], replica: fresh.id)
+            state.apply(payload, hlc: event.hlc, dot: event.dot)
+            _ = try await replicas[0].pullAll(server)
+            #expect(replicas[0].states[notes[0]]?.view.title == "after the fold")
+        }
+    }
+
+    /// An event whose push answer was lost stays in its sender's outbox; the sender's acknowledged position
+    /// holds the stable point below it, so it is not folded and its retry is answered as a duplicate.
+    @Test func anUnansweredPushIsNotFoldedAndItsRetryIsADuplicate() async throws {
+        try await TestServer.run(domain: NotesServerDomain(quota: 100)) { server in
+            var sender = Replica(1)
+            var reader = Replica(2)
+            let stream = NoteID().stream
+            var state = NoteState()
+            var events: [Event] = []
+            var random = SplitMix64(seed: 5)
+            for edit in [NoteEdit.create, .title, .typing, .tagAdd, .typing, .title] {
+                let payload = NoteEditor.payload(edit, state: &state, replica: sender.id, using: &random)!
+                let event = EventFixtures.event(
+                    scope: try Scope(Self.scope), stream: stream, type: payload.type.rawValue, payload: payload.json,
+                    replica: sender.id)
+                state.apply(payload, hlc: event.hlc, dot: event.dot)
+                events.append(event)
+            }
+            // The first three are answered; the last three were committed but their answer was lost.
+            _ = try await server.push(Array(events[..<3]), scopes: [Self.scope], replica: sender.id)
+            _ = try await sender.pullAll(server)
+            sender.acknowledged = sender.cursor
+            _ = try await server.push(Array(events[3...]), scopes: [Self.scope], replica: sender.id)
+            _ = try await sender.pullAll(server)
+            _ = try await reader.pullAll(server)
+            _ = try await reader.pullAll(server)  // its second request acknowledges what the first brought
+            let report = try await Self.compact(server)
+            #expect(report.scopes.first?.stable == 3)
+            let retry = try await server.push(Array(events[3...]), scopes: [Self.scope], replica: sender.id)
+            #expect(retry.map(\.status) == [.duplicate, .duplicate, .duplicate])
+            #expect(try await server.database.integers("SELECT seq FROM events ORDER BY seq") == [3, 4, 5, 6])
+            var fresh = Replica(3)
+            _ = try await fresh.pullAll(server)
+            #expect(fresh.views[stream] == state.view)
+        }
+    }
+}

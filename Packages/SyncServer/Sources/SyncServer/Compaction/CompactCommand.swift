@@ -1,0 +1,131 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PostgresNIO
+import Prometheus
+
+/// What `sync-server compact` did, printed as JSON.
+public struct CompactionReport: Sendable, Codable, Hashable {
+    /// One entry per scope compacted.
+    public var scopes: [Compactor.ScopeReport]
+    /// `pg_total_relation_size` (table, indexes and TOAST) of each of the server's tables, and of the whole
+    /// database, before the pass and after it (after the `VACUUM`, when one ran).
+    public var bytesBefore: [String: Int64]
+    public var bytesAfter: [String: Int64]
+    /// Whether a `VACUUM (ANALYZE)` of the compacted tables followed.
+    public var vacuumed: Bool
+    public var seconds: Double
+}
+
+extension SyncServerApp {
+    /// The server's tables whose space `compact` reports.
+    static let measuredTables = [
+        "events", "streams", "scopes", "replica_progress", "folded_streams", "scope_compaction",
+    ]
+
+    /// One compaction pass over `scopes` (every scope with events past its last fold when nil), each up to
+    /// its stable point whatever the policy says, then optionally a `VACUUM (ANALYZE)`: what
+    /// `sync-server compact` runs. Applies pending migrations first.
+    ///
+    /// Space: deleted rows become free space inside the tables once vacuumed; autovacuum does that on its
+    /// own after a fold, and `vacuum` does it at once. Neither gives space back to the file system
+    /// (`VACUUM FULL` would, under an exclusive lock); the freed space is reused by later events.
+    public static func compact(
+        configuration: ServerConfiguration, domain: any SyncDomain, scopes: [String]?, vacuum: Bool, logger: Logger
+    ) async throws -> CompactionReport {
+        guard let folder = domain.folder else {
+            throw ConfigurationError(message: "the \(domain.name) domain folds no streams; nothing to compact")
+        }
+        let url = try DatabaseURL(configuration.databaseURL)
+        let client = PostgresClient(
+            configuration: Database.clientConfiguration(url, poolSize: 2), backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: CompactionReport?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            let started = ContinuousClock.now
+            let migrator = Migrator(migrations: Migration.generic + domain.rules.flatMap(\.migrations))
+            try await migrate(
+                migrator, client: client, timeoutSeconds: configuration.startupTimeoutSeconds, logger: logger)
+            let database = Database(
+                client: client, queueLimit: 16, acquireTimeout: .seconds(30),
+                metrics: ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry())))
+            let compactor = Compactor(
+                database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
+                evictionHorizonSeconds: configuration.evictionHorizonSeconds, logger: logger)
+            let before = try await space(database, logger: logger)
+            var names = scopes ?? []
+            if scopes == nil { names = try await compactor.candidates().map(\.scope) }
+            var reports: [Compactor.ScopeReport] = []
+            for scope in names { reports.append(try await compactor.compact(scope: scope)) }
+            if vacuum {
+                try await database.withConnection { connection in
+                    for table in ["events", "folded_streams", "scope_compaction"] {
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) \(table)"), logger: logger)
+                    }
+                }
+            }
+            let after = try await space(database, logger: logger)
+            return CompactionReport(
+                scopes: reports, bytesBefore: before, bytesAfter: after, vacuumed: vacuum,
+                seconds: (ContinuousClock.now - started) / .seconds(1))
+        }
+    }
+
+    /// Bytes of each measured table (with its indexes and TOAST) and of the database (`database`).
+    static func space(_ database: Database, logger: Logger) async throws -> [String: Int64] {
+        try await database.withConnection { connection in
+            var bytes: [String: Int64] = [:]
+            let rows = try await connection.query(
+                """
+                SELECT c.relname::text, pg_total_relation_size(c.oid) FROM pg_class c
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname = ANY(\(measuredTables)::text[])
+                UNION ALL SELECT 'database', pg_database_size(current_database())
+                """, logger: logger)
+            for try await (name, size) in rows.decode((String, Int64).self) { bytes[name] = size }
+            return bytes
+        }
+    }
+}
+
+/// `compact [--scope S …] [--vacuum]`: one compaction pass now, whatever the policy, printed as JSON
+/// (`CompactionReport`). A server executable adds it among its subcommands with its domain:
+///
+/// ```swift
+/// struct Compact: AsyncParsableCommand {
+///     @OptionGroup var compact: CompactOptions
+///     func run() async throws { try await compact.run(domain: MyDomain()) }
+/// }
+/// ```
+public struct CompactOptions: ParsableArguments {
+    @OptionGroup public var common: CommonOptions
+
+    @Option(help: "PostgreSQL URL postgres://user@host:port/database (SYNC_DATABASE_URL).")
+    public var databaseURL: String?
+
+    @Option(name: .customLong("scope"), help: "A scope to compact (repeatable; default: every scope with news).")
+    public var scopes: [String] = []
+
+    @Flag(help: "Run VACUUM (ANALYZE) on the compacted tables afterwards.")
+    public var vacuum = false
+
+    public init() {}
+
+    /// Runs the pass and prints its report.
+    public func run(domain: any SyncDomain) async throws {
+        var configuration = try common.configuration(environment: ProcessInfo.processInfo.environment)
+        if let databaseURL { configuration.databaseURL = databaseURL }
+        var logger = Logger(label: "sync-server")
+        logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .notice
+        let report = try await SyncServerApp.compact(
+            configuration: configuration, domain: domain, scopes: scopes.isEmpty ? nil : scopes, vacuum: vacuum,
+            logger: logger)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+    }
+}

@@ -1,0 +1,353 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SyncModels
+import SyncProtocol
+
+/// Folds each scope's history at or below its stable point into one snapshot event per stream, through the
+/// domain's `StreamFolder` (DESIGN §8).
+///
+/// **What a pass does to a scope.** It reads the scope's stable point `S` (the lowest position acknowledged
+/// by a replica seen within the eviction horizon; the head when no replica was) and walks the events in
+/// `(compacted_through, S]` in windows of `batchEvents`, one transaction each. In a window, every stream the
+/// folder folds that has two or more events at or below the window's end (its earlier snapshot or lone
+/// event, `folded_streams.seq`, plus the window's events) becomes one snapshot event of the folder's
+/// `snapshotType`, with a new id and the seq, stream version, HLC, dot and receipt time of the last event it
+/// folds; the folded rows are deleted. Then `compacted_through` moves to the window's end. A crash rolls back
+/// at most the window in flight; the next pass carries on from `compacted_through`.
+///
+/// **Why it is safe at any cursor.** A replica merges a snapshot into its state (idempotent), so one that had
+/// applied none, some or all of the folded events ends in the same state. Only events at or below the stable
+/// point are folded: each was acknowledged by every active replica, and an event still in its sender's outbox
+/// (a push whose answer was lost) holds its sender's acknowledged position below it, so a retried push still
+/// finds its id and is answered as a duplicate. Folding keeps tombstones (deleted elements stay in the
+/// snapshot's state), so `retained_from_seq` does not move and no replica is ever told to reset by it.
+///
+/// **Locks.** Pushes append above the head and never wait for compaction: it takes no lock on `scopes` or
+/// `streams`, only a transaction-scoped advisory lock per scope that keeps two compactors (the service of
+/// several servers, `sync-server compact`) out of each other's way.
+public struct Compactor: Sendable {
+    let database: Database
+    let folder: any StreamFolder
+    let logger: Logger
+    /// Events read and folded per transaction: the longest a window's locks and memory last.
+    public var batchEvents: Int
+    /// Replicas silent for longer do not hold stable points back.
+    public var evictionHorizonSeconds: Int
+
+    init(database: Database, folder: any StreamFolder, batchEvents: Int, evictionHorizonSeconds: Int, logger: Logger) {
+        self.database = database
+        self.folder = folder
+        self.batchEvents = max(1, batchEvents)
+        self.evictionHorizonSeconds = evictionHorizonSeconds
+        self.logger = logger
+    }
+
+    /// What one pass did to one scope.
+    public struct ScopeReport: Sendable, Codable, Hashable {
+        public var scope: String
+        /// The stable point the pass folded up to.
+        public var stable: Int64
+        /// Where the scope's compaction stood before and after the pass.
+        public var compactedFrom: Int64
+        public var compactedThrough: Int64
+        /// Rows deleted (events and earlier snapshots), and snapshots written in their place.
+        public var foldedEvents: Int
+        public var snapshots: Int
+        /// Streams whose history did not fold (the folder threw): left as they were.
+        public var unfoldable: Int
+        public var seconds: Double
+    }
+
+    /// A scope's compaction state as `candidates` reads it.
+    public struct Candidate: Sendable, Hashable {
+        public var scope: String
+        public var head: Int64
+        public var compactedThrough: Int64
+        /// Streams compaction already keeps a folded row for.
+        public var foldedStreams: Int64
+    }
+
+    /// Every scope with events past its `compacted_through`, with what decides whether folding it pays.
+    public func candidates() async throws -> [Candidate] {
+        try await database.withConnection { [logger] connection in
+            let rows = try await connection.query(
+                """
+                SELECT s.scope, s.head, coalesce(c.compacted_through, 0),
+                       (SELECT count(*) FROM folded_streams f WHERE f.scope = s.scope)
+                FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
+                WHERE s.head > coalesce(c.compacted_through, 0)
+                ORDER BY s.scope
+                """, logger: logger)
+            var found: [Candidate] = []
+            for try await (scope, head, through, streams) in rows.decode((String, Int64, Int64, Int64).self) {
+                found.append(
+                    Candidate(scope: scope, head: head, compactedThrough: through, foldedStreams: streams))
+            }
+            return found
+        }
+    }
+
+    /// The position compaction may fold up to in `scope` now: the lowest position acknowledged by a replica
+    /// seen within the horizon, or the head when none was (nobody is left to hold it back).
+    public func stablePoint(of scope: String) async throws -> Int64 {
+        try await database.withConnection { [logger, evictionHorizonSeconds] connection in
+            let repository = EventRepository()
+            let heads = try await repository.selectHeads([scope], lock: false, on: connection, logger: logger)
+            let head = heads[try Scope(scope)]?.head ?? 0
+            let acknowledged = try await repository.lowestAcknowledged(
+                in: [scope], activeWithinSeconds: evictionHorizonSeconds, on: connection, logger: logger)
+            return min(acknowledged[scope] ?? head, head)
+        }
+    }
+
+    /// Folds `scope` up to its stable point (or `upTo`, when lower), window by window.
+    public func compact(scope: String, upTo limit: Int64? = nil) async throws -> ScopeReport {
+        let started = ContinuousClock.now
+        var stable = try await stablePoint(of: scope)
+        if let limit { stable = min(stable, limit) }
+        var report = ScopeReport(
+            scope: scope, stable: stable, compactedFrom: 0, compactedThrough: 0, foldedEvents: 0, snapshots: 0,
+            unfoldable: 0, seconds: 0)
+        var first = true
+        while true {
+            guard let window = try await foldWindow(scope: scope, stable: stable) else { break }
+            if first {
+                report.compactedFrom = window.from
+                first = false
+            }
+            report.compactedThrough = window.through
+            report.foldedEvents += window.folded
+            report.snapshots += window.snapshots
+            report.unfoldable += window.unfoldable
+            if window.through >= stable { break }
+        }
+        if first { report.compactedFrom = try await compactedThrough(scope) }
+        if report.compactedThrough == 0 { report.compactedThrough = report.compactedFrom }
+        report.seconds = (ContinuousClock.now - started) / .seconds(1)
+        if report.foldedEvents > 0 {
+            logger.info(
+                "compacted",
+                metadata: [
+                    "sync.scope": "\(scope)", "sync.compaction.folded": "\(report.foldedEvents)",
+                    "sync.compaction.snapshots": "\(report.snapshots)",
+                    "sync.compaction.through": "\(report.compactedThrough)",
+                ])
+        }
+        return report
+    }
+
+    func compactedThrough(_ scope: String) async throws -> Int64 {
+        try await database.withConnection { [logger] connection in
+            let rows = try await connection.query(
+                "SELECT compacted_through FROM scope_compaction WHERE scope = \(scope)", logger: logger)
+            for try await through in rows.decode(Int64.self) { return through }
+            return 0
+        }
+    }
+
+    struct Window: Sendable {
+        var from: Int64
+        var through: Int64
+        var folded: Int
+        var snapshots: Int
+        var unfoldable: Int
+    }
+
+    /// One transaction: the next window after `compacted_through`, up to `stable`. Nil when there is nothing
+    /// to fold or another compactor holds the scope.
+    func foldWindow(scope: String, stable: Int64) async throws -> Window? {
+        try await database.withTransaction(logger: logger) { [logger, folder, batchEvents] connection in
+            let locked = try await connection.query(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended('sync.compaction:' || \(scope), 0))",
+                logger: logger)
+            var held = false
+            for try await value in locked.decode(Bool.self) { held = value }
+            guard held else { return nil }
+
+            var from: Int64 = 0
+            for try await through in try await connection.query(
+                "SELECT compacted_through FROM scope_compaction WHERE scope = \(scope)", logger: logger
+            ).decode(Int64.self) { from = through }
+            guard from < stable else { return nil }
+
+            // The window: the next `batchEvents` rows after `from` (seqs below the stable point are dense
+            // except where earlier passes folded, which is at or below `from`).
+            let window = try await Self.rows(
+                "WHERE scope = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4",
+                [scope, from, stable, Int64(batchEvents)], on: connection, logger: logger)
+            guard let last = window.last else {
+                try await Self.advance(scope, to: stable, folded: 0, on: connection, logger: logger)
+                return Window(from: from, through: stable, folded: 0, snapshots: 0, unfoldable: 0)
+            }
+            let through = window.count < batchEvents ? stable : last.seq
+
+            var byStream: [String: [StoredEvent]] = [:]
+            var order: [String] = []
+            for row in window where folder.folds(stream: row.stream) {
+                if byStream[row.stream] == nil { order.append(row.stream) }
+                byStream[row.stream, default: []].append(row)
+            }
+            guard !order.isEmpty else {
+                try await Self.advance(scope, to: through, folded: 0, on: connection, logger: logger)
+                return Window(from: from, through: through, folded: 0, snapshots: 0, unfoldable: 0)
+            }
+            // Each stream's one row at or below `from`, left by earlier passes.
+            var bases: [String: Int64] = [:]
+            for try await (stream, seq) in try await connection.query(
+                "SELECT stream, seq FROM folded_streams WHERE scope = \(scope) AND stream = ANY(\(order)::text[])",
+                logger: logger
+            ).decode((String, Int64).self) { bases[stream] = seq }
+            let baseSeqs = Array(bases.values)
+            let baseRows = try await Self.rows(
+                "WHERE scope = $1 AND seq = ANY($2::int8[])", [scope, baseSeqs], on: connection, logger: logger)
+            var baseBySeq: [Int64: StoredEvent] = [:]
+            for row in baseRows { baseBySeq[row.seq] = row }
+
+            var deleted: [Int64] = []
+            var snapshots: [EventRepository.NewEvent] = []
+            var pointers: [(String, Int64)] = []
+            var unfoldable = 0
+            var ids = EventIDGenerator()
+            let wall = UInt64(Date().timeIntervalSince1970 * 1000)
+            for stream in order {
+                var history = byStream[stream]!
+                if let base = bases[stream], let row = baseBySeq[base] { history.insert(row, at: 0) }
+                let newest = history[history.count - 1]
+                guard history.count >= 2 else {
+                    pointers.append((stream, newest.seq))
+                    continue
+                }
+                let payload: JSONValue
+                do {
+                    payload = try folder.fold(try history.map { try $0.event(scope: scope) })
+                } catch {
+                    unfoldable += 1
+                    logger.warning(
+                        "stream not folded",
+                        metadata: ["sync.scope": "\(scope)", "sync.stream": "\(stream)", "error": "\(error)"])
+                    continue
+                }
+                deleted += history.map(\.seq)
+                let snapshot = Event(
+                    id: ids.next(wall: wall), scope: try Scope(scope), stream: stream,
+                    streamVersion: newest.streamVersion, type: folder.snapshotType,
+                    schemaVersion: Int(newest.schemaVersion), hlc: try HLCTimestamp(newest.hlc),
+                    dot: Dot(replica: try ReplicaID(newest.dotReplica), counter: UInt64(bitPattern: newest.dotCounter)),
+                    payload: payload, seq: newest.seq, receivedAt: newest.receivedAt)
+                snapshots.append(
+                    EventRepository.NewEvent(
+                        event: snapshot, seq: newest.seq,
+                        payloadJSON: String(decoding: payload.canonicalData(), as: UTF8.self)))
+                pointers.append((stream, newest.seq))
+            }
+            try await Self.replace(
+                scope: scope, deleting: deleted, with: snapshots, pointers: pointers, on: connection, logger: logger)
+            try await Self.advance(
+                scope, to: through, folded: deleted.count - snapshots.count, on: connection, logger: logger)
+            return Window(
+                from: from, through: through, folded: deleted.count, snapshots: snapshots.count,
+                unfoldable: unfoldable)
+        }
+    }
+
+    /// Deletes the folded rows, inserts the snapshots at the seqs they free, and records each stream's row
+    /// at or below the window's end.
+    static func replace(
+        scope: String, deleting seqs: [Int64], with snapshots: [EventRepository.NewEvent],
+        pointers: [(String, Int64)], on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        if !seqs.isEmpty {
+            try await connection.query(
+                "DELETE FROM events WHERE scope = \(scope) AND seq = ANY(\(seqs)::int8[])", logger: logger)
+        }
+        if !snapshots.isEmpty {
+            let rows = snapshots
+            let seqs = rows.map(\.seq)
+            let ids = rows.map(\.event.id.uuid)
+            let streams = rows.map(\.event.stream)
+            let versions = rows.map(\.event.streamVersion)
+            let types = rows.map(\.event.type)
+            let schemaVersions = rows.map { Int32(clamping: $0.event.schemaVersion) }
+            let hlcs = rows.map(\.event.hlc.description)
+            let replicas = rows.map(\.event.dot.replica.description)
+            let counters = rows.map { Int64(bitPattern: $0.event.dot.counter) }
+            let payloads = rows.map(\.payloadJSON)
+            let received = rows.map { $0.event.receivedAt ?? Date() }
+            try await connection.query(
+                """
+                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
+                                    dot_replica, dot_counter, payload, received_at)
+                SELECT \(scope), r.seq, r.event_id, r.stream, r.stream_version, r.type, r.schema_version, r.hlc,
+                       r.dot_replica, r.dot_counter, r.payload::json, r.received_at
+                FROM unnest(\(seqs)::int8[], \(ids)::uuid[], \(streams)::text[], \(versions)::int8[],
+                            \(types)::text[], \(schemaVersions)::int4[], \(hlcs)::text[], \(replicas)::text[],
+                            \(counters)::int8[], \(payloads)::text[], \(received)::timestamptz[])
+                  AS r(seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                       payload, received_at)
+                """, logger: logger)
+        }
+        if !pointers.isEmpty {
+            let streams = pointers.map(\.0)
+            let seqs = pointers.map(\.1)
+            try await connection.query(
+                """
+                INSERT INTO folded_streams (scope, stream, seq)
+                SELECT \(scope), p.stream, p.seq FROM unnest(\(streams)::text[], \(seqs)::int8[]) AS p(stream, seq)
+                ON CONFLICT (scope, stream) DO UPDATE SET seq = EXCLUDED.seq
+                """, logger: logger)
+        }
+    }
+
+    /// Moves the scope's `compacted_through` and adds to its counters.
+    static func advance(
+        _ scope: String, to through: Int64, folded: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO scope_compaction (scope, compacted_through, removed_events, compacted_at)
+            VALUES (\(scope), \(through), \(Int64(folded)), now())
+            ON CONFLICT (scope) DO UPDATE
+            SET compacted_through = GREATEST(scope_compaction.compacted_through, EXCLUDED.compacted_through),
+                removed_events = scope_compaction.removed_events + EXCLUDED.removed_events,
+                compacted_at = now()
+            """, logger: logger)
+    }
+
+    /// Rows of `events` matching `filter` (a `WHERE …` with `$n` binds).
+    static func rows(
+        _ filter: String, _ binds: [any PostgresEncodable & Sendable], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [StoredEvent] {
+        var bindings = PostgresBindings()
+        for value in binds { try bindings.append(value) }
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT scope, seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica,
+                       dot_counter, payload::text, received_at
+                FROM events \(filter)
+                """, binds: bindings)
+        var events: [StoredEvent] = []
+        for try await row in try await connection.query(query, logger: logger).decode(
+            (String, Int64, UUID, String, Int64, String, Int32, String, String, Int64, String, Date).self)
+        {
+            events.append(
+                StoredEvent(
+                    scope: try Scope(row.0), seq: row.1, id: row.2, stream: row.3, streamVersion: row.4, type: row.5,
+                    schemaVersion: row.6, hlc: row.7, dotReplica: row.8, dotCounter: row.9, payloadJSON: row.10,
+                    receivedAt: row.11))
+        }
+        return events
+    }
+}
+
+extension StoredEvent {
+    /// The event as a folder reads it.
+    func event(scope: String) throws -> Event {
+        Event(
+            id: EventID(uuid: id), scope: try Scope(scope), stream: stream, streamVersion: streamVersion, type: type,
+            schemaVersion: Int(schemaVersion), hlc: try HLCTimestamp(hlc),
+            dot: Dot(replica: try ReplicaID(dotReplica), counter: UInt64(bitPattern: dotCounter)),
+            payload: try JSONValue(parsing: Data(payloadJSON.utf8)), seq: seq, receivedAt: receivedAt)
+    }
+}
