@@ -272,6 +272,7 @@ struct StatusJSON: Decodable {
         var kind: String
         var detail: String
     }
+    var journal: [JournalEntry]
     var fileBytes: Int
     var lastCompaction: JournalEntry?
 }

@@ -48,6 +48,7 @@ struct AgentOptions: ParsableArguments {
         let bearer = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
         var configuration = SyncEngine.Configuration(scopes: scopes)
         configuration.onRound = onRound
+        configuration.rebaser = NotesRebaser(replica: client.store.replica)
         return try SyncEngine(
             store: client.store, transport: HTTPClientTransport(baseURL: url, token: bearer),
             configuration: configuration)

@@ -75,13 +75,52 @@ extension NoteState {
     public mutating func merge(_ other: NoteState) {
         created = created || other.created
         title.merge(other.title)
-        body.merge(other.body)
+        Self.merge(&body, other.body)
         tags.merge(other.tags)
         pinned.merge(other.pinned)
         views.merge(other.views)
-        checklist.merge(other.checklist)
+        Self.merge(&checklist, other.checklist)
         itemText.merge(other.itemText) { mine, theirs in mine.merging(theirs) }
         itemDone.merge(other.itemDone) { mine, theirs in mine.merging(theirs) }
         deleted.merge(other.deleted)
     }
+
+    /// A sequence merge. A list that has integrated nothing yet (a new device's note, or one reset and holding
+    /// only its own operations waiting for their anchors) takes the other's state as it is, compacted
+    /// history included, and then applies its own operations to it: the join, without rebuilding the other's
+    /// state operation by operation.
+    static func merge<Element>(_ list: inout FugueList<Element>, _ other: FugueList<Element>) {
+        guard list.version.isEmpty else {
+            list.merge(other)
+            return
+        }
+        let mine = list.operations()
+        list = other
+        list.apply(contentsOf: mine)
+    }
+}
+
+extension NoteState {
+    /// Drops the tombstones of every operation this state holds, on the premise that all of them are causally
+    /// stable (every replica has seen them, and any operation not in this state was made after seeing them):
+    /// what the server may assume of a note's history at or below its scope's stable point. Deleted text
+    /// and checklist items that nothing can anchor on any more go (their ids and content), removed tags
+    /// leave only their dots in the context, and the text and done flag of a removed checklist item go.
+    /// What the note shows does not change, and the state keeps converging with uncompacted replicas.
+    /// - Returns: whether anything was dropped.
+    @discardableResult
+    public mutating func compactStable() -> Bool {
+        let before = binaryEncoded.count
+        body.compact(stableAt: body.version.versionVector)
+        checklist.compact(stableAt: checklist.version.versionVector)
+        tags.compact(stableAt: tags.context.versionVector)
+        let items = Set(checklist.elements)
+        itemText = itemText.filter { items.contains($0.key) }
+        itemDone = itemDone.filter { items.contains($0.key) }
+        return binaryEncoded.count < before
+    }
+
+    /// Whether an app shows this note: created and not deleted. A note whose creation was folded away with
+    /// its deletion, and which only a late edit brought back, stays hidden.
+    public var isLive: Bool { created && deleted.value != true }
 }

@@ -178,6 +178,11 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
         try db.execute(sql: "INSERT INTO notes_snapshot SELECT * FROM notes")
     }
 
+    public func discardSnapshot(in db: Database) throws {
+        cache.clear()
+        try db.execute(sql: "DELETE FROM notes_snapshot")
+    }
+
     // MARK: - Reading
 
     /// The CRDT state of one note, or nil if no event of it was applied.
@@ -197,10 +202,17 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
         return views
     }
 
-    /// Canonical JSON (sorted keys) of every note's plain values: two replicas that converged print
-    /// identical bytes.
+    /// Canonical JSON (sorted keys) of the plain values of every note an app shows (created, not deleted):
+    /// two replicas that converged print identical bytes, whether they still hold a deleted note's
+    /// tombstone or compaction dropped it.
     public static func exportState(in db: Database) throws -> Data {
-        try CanonicalJSON.encode(views(in: db))
+        var views: [String: NoteView] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT id, state FROM notes") {
+            let data: Data = row["state"]
+            let state = try NoteState(stored: [UInt8](data))
+            if state.isLive { views[row["id"]] = state.view }
+        }
+        return try CanonicalJSON.encode(views)
     }
 
     /// Live (created and not deleted) notes of `scope`.

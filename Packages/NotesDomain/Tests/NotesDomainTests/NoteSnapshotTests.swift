@@ -10,6 +10,16 @@ import Testing
         var payload: NotePayload
         var hlc: HLCTimestamp
         var dot: Dot
+        /// How much of the log its replica had seen when it made it (besides its own events).
+        var knew = 0
+    }
+
+    /// Whether the log up to `fold` is causally stable for what follows: every later event was made by a
+    /// replica that knew every event before `fold` (what the server's stable point guarantees).
+    static func isStable(_ log: [Applied], at fold: Int) -> Bool {
+        log[fold...].allSatisfy { event in
+            event.knew >= fold || log[event.knew..<fold].allSatisfy { $0.dot.replica == event.dot.replica }
+        }
     }
 
     /// A seeded history of one note edited by three replicas that see each other's edits late: each edits its
@@ -44,7 +54,7 @@ import Testing
             let applied = Applied(
                 payload: payload,
                 hlc: HLCTimestamp(physical: UInt64(1_000 + log.count), counter: 0, node: replicas[index].high),
-                dot: Dot(replica: replicas[index], counter: counters[index]))
+                dot: Dot(replica: replicas[index], counter: counters[index]), knew: seen[index])
             states[index].apply(applied.payload, hlc: applied.hlc, dot: applied.dot)
             log.append(applied)
         }
@@ -138,5 +148,45 @@ import Testing
             hlc: HLCTimestamp(physical: 1, counter: 0, node: 1),
             dot: Dot(replica: ReplicaID(high: 1, low: 1), counter: 1))
         #expect(state.view == before)
+    }
+}
+
+extension NoteSnapshotTests {
+    /// A compacted snapshot (tombstones purged) merged into a fresh replica shows the history's state, later
+    /// events apply on top, and every state survives its binary form (the notes projection stores them so).
+    /// (A replica that had applied only part of the folded history must not merge it: it could hold alive
+    /// what the purge dropped. The server tells it to reset instead.)
+    @Test(arguments: [31, 32, 33, 34] as [UInt64])
+    func compactedSnapshotsBootstrapAFreshReplicaAndRoundTrip(seed: UInt64) throws {
+        let log = Self.history(seed: seed, events: 260)
+        var random = SplitMix64(seed: seed)
+        for _ in 0..<8 {
+            let stable = (1...log.count).filter { Self.isStable(log, at: $0) }
+            let fold = stable.randomElement(using: &random)!
+            let cursor = 0
+            var folded = Self.replay(log[..<fold])
+            folded.compactStable()
+            let decoded: NoteState
+            do { decoded = try NoteState(binaryEncoded: folded.binaryEncoded) } catch {
+                Issue.record("compacted state does not decode: \(error)")
+                continue
+            }
+            #expect(decoded.view == folded.view)
+            var replica = Self.replay(log[..<cursor])
+            replica.apply(
+                type: NoteEventType.snapshot.rawValue, payload: Self.snapshotJSON(folded), hlc: log[fold - 1].hlc,
+                dot: log[fold - 1].dot)
+            let stored: NoteState
+            do { stored = try NoteState(binaryEncoded: replica.binaryEncoded) } catch {
+                Issue.record("merged state does not decode: \(error)")
+                continue
+            }
+            #expect(stored.view == Self.replay(log[..<fold]).view, "seed \(seed) fold \(fold) cursor \(cursor)")
+            let rest = Self.replay(log[fold...], onto: stored)
+            #expect(rest.view == Self.replay(log).view, "later events apply on top")
+            do { _ = try NoteState(binaryEncoded: rest.binaryEncoded) } catch {
+                Issue.record("state after later events does not decode: \(error)")
+            }
+        }
     }
 }

@@ -27,7 +27,14 @@ import Testing
             id = ReplicaID(high: 0xC0_0000 + index, low: index)
         }
 
-        var views: [String: NoteView] { states.mapValues(\.view) }
+        /// What an app shows: live notes (a deleted one may be a tombstone here and gone elsewhere).
+        var views: [String: NoteView] { states.filter { $0.value.isLive }.mapValues(\.view) }
+
+        /// Forgets everything, as a device told to reset does.
+        mutating func reset() {
+            states = [:]
+            cursor = ScopeCursor()
+        }
 
         /// Pulls every page up to the head, merging snapshots and applying events, and reports progress.
         mutating func pullAll(_ server: TestServer, limit: Int = 50) async throws -> [Event] {
@@ -115,18 +122,24 @@ import Testing
             let rows = try await server.database.integers("SELECT count(*) FROM events")[0]
             #expect(rows < Int64(pushed) / 2, "\(rows) rows left of \(pushed)")
             #expect(last.bytesAfter["events"] != nil && last.bytesBefore["database"] != nil)
-            let expected = oracle.mapValues(\.view)
+            let expected = oracle.filter { $0.value.isLive }.mapValues(\.view)
             for replica in replicas { #expect(replica.views == expected, "replica \(replica.id)") }
-            // The replica back from its month away, and a fresh one, pull the folded log: folding keeps
-            // tombstones, so merging the snapshots is all either needs.
+            // The replica back from its month away is behind what the fold purged: it must reset, then pulls
+            // the folded log like a fresh one.
+            let refused = try await server.send(
+                .get, TestServer.uri(PullRequest(cursor: stale.cursor, replica: stale.id)),
+                headers: try await server.bearer([Self.scope]))
+            #expect(refused.status == .gone)
+            #expect(try server.error(refused).code == .resetRequired)
+            stale.reset()
             let staleEvents = try await stale.pullAll(server)
             #expect(stale.views == expected)
             var fresh = Replica(10)
             let freshEvents = try await fresh.pullAll(server)
             #expect(fresh.views == expected)
             #expect(freshEvents.count <= notes.count, "one snapshot per note: \(freshEvents.count)")
-            #expect(freshEvents.allSatisfy { $0.type == NoteEventType.snapshot.rawValue })
-            #expect(staleEvents.count <= freshEvents.count)
+            #expect(Set(freshEvents.map(\.stream)).count == freshEvents.count, "at most one event per note")
+            #expect(staleEvents.count == freshEvents.count)
             // Snapshots sit at the seq of the last event they fold: seqs still increase, the head is unchanged.
             let seqs = freshEvents.compactMap(\.seq)
             #expect(seqs == seqs.sorted())
@@ -178,6 +191,90 @@ import Testing
             var fresh = Replica(3)
             _ = try await fresh.pullAll(server)
             #expect(fresh.views[stream] == state.view)
+        }
+    }
+}
+
+extension CompactionTests {
+    /// Folding stable history purges: a deleted note's stream goes, deleted text leaves no tombstones, and
+    /// `retained_from_seq` rises past them, so a replica that missed the deletes is told to reset (its pulls
+    /// and its pushes), while a fresh one reads from the start.
+    @Test func purgingDropsDeletedNotesAndTombstonesAndRefusesReplicasThatMissedThem() async throws {
+        try await TestServer.run(domain: NotesServerDomain(quota: 100)) { server in
+            var writer = Replica(1)
+            var behind = Replica(2)
+            var random = SplitMix64(seed: 21)
+            let kept = NoteID().stream
+            let gone = NoteID().stream
+            func push(_ stream: String, _ edits: [NoteEdit]) async throws {
+                var state = writer.states[stream] ?? NoteState()
+                for edit in edits {
+                    guard let payload = NoteEditor.payload(edit, state: &state, replica: writer.id, using: &random)
+                    else { continue }
+                    let event = EventFixtures.event(
+                        scope: try Scope(Self.scope), stream: stream, type: payload.type.rawValue,
+                        payload: payload.json, replica: writer.id)
+                    state.apply(payload, hlc: event.hlc, dot: event.dot)
+                    #expect(
+                        try await server.push([event], scopes: [Self.scope], replica: writer.id)[0].status == .accepted)
+                }
+                writer.states[stream] = state
+            }
+            try await push(kept, [.create] + Array(repeating: .typing, count: 6))
+            try await push(gone, [.create, .typing, .tagAdd])
+            // `behind` reads this far, then goes quiet.
+            _ = try await behind.pullAll(server)
+            _ = try await behind.pullAll(server)
+            try await push(kept, Array(repeating: .erase, count: 4) + [.itemAdd, .itemAdd, .itemRemove])
+            try await push(gone, [.delete])
+            _ = try await writer.pullAll(server)
+            _ = try await writer.pullAll(server)
+            try await server.database.execute(
+                "UPDATE replica_progress SET seen_at = now() - interval '30 days' WHERE replica = \(behind.id.description)"
+            )
+            let report = try await Self.compact(server)
+            let head = try await server.database.integers("SELECT head FROM scopes")[0]
+            #expect(report.scopes.first?.droppedStreams == 1)
+            #expect(report.scopes.first?.retainedFromSeq == head + 1, "the last folded event of both notes is the head")
+            #expect(
+                try await server.database.integers("SELECT count(*) FROM events") == [1],
+                "only the kept note's snapshot")
+            #expect(
+                try await server.database.integers(
+                    "SELECT count(*) FROM streams WHERE stream = \(gone)") == [0])
+            // The snapshot holds no deleted text: smaller than the state of the events it folds.
+            var fresh = Replica(3)
+            let snapshot = try await fresh.pullAll(server)
+            #expect(snapshot.count == 1)
+            let folded = try #require(fresh.states[kept])
+            let replayed = try #require(writer.states[kept])
+            #expect(folded.view == replayed.view)
+            #expect(folded.binaryEncoded.count < replayed.binaryEncoded.count)
+            #expect(
+                folded.body.totalCount < replayed.body.totalCount,
+                "deleted text that nothing can anchor on any more is gone")
+            #expect(fresh.views == writer.views)
+            // `behind` is refused on pull and on push until it resets.
+            let pull = try await server.send(
+                .get, TestServer.uri(PullRequest(cursor: behind.cursor, replica: behind.id)),
+                headers: try await server.bearer([Self.scope]))
+            #expect(pull.status == .gone)
+            var state = behind.states[kept] ?? NoteState()
+            let payload = try #require(NoteEditor.payload(.typing, state: &state, replica: behind.id, using: &random))
+            let late = EventFixtures.event(
+                scope: try Scope(Self.scope), stream: kept, type: payload.type.rawValue, payload: payload.json,
+                replica: behind.id)
+            let body = try server.codec.encode(PushRequest(replica: behind.id, events: [late]))
+            let push = try await server.send(
+                .post, "/v1/push", headers: try await server.bearer([Self.scope]), body: body)
+            #expect(push.status == .gone)
+            #expect(try server.error(push).code == .resetRequired)
+            #expect(try await server.database.integers("SELECT count(*) FROM events") == [1], "nothing committed")
+            behind.reset()
+            _ = try await behind.pullAll(server)
+            _ = try await behind.pullAll(server)
+            #expect(behind.views == writer.views)
+            #expect(try await server.push([late], scopes: [Self.scope], replica: behind.id)[0].status == .accepted)
         }
     }
 }

@@ -45,6 +45,10 @@ public final class SyncEngine: Sendable {
         public var maxRoundsPerCycle = 10_000
         /// How much of the sync journal the device keeps.
         public var journal = SyncJournal.Bounds()
+        /// Decides, after a reset and the bootstrap that follows it, which pending events still apply and
+        /// redoes the others (`EventStore.rebase(with:)`). The default pushes them all as they are; a domain
+        /// whose operations refer to elements (sequences) supplies its own (the Notes app's `NotesRebaser`).
+        public var rebaser: any EventRebaser = KeepPendingRebaser()
         /// Called after each round trip's answer is applied, with what it did and where its time went (for
         /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.
         public var onRound: (@Sendable (SyncRound) -> Void)?
@@ -101,18 +105,28 @@ public final class SyncEngine: Sendable {
 
     // MARK: - One cycle
 
-    /// Pushes and pulls until the outbox is empty and the server has nothing more, then returns.
+    /// Pushes and pulls until the outbox is empty and the server has nothing more, then returns. Told to
+    /// reset (410 `reset.required`), it resets the store and goes on at once with the bootstrap: the pull
+    /// from the start, then the re-base of pending events (`Configuration.rebaser`), then their push.
     /// - Throws: the `SyncFailure` that ended the cycle; what was committed before it stays committed.
     public func syncNow() async throws(SyncFailure) {
         await journal.record("start")
         var flushLimit = Self.firstFlushLimit
-        do {
-            try await cycle(flushLimit: &flushLimit)
-        } catch {
-            // What the cycle buffered before it failed still reaches the tables.
-            try? await flushProjections(limit: &flushLimit)
-            await recordFailure(error)
-            throw error
+        var resets = 0
+        while true {
+            do {
+                try await syncToHead(flushLimit: &flushLimit)
+                break
+            } catch {
+                // What the cycle buffered before it failed still reaches the tables.
+                try? await flushProjections(limit: &flushLimit)
+                await recordFailure(error)
+                if case .resetRequired = error, resets == 0 {
+                    resets += 1
+                    continue
+                }
+                throw error
+            }
         }
         await updateStatus { status in
             status.lastSuccess = Date()
@@ -121,6 +135,20 @@ public final class SyncEngine: Sendable {
             status.cycles += 1
             status.inFlight = 0
         }
+    }
+
+    /// Cycles up to the head; when that ends a reset's bootstrap, re-bases the pending events and cycles again
+    /// to push them.
+    private func syncToHead(flushLimit: inout Int) async throws(SyncFailure) {
+        let reachedHead = try await cycle(flushLimit: &flushLimit)
+        guard reachedHead, try await local({ try await self.store.isBootstrapping() }) else { return }
+        try await flushProjections(limit: &flushLimit)
+        let report = try await local { try await self.store.rebase(with: self.configuration.rebaser) }
+        await journal.record(
+            "rebase",
+            "pending events after the reset: \(report.kept) kept, \(report.superseded) superseded by \(report.reissued) re-issued"
+        )
+        _ = try await cycle(flushLimit: &flushLimit)
     }
 
     /// One round trip's request: a push batch and where to pull from.
@@ -142,10 +170,15 @@ public final class SyncEngine: Sendable {
     /// and in order, and a cursor is stored only with the page it belongs to: a crash at any point leaves
     /// the store at the end of an applied answer, and the next cycle resumes from there (a request that was
     /// in flight is sent again; pushes are deduplicated by event id).
-    private func cycle(flushLimit: inout Int) async throws(SyncFailure) {
+    ///
+    /// While the store is bootstrapping after a reset, nothing is pushed: the pending events wait for the
+    /// re-base that follows the pull.
+    /// - Returns: whether it ended with the outbox pushed and nothing more to pull (not at its bound on rounds).
+    private func cycle(flushLimit: inout Int) async throws(SyncFailure) -> Bool {
         var limit = max(1, configuration.pageSize)
         var bufferedSince: ContinuousClock.Instant? = nil
-        var plan = try await makePlan(after: 0, cursor: nil, fromStore: true, limit: limit)
+        let pushing = try await !local { try await self.store.isBootstrapping() }
+        var plan = try await makePlan(after: 0, cursor: nil, fromStore: true, limit: limit, pushing: pushing)
         var fetch = send(plan)
         defer { fetch.cancel() }
         let firstBatch = plan.batch.count
@@ -165,7 +198,7 @@ public final class SyncEngine: Sendable {
                 after: limit, full: response.hasMore && response.events.count >= plan.limit,
                 lastApply: lastApply)
             let next = try await makePlan(
-                after: plan.lastPosition, cursor: response.cursor, fromStore: false, limit: limit)
+                after: plan.lastPosition, cursor: response.cursor, fromStore: false, limit: limit, pushing: pushing)
             let more = !next.batch.isEmpty || response.hasMore
             if more { fetch = send(next) }
             // More pages follow: projections may keep this one in memory (see `projectionLag`).
@@ -196,11 +229,12 @@ public final class SyncEngine: Sendable {
                     pulled: response.events.count, inserted: outcome.pulled.inserted, pageLimit: plan.limit,
                     hasMore: response.hasMore, roundTrip: roundTrip, waited: waited, apply: lastApply ?? .zero,
                     traffic: exchange.traffic, flush: flushed, remaining: response.remaining))
-            if !more { return }
+            if !more { return true }
             plan = next
         }
         // The cycle ends at its bound on rounds: nothing stays buffered past it.
         try await flushProjections(limit: &flushLimit)
+        return false
     }
 
     /// Records a flush transaction writes first; then adapted so that each fits `applyBudget`.
@@ -238,11 +272,13 @@ public final class SyncEngine: Sendable {
 
     /// The next request: pending events after `after` (cut by the push policy) and the cursor to pull from
     /// (the stored one when `fromStore`).
-    private func makePlan(after: Int64, cursor: String?, fromStore: Bool, limit: Int) async throws(SyncFailure)
-        -> Plan
+    private func makePlan(after: Int64, cursor: String?, fromStore: Bool, limit: Int, pushing: Bool = true)
+        async throws(SyncFailure) -> Plan
     {
         try await local { () async throws -> Plan in
-            let pending = try await self.store.pendingEvents(after: after, limit: self.configuration.batch.maxEvents)
+            let pending =
+                pushing
+                ? try await self.store.pendingEvents(after: after, limit: self.configuration.batch.maxEvents) : []
             // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes): close enough
             // to bound a batch, without encoding every event a second time.
             let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
@@ -340,8 +376,13 @@ public final class SyncEngine: Sendable {
         case .retryable: await journal.record("retry", failure.description)
         case .authentication: await journal.record("pause", failure.description)
         case .resetRequired:
-            await journal.record("reset", "pulling again from the start of retained history; pending events kept")
-            try? await store.resetCursor()
+            // The server purged history this replica had not seen: what it holds could resurrect what others
+            // deleted. Drop the server's part, pull the folded history from the start, re-base the rest.
+            let report = try? await store.resetForBootstrap()
+            await journal.record(
+                "reset",
+                "dropped \(report?.confirmedDropped ?? 0) events from the server, pulling its history again from the start; \(report?.pendingKept ?? 0) pending events kept for re-basing"
+            )
         case .permanent: await journal.record("error", failure.description)
         }
         await updateStatus { status in

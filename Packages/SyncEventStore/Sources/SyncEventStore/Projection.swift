@@ -32,6 +32,9 @@ public protocol Projection: Sendable {
     func restoreSnapshot(streams: Set<String>?, in db: Database) throws
     /// Saves the whole current state as the snapshot (replacing the previous one).
     func saveSnapshot(in db: Database) throws
+    /// Forgets the saved snapshot, so that restoring empties the tables (a reset drops the history the
+    /// snapshot folded).
+    func discardSnapshot(in db: Database) throws
     /// The order a rebuild replays the log in. `.canonical` unless the projection says otherwise.
     var replayOrder: ReplayOrder { get }
 }

@@ -64,6 +64,10 @@ public struct TitleProjection: Projection {
         }
     }
 
+    public func discardSnapshot(in db: Database) throws {
+        for table in ["titles", "tags"] { try db.execute(sql: "DELETE FROM \(table)_snapshot") }
+    }
+
     public func saveSnapshot(in db: Database) throws {
         for table in ["titles", "tags"] {
             try db.execute(sql: "DELETE FROM \(table)_snapshot")

@@ -31,6 +31,8 @@ struct FeedRecorder: Projection {
 
     func saveSnapshot(in db: Database) throws {}
 
+    func discardSnapshot(in db: Database) throws {}
+
     static func fed(_ name: String, _ store: EventStore) async throws -> [String] {
         try await store.database.writer.read { db in
             try String.fetchAll(db, sql: "SELECT event_id FROM \(name) ORDER BY n")

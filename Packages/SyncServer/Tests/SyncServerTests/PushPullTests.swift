@@ -226,7 +226,8 @@ import Testing
         try await TestServer.run { server in
             _ = try await server.push((0..<5).map { _ in EventFixtures.event(scope: "t") }, scopes: ["t"])
             try await server.database.execute("UPDATE scopes SET retained_from_seq = 4 WHERE scope = 't'")
-            for (position, status) in [(0, 410), (2, 410), (3, 200), (5, 200)] {
+            // 0 holds nothing yet and reads the folded history from the start.
+            for (position, status) in [(0, 200), (2, 410), (3, 200), (5, 200)] {
                 var cursor = ScopeCursor()
                 cursor.advance("t", to: Int64(position))
                 let response = try await server.send(
@@ -234,6 +235,21 @@ import Testing
                 #expect(response.status.code == status, "cursor at \(position)")
                 if status == 410 { #expect(try server.error(response).code == .resetRequired) }
             }
+            // A replica that read from 0 since the floor last rose goes on from below it (its bootstrap pages);
+            // one that read from 0 before the floor rose, or does not say who it is, resets.
+            let fresh = ReplicaID(high: 7, low: 7)
+            _ = try await server.pull(PullRequest(limit: 2, replica: fresh), scopes: ["t"])
+            var paging = ScopeCursor()
+            paging.advance("t", to: 2)
+            #expect(try await server.pull(PullRequest(cursor: paging, replica: fresh), scopes: ["t"]).events.count == 3)
+            let anonymous = try await server.send(
+                .get, TestServer.uri(PullRequest(cursor: paging)), headers: try await server.bearer(["t"]))
+            #expect(anonymous.status.code == 410)
+            try await server.database.execute("UPDATE scopes SET retained_from_seq = 5 WHERE scope = 't'")
+            let afterPurge = try await server.send(
+                .get, TestServer.uri(PullRequest(cursor: paging, replica: fresh)),
+                headers: try await server.bearer(["t"]))
+            #expect(afterPurge.status.code == 410)
             // A cursor ahead of the server's history (another database) also resets.
             var ahead = ScopeCursor()
             ahead.advance("t", to: 99)

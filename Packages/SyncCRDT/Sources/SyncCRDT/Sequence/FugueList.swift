@@ -69,6 +69,13 @@ public struct FugueList<Element: Sendable & Hashable>: Sendable {
         core.item(id).flatMap { core.visiblePosition(of: $0) }
     }
 
+    /// Whether the list holds the element `id`, visible or as a tombstone: whether an operation anchored on it
+    /// (an insertion's origin, a deletion's target) can be placed here. False for unknown ids and for
+    /// tombstones compaction dropped.
+    public func holds(_ id: Dot) -> Bool {
+        core.item(id).map { core.tree.contains($0) } ?? false
+    }
+
     /// Every dot this list has seen (inserted and deleted elements).
     public var version: CausalContext { core.version }
 

@@ -13,7 +13,10 @@ import SyncProtocol
 /// folder folds that has two or more events at or below the window's end (its earlier snapshot or lone
 /// event, `folded_streams.seq`, plus the window's events) becomes one snapshot event of the folder's
 /// `snapshotType`, with a new id and the seq, stream version, HLC, dot and receipt time of the last event it
-/// folds; the folded rows are deleted. Then `compacted_through` moves to the window's end. A crash rolls back
+/// folds; the folded rows are deleted. The folder may leave tombstones out of the snapshot or drop the stream
+/// (`StreamFolder.foldStable`); then `retained_from_seq` rises past the stream's last folded event, so a
+/// replica that had not seen all of it (one silent for longer than the eviction horizon) is told to reset
+/// rather than resurrect what was purged. Then `compacted_through` moves to the window's end. A crash rolls back
 /// at most the window in flight; the next pass carries on from `compacted_through`.
 ///
 /// **Why it is safe at any cursor.** A replica merges a snapshot into its state (idempotent), so one that had
@@ -21,11 +24,12 @@ import SyncProtocol
 /// point are folded: each was acknowledged by every active replica, and an event still in its sender's outbox
 /// (a push whose answer was lost) holds its sender's acknowledged position below it, so a retried push still
 /// finds its id and is answered as a duplicate. Folding keeps tombstones (deleted elements stay in the
-/// snapshot's state), so `retained_from_seq` does not move and no replica is ever told to reset by it.
+/// snapshot's state) unless the folder purges them, as above.
 ///
-/// **Locks.** Pushes append above the head and never wait for compaction: it takes no lock on `scopes` or
-/// `streams`, only a transaction-scoped advisory lock per scope that keeps two compactors (the service of
-/// several servers, `sync-server compact`) out of each other's way.
+/// **Locks.** Pushes append above the head and do not wait for compaction: it holds a transaction-scoped
+/// advisory lock per scope, which keeps two compactors (the service of several servers, `sync-server
+/// compact`) out of each other's way, and touches the scope's row only when a window purged, to raise
+/// `retained_from_seq` as the window's last statement (a push to that scope waits for that commit).
 public struct Compactor: Sendable {
     let database: Database
     let folder: any StreamFolder
@@ -54,8 +58,12 @@ public struct Compactor: Sendable {
         /// Rows deleted (events and earlier snapshots), and snapshots written in their place.
         public var foldedEvents: Int
         public var snapshots: Int
+        /// Streams dropped altogether (`FoldResult.drop`, a deleted note).
+        public var droppedStreams: Int
         /// Streams whose history did not fold (the folder threw): left as they were.
         public var unfoldable: Int
+        /// The scope's `retained_from_seq` after the pass: a cursor below it minus one gets 410.
+        public var retainedFromSeq: Int64
         public var seconds: Double
     }
 
@@ -108,7 +116,7 @@ public struct Compactor: Sendable {
         if let limit { stable = min(stable, limit) }
         var report = ScopeReport(
             scope: scope, stable: stable, compactedFrom: 0, compactedThrough: 0, foldedEvents: 0, snapshots: 0,
-            unfoldable: 0, seconds: 0)
+            droppedStreams: 0, unfoldable: 0, retainedFromSeq: 1, seconds: 0)
         var first = true
         while true {
             guard let window = try await foldWindow(scope: scope, stable: stable) else { break }
@@ -120,10 +128,12 @@ public struct Compactor: Sendable {
             report.foldedEvents += window.folded
             report.snapshots += window.snapshots
             report.unfoldable += window.unfoldable
+            report.droppedStreams += window.dropped
             if window.through >= stable { break }
         }
         if first { report.compactedFrom = try await compactedThrough(scope) }
         if report.compactedThrough == 0 { report.compactedThrough = report.compactedFrom }
+        report.retainedFromSeq = try await retainedFromSeq(scope)
         report.seconds = (ContinuousClock.now - started) / .seconds(1)
         if report.foldedEvents > 0 {
             logger.info(
@@ -135,6 +145,15 @@ public struct Compactor: Sendable {
                 ])
         }
         return report
+    }
+
+    func retainedFromSeq(_ scope: String) async throws -> Int64 {
+        try await database.withConnection { [logger] connection in
+            let rows = try await connection.query(
+                "SELECT retained_from_seq FROM scopes WHERE scope = \(scope)", logger: logger)
+            for try await retained in rows.decode(Int64.self) { return retained }
+            return 1
+        }
     }
 
     func compactedThrough(_ scope: String) async throws -> Int64 {
@@ -151,6 +170,7 @@ public struct Compactor: Sendable {
         var through: Int64
         var folded: Int
         var snapshots: Int
+        var dropped: Int
         var unfoldable: Int
     }
 
@@ -178,7 +198,7 @@ public struct Compactor: Sendable {
                 [scope, from, stable, Int64(batchEvents)], on: connection, logger: logger)
             guard let last = window.last else {
                 try await Self.advance(scope, to: stable, folded: 0, on: connection, logger: logger)
-                return Window(from: from, through: stable, folded: 0, snapshots: 0, unfoldable: 0)
+                return Window(from: from, through: stable, folded: 0, snapshots: 0, dropped: 0, unfoldable: 0)
             }
             let through = window.count < batchEvents ? stable : last.seq
 
@@ -190,7 +210,7 @@ public struct Compactor: Sendable {
             }
             guard !order.isEmpty else {
                 try await Self.advance(scope, to: through, folded: 0, on: connection, logger: logger)
-                return Window(from: from, through: through, folded: 0, snapshots: 0, unfoldable: 0)
+                return Window(from: from, through: through, folded: 0, snapshots: 0, dropped: 0, unfoldable: 0)
             }
             // Each stream's one row at or below `from`, left by earlier passes.
             var bases: [String: Int64] = [:]
@@ -207,7 +227,10 @@ public struct Compactor: Sendable {
             var deleted: [Int64] = []
             var snapshots: [EventRepository.NewEvent] = []
             var pointers: [(String, Int64)] = []
+            var dropped: [String] = []
             var unfoldable = 0
+            // The last seq of a stream whose fold purged tombstones: cursors below it must reset.
+            var purgedThrough: Int64 = 0
             var ids = EventIDGenerator()
             let wall = UInt64(Date().timeIntervalSince1970 * 1000)
             for stream in order {
@@ -220,7 +243,16 @@ public struct Compactor: Sendable {
                 }
                 let payload: JSONValue
                 do {
-                    payload = try folder.fold(try history.map { try $0.event(scope: scope) })
+                    switch try folder.foldStable(try history.map { try $0.event(scope: scope) }) {
+                    case .drop:
+                        deleted += history.map(\.seq)
+                        dropped.append(stream)
+                        purgedThrough = max(purgedThrough, newest.seq)
+                        continue
+                    case .snapshot(let folded, let purged):
+                        payload = folded
+                        if purged { purgedThrough = max(purgedThrough, newest.seq) }
+                    }
                 } catch {
                     unfoldable += 1
                     logger.warning(
@@ -242,12 +274,21 @@ public struct Compactor: Sendable {
                 pointers.append((stream, newest.seq))
             }
             try await Self.replace(
-                scope: scope, deleting: deleted, with: snapshots, pointers: pointers, on: connection, logger: logger)
+                scope: scope, deleting: deleted, with: snapshots, pointers: pointers, dropping: dropped,
+                on: connection, logger: logger)
             try await Self.advance(
                 scope, to: through, folded: deleted.count - snapshots.count, on: connection, logger: logger)
+            if purgedThrough > 0 {
+                // Last: it waits for a push holding the scope's row, and then holds that row until the commit.
+                try await connection.query(
+                    """
+                    UPDATE scopes SET retained_from_seq = GREATEST(retained_from_seq, \(purgedThrough + 1))
+                    WHERE scope = \(scope)
+                    """, logger: logger)
+            }
             return Window(
                 from: from, through: through, folded: deleted.count, snapshots: snapshots.count,
-                unfoldable: unfoldable)
+                dropped: dropped.count, unfoldable: unfoldable)
         }
     }
 
@@ -255,8 +296,15 @@ public struct Compactor: Sendable {
     /// at or below the window's end.
     static func replace(
         scope: String, deleting seqs: [Int64], with snapshots: [EventRepository.NewEvent],
-        pointers: [(String, Int64)], on connection: PostgresConnection, logger: Logger
+        pointers: [(String, Int64)], dropping dropped: [String], on connection: PostgresConnection, logger: Logger
     ) async throws {
+        if !dropped.isEmpty {
+            try await connection.query(
+                "DELETE FROM folded_streams WHERE scope = \(scope) AND stream = ANY(\(dropped)::text[])", logger: logger
+            )
+            try await connection.query(
+                "DELETE FROM streams WHERE scope = \(scope) AND stream = ANY(\(dropped)::text[])", logger: logger)
+        }
         if !seqs.isEmpty {
             try await connection.query(
                 "DELETE FROM events WHERE scope = \(scope) AND seq = ANY(\(seqs)::int8[])", logger: logger)

@@ -59,4 +59,28 @@ public protocol StreamFolder: Sendable {
     /// The snapshot payload equivalent to applying `events` in order to an empty state.
     /// - Throws: when an event cannot be read; compaction then leaves the stream unfolded.
     func fold(_ events: [Event]) throws -> JSONValue
+    /// What compaction does with a stream's history at or below the stable point, where every event is
+    /// known to every active replica and whatever they make next comes after it: keep one snapshot, which
+    /// may leave out tombstones (`purged`), or drop the stream altogether (a deleted note). The default
+    /// keeps `fold(_:)`'s snapshot and purges nothing.
+    /// - Throws: when an event cannot be read; compaction then leaves the stream unfolded.
+    func foldStable(_ events: [Event]) throws -> FoldResult
+}
+
+extension StreamFolder {
+    public func foldStable(_ events: [Event]) throws -> FoldResult {
+        .snapshot(try fold(events), purged: false)
+    }
+}
+
+/// What compaction does with one stream's stable history (`StreamFolder.foldStable`).
+public enum FoldResult: Sendable, Hashable {
+    /// One snapshot event with this payload replaces the events. `purged` says it left out tombstones that a
+    /// replica which had not seen every folded event could still hold alive; merging the snapshot into such a
+    /// replica would resurrect them, so compaction raises the scope's `retained_from_seq` past the folded
+    /// events and such a replica gets 410 `reset.required` instead.
+    case snapshot(JSONValue, purged: Bool)
+    /// The stream ends here: its events are deleted and nothing replaces them (a deleted note). Purges, as
+    /// above.
+    case drop
 }

@@ -58,35 +58,58 @@ struct PullService: Sendable {
         defer { hub.unregister(waiter) }
         while true {
             // Registered before this read: a commit after it signals the waiter, so none is missed.
-            page = try await read(scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, logger: logger)
+            page = try await read(
+                scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false, logger: logger)
             if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed {
                 return page
             }
             await hub.wait(waiter, until: deadline)
             if ContinuousClock.now >= deadline || hub.isClosed {
                 return try await read(
-                    scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, logger: logger)
+                    scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false,
+                    logger: logger)
             }
         }
     }
 
     /// One read: head rows (for retention and `hasMore`), then each scope with news in order until the page
-    /// is full. Records `replica`'s progress when given.
+    /// is full. Records `replica`'s progress when given and `record`.
+    ///
+    /// **Retention.** A position below `retained_from_seq - 1` is behind a purge: compaction dropped
+    /// tombstones of deletes past it, and a replica that holds the deleted elements would resurrect them by
+    /// merging what follows. It may continue only when its state was itself pulled from the folded history
+    /// since that purge: it read from position 0 (a new device, or one that reset) while `retained_from_seq`
+    /// already had its current value (`replica_progress.based_on_retained`). Any other gets 410
+    /// `reset.required`, and so does a request that does not name its replica.
     func read(
-        scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, acknowledged: ScopeCursor? = nil,
-        logger: Logger
+        scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, record: Bool = true,
+        acknowledged: ScopeCursor? = nil, logger: Logger
     ) async throws -> Page {
         try await database.withConnection { [repository] connection in
             let heads = try await repository.selectHeads(
                 scopes.map(\.name), lock: false, on: connection, logger: logger)
+            // A position of 0 holds nothing yet (a new device, or one that reset): it reads the folded history
+            // from the start.
+            let behind = scopes.filter { scope in
+                let position = cursor[scope]
+                return position > 0 && position < (heads[scope]?.retainedFromSeq ?? 1) - 1
+            }
+            if !behind.isEmpty {
+                var bases: [String: (acknowledged: Int64, basedOnRetained: Int64)] = [:]
+                if let replica {
+                    bases = try await repository.progress(
+                        replica: replica, in: behind.map(\.name), on: connection, logger: logger)
+                }
+                for scope in behind where bases[scope.name]?.basedOnRetained != heads[scope]?.retainedFromSeq {
+                    throw SyncProtocolError(
+                        .resetRequired,
+                        "the cursor for scope \(scope) is older than history compaction purged; reset and pull from the start"
+                    )
+                }
+            }
             for scope in scopes {
                 let position = cursor[scope]
                 let head = heads[scope] ?? EventRepository.ScopeHead(head: 0, retainedFromSeq: 1)
-                if position < head.retainedFromSeq - 1 {
-                    throw SyncProtocolError(
-                        .resetRequired,
-                        "the cursor for scope \(scope) is older than its retained history; bootstrap from a snapshot")
-                }
                 if position > head.head {
                     throw SyncProtocolError(
                         .resetRequired, "the cursor for scope \(scope) is ahead of the server's history")
@@ -100,6 +123,10 @@ struct PullService: Sendable {
                 let batch = try await repository.events(
                     in: scope, after: cursor[scope], limit: remaining, on: connection, logger: logger)
                 if let last = batch.last { next.advance(scope, to: last.seq) }
+                // The scope ran out of rows before the page did: every row up to the head as read was returned
+                // (seqs commit in order), and compaction may have dropped the last ones (a deleted note), so
+                // the position moves to the head itself.
+                if batch.count < remaining { next.advance(scope, to: max(next[scope], head.head)) }
                 remaining -= batch.count
                 events += batch
             }
@@ -115,13 +142,16 @@ struct PullService: Sendable {
                         in: scope, after: position, through: head.compactedThrough, on: connection, logger: logger)
                 }
             }
-            if let replica {
+            if let replica, record {
                 // What the replica vouches for: its cursor, held back to what it knew when it made the oldest
                 // event still in its outbox (`acknowledged`).
                 let positions = Dictionary(
                     uniqueKeysWithValues: scopes.map { ($0, min(cursor[$0], acknowledged?[$0] ?? cursor[$0])) })
+                // Read from 0: its state is based on the purge level read with the heads, before the events.
+                var bases: [Scope: Int64] = [:]
+                for scope in scopes where cursor[scope] == 0 { bases[scope] = heads[scope]?.retainedFromSeq ?? 1 }
                 try await repository.recordProgress(
-                    replica: replica, positions: positions, on: connection, logger: logger)
+                    replica: replica, positions: positions, bases: bases, on: connection, logger: logger)
             }
             var stable = stablePoints.fresh(scopes)
             let missing = scopes.filter { stable[$0] == nil }

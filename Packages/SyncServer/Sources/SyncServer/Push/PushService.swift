@@ -69,7 +69,8 @@ struct PushService: Sendable {
                 let decided = try await database.withConnection { [self, careful] connection in
                     try await connection.withTransaction(logger: logger) { connection in
                         try await self.decide(
-                            plan, payloads: payloads, careful: careful, on: connection, logger: logger)
+                            plan, payloads: payloads, replica: replica, careful: careful, on: connection,
+                            logger: logger)
                     }
                 }
                 try await recordSighting(of: replica, in: decided.acceptedScopes, logger: logger)
@@ -97,6 +98,32 @@ struct PushService: Sendable {
         }
     }
 
+    /// A replica whose state predates a purge (it was silent past the eviction horizon when compaction
+    /// dropped tombstones it had not seen) made its events against a state that may hold what was purged;
+    /// accepted, they could anchor on elements nobody else has any more. It must reset first (410
+    /// `reset.required`) and re-base what it made. Replicas that never acknowledged anything in a scope, and
+    /// those that bootstrapped since the last purge, pass.
+    private func refuseIfBehindPurge(
+        _ replica: ReplicaID, heads: [Scope: EventRepository.ScopeHead], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        let purged = heads.filter { $0.value.retainedFromSeq > 1 }
+        guard !purged.isEmpty else { return }
+        let progress = try await repository.progress(
+            replica: replica, in: purged.keys.map(\.name), on: connection, logger: logger)
+        for (scope, head) in purged.sorted(by: { $0.key < $1.key }) {
+            guard let known = progress[scope.name] else { continue }
+            if known.acknowledged > 0, known.acknowledged < head.retainedFromSeq - 1,
+                known.basedOnRetained != head.retainedFromSeq
+            {
+                throw SyncProtocolError(
+                    .resetRequired,
+                    "this replica last read scope \(scope) before history that compaction purged; reset, pull from the start and re-base pending events"
+                )
+            }
+        }
+    }
+
     static func needsCareful(_ error: any Error) -> Bool {
         if error is NeedsCarefulAppend { return true }
         if let transaction = error as? PostgresTransactionError, transaction.closureError is NeedsCarefulAppend {
@@ -107,10 +134,12 @@ struct PushService: Sendable {
 
     /// The body of the push transaction.
     private func decide(
-        _ plan: PushPlan, payloads: [Int: String], careful: Bool, on connection: PostgresConnection, logger: Logger
+        _ plan: PushPlan, payloads: [Int: String], replica: ReplicaID, careful: Bool, on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> PushPlan {
         var plan = plan
         let heads = try await repository.lockScopes(plan.pendingScopes, on: connection, logger: logger)
+        try await refuseIfBehindPurge(replica, heads: heads, on: connection, logger: logger)
         let candidates = plan.pendingIndexes.count
         if careful {
             plan.markStored(try await repository.storedSeqs(plan.pendingIDs, on: connection, logger: logger))

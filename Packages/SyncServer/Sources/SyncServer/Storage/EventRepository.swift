@@ -250,21 +250,42 @@ struct EventRepository: Sendable {
     }
 
     /// Records that `replica` has read up to `positions` (never moving a position back), for compaction's
-    /// stable point (DESIGN §8); also marks the replica as seen now.
+    /// stable point (DESIGN §8); also marks the replica as seen now. `bases` holds, for the scopes it read
+    /// from position 0 (a bootstrap), the scope's `retained_from_seq` as read before those events: the purge
+    /// level its new state is based on.
     func recordProgress(
-        replica: ReplicaID, positions: [Scope: Int64], on connection: PostgresConnection, logger: Logger
+        replica: ReplicaID, positions: [Scope: Int64], bases: [Scope: Int64] = [:], on connection: PostgresConnection,
+        logger: Logger
     ) async throws {
         guard !positions.isEmpty else { return }
         let scopes = positions.keys.map(\.name)
         let seqs = positions.keys.map { positions[$0]! }
+        let based = positions.keys.map { bases[$0] ?? -1 }
         try await connection.query(
             """
-            INSERT INTO replica_progress (replica, scope, acknowledged_seq, seen_at)
-            SELECT \(replica.description), p.scope, p.seq, now()
-            FROM unnest(\(scopes)::text[], \(seqs)::int8[]) AS p(scope, seq)
+            INSERT INTO replica_progress (replica, scope, acknowledged_seq, seen_at, based_on_retained)
+            SELECT \(replica.description), p.scope, p.seq, now(), GREATEST(p.based, 0)
+            FROM unnest(\(scopes)::text[], \(seqs)::int8[], \(based)::int8[]) AS p(scope, seq, based)
             ON CONFLICT (replica, scope) DO UPDATE
             SET acknowledged_seq = GREATEST(replica_progress.acknowledged_seq, EXCLUDED.acknowledged_seq),
-                seen_at = now()
+                seen_at = now(),
+                based_on_retained = CASE WHEN EXCLUDED.based_on_retained > 0 THEN EXCLUDED.based_on_retained
+                                         ELSE replica_progress.based_on_retained END
             """, logger: logger)
+    }
+
+    /// Per scope, `replica`'s acknowledged position and the purge level its state is based on (scopes it
+    /// was never seen in are left out).
+    func progress(replica: ReplicaID, in scopes: [String], on connection: PostgresConnection, logger: Logger)
+        async throws -> [String: (acknowledged: Int64, basedOnRetained: Int64)]
+    {
+        let rows = try await connection.query(
+            """
+            SELECT scope, acknowledged_seq, based_on_retained FROM replica_progress
+            WHERE replica = \(replica.description) AND scope = ANY(\(scopes)::text[])
+            """, logger: logger)
+        var found: [String: (acknowledged: Int64, basedOnRetained: Int64)] = [:]
+        for try await (scope, seq, based) in rows.decode((String, Int64, Int64).self) { found[scope] = (seq, based) }
+        return found
     }
 }

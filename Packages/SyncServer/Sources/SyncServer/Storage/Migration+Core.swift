@@ -61,7 +61,8 @@ extension Migration {
         id: "0003-replica-progress-by-scope",
         statements: ["CREATE INDEX replica_progress_scope ON replica_progress (scope, seen_at)"])
 
-    /// Compaction's bookkeeping (`Compactor`): per scope, how far history is folded; per folded stream,
+    /// Compaction's bookkeeping (`Compactor`): per scope, how far history is folded; per replica and scope,
+    /// the purge level its state is based on; per folded stream,
     /// the seq of its one row at or below that point (its snapshot, or its lone event), so the next pass finds
     /// it without an index on `events (scope, stream)` that every push would pay for. Pushes never touch
     /// either table.
@@ -76,6 +77,9 @@ extension Migration {
                 compacted_at timestamptz
             )
             """,
+            // The scope's `retained_from_seq` when the replica last read it from position 0 (a bootstrap): a
+            // cursor below `retained_from_seq - 1` may continue only if no purge happened since (0: unknown).
+            "ALTER TABLE replica_progress ADD COLUMN based_on_retained bigint NOT NULL DEFAULT 0",
             """
             CREATE TABLE folded_streams (
                 scope text NOT NULL,
