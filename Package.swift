@@ -248,6 +248,9 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                // churn: the server's compaction, run in process
+                .product(name: "SyncServer", package: "SyncServer"),
+                .product(name: "NotesServer", package: "NotesDomain"),
             ],
             path: "Benchmarks/SyncBench"
         ),

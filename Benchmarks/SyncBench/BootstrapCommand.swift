@@ -156,6 +156,7 @@ struct BootstrapCommand: AsyncParsableCommand {
         configuration.applyBudget = .microseconds(Int64(applyBudget * 1000))
         configuration.projectionLag = .milliseconds(Int64(projectionLag * 1000))
         configuration.onRound = { round in rounds.withLock { $0.append((ContinuousClock.now, round)) } }
+        configuration.autoCompactAfter = nil  // the bench decides when to prune
         let engine = try SyncEngine(store: client.store, transport: transport, configuration: configuration)
         let note = try await client.create(scope: try scopeList[0], title: "written on the device")
 

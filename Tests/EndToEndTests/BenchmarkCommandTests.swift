@@ -76,4 +76,50 @@ import Testing
         #expect(result.baseline.pages == result.device.rounds && result.baseline.events >= 3000)
         #expect(result.outbox?.events == 600)
     }
+
+    struct ChurnResult: Decodable {
+        struct Checkpoint: Decodable {
+            var operations: Int
+            var serverBytes: Int
+            var serverRows: Int
+            var deviceBytes: Int
+            var liveStateBytes: Int
+        }
+        struct Bootstrap: Decodable {
+            var events: Int
+            var bytesOnTheWire: Int
+        }
+        struct Cost: Decodable {
+            var foldedEvents: Int
+            var pushes: Int
+        }
+        var checkpoints: [Checkpoint]
+        var bootstrap: Bootstrap
+        var cost: Cost?
+    }
+
+    /// `sync-bench churn` on a small workload, with compaction: storage measured at each checkpoint, the log
+    /// folded to about one row per live note, a fresh device bootstrapped to the same state (the command
+    /// checks it), and compaction's cost measured.
+    @Test func churnBenchmarkMeasuresStorageBootstrapsAndTimesCompaction() async throws {
+        let stack = try await Stack(noteQuota: 200)
+        let scopes = (0..<2).map { "churn-\($0)" }
+        let token = try stack.token(sub: "bench", scopes: scopes)
+        let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
+        let output = try Stack.run(
+            bench,
+            [
+                "churn", "--server", stack.serverURL, "--token", token, "--database-url", stack.databaseURL,
+                "--notes", "40", "--scopes", "2", "--operations", "1200", "--checkpoints", "400,1200",
+                "--cost-operations", "300", "--json",
+            ])
+        let line = try #require(output.split(separator: "\n").last)
+        let result = try JSONDecoder().decode(ChurnResult.self, from: Data(line.utf8))
+        #expect(result.checkpoints.map(\.operations) == [400, 1200])
+        let last = try #require(result.checkpoints.last)
+        #expect(last.serverRows <= 60, "about one snapshot per live note: \(last.serverRows)")
+        #expect(last.serverBytes > 0 && last.deviceBytes > 0 && last.liveStateBytes > 0)
+        #expect(result.bootstrap.events <= 60 && result.bootstrap.bytesOnTheWire > 0)
+        #expect((result.cost?.foldedEvents ?? 0) > 300)
+    }
 }

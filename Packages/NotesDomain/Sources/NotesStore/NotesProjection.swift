@@ -178,6 +178,25 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
         try db.execute(sql: "INSERT INTO notes_snapshot SELECT * FROM notes")
     }
 
+    /// A stable fold purges as the server's compaction does: deleted notes go, and every other note's state
+    /// drops its tombstones (`NoteState.compactStable`); what the notes show does not change.
+    public func saveSnapshot(in db: Database, stable: Bool) throws {
+        if stable {
+            cache.clear()
+            try db.execute(sql: "DELETE FROM notes WHERE deleted = 1")
+            let update = try db.makeStatement(sql: "UPDATE notes SET state = ? WHERE id = ?")
+            let rows = try Row.fetchCursor(db, sql: "SELECT id, state FROM notes")
+            var compacted: [(String, Data)] = []
+            while let row = try rows.next() {
+                let data: Data = row[1]
+                var state = try NoteState(stored: [UInt8](data))
+                if state.compactStable() { compacted.append((row[0], Data(state.binaryEncoded))) }
+            }
+            for (id, state) in compacted { try update.execute(arguments: [state, id]) }
+        }
+        try saveSnapshot(in: db)
+    }
+
     public func discardSnapshot(in db: Database) throws {
         cache.clear()
         try db.execute(sql: "DELETE FROM notes_snapshot")

@@ -49,6 +49,11 @@ public final class SyncEngine: Sendable {
         /// redoes the others (`EventStore.rebase(with:)`). The default pushes them all as they are; a domain
         /// whose operations refer to elements (sequences) supplies its own (the Notes app's `NotesRebaser`).
         public var rebaser: any EventRebaser = KeepPendingRebaser()
+        /// The local log's size past which a successful sync prunes it at the stable points the server sent
+        /// (`compact()`): confirmed events held. Pruning rebuilds every projection, so it is kept rare: after a
+        /// prune the log holds only what the replicas have not all seen, and the next one waits for this many
+        /// again. Nil: only `compact()` prunes.
+        public var autoCompactAfter: Int? = 50_000
         /// Called after each round trip's answer is applied, with what it did and where its time went (for
         /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.
         public var onRound: (@Sendable (SyncRound) -> Void)?
@@ -63,6 +68,8 @@ public final class SyncEngine: Sendable {
     public let configuration: Configuration
     public let journal: SyncJournal
     private let state = Mutex(EngineStatus())
+    /// The stable points of the last prune: a sync prunes by itself only when they have moved since.
+    private let prunedAt = Mutex<[String: Int64]>([:])
     private let inbox = TriggerInbox()
     private let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
 
@@ -127,6 +134,12 @@ public final class SyncEngine: Sendable {
                 }
                 throw error
             }
+        }
+        if let threshold = configuration.autoCompactAfter, status.stablePoints != prunedAt.withLock({ $0 }),
+            let counts = try? await store.counts(), counts[.confirmed] ?? 0 >= threshold
+        {
+            // A failed prune leaves the store as it was (one transaction); the next sync tries again.
+            _ = try? await compact()
         }
         await updateStatus { status in
             status.lastSuccess = Date()
@@ -357,6 +370,8 @@ public final class SyncEngine: Sendable {
         let points = status.stablePoints.compactMap { name, seq in (try? Scope(name)).map { ($0, seq) } }
         guard !points.isEmpty else { return nil }
         let report = try await store.prune(stablePoints: Dictionary(points) { a, _ in a })
+        let stable = status.stablePoints
+        prunedAt.withLock { $0 = stable }
         await journal.record(
             "compact", "\(report.foldedEvents) events folded, \(report.pagesFreed) pages freed")
         return report

@@ -49,7 +49,7 @@ extension EventStore {
                     projection, db,
                     sql: "SELECT \(StoredEvent.columns) FROM events WHERE \(foldable) ORDER BY \(Self.canonicalOrder)",
                     arguments: filterArguments)
-                try projection.saveSnapshot(in: db)
+                try projection.saveSnapshot(in: db, stable: cutoff == nil)
             }
             try db.execute(sql: "DELETE FROM events WHERE \(foldable)", arguments: filterArguments)
             for projection in self.projections { try self.rebuild(projection, db) }

@@ -32,6 +32,11 @@ public protocol Projection: Sendable {
     func restoreSnapshot(streams: Set<String>?, in db: Database) throws
     /// Saves the whole current state as the snapshot (replacing the previous one).
     func saveSnapshot(in db: Database) throws
+    /// Saves the whole current state as the snapshot when `stable` says it folds only history at or below
+    /// the scopes' stable points (every replica has seen it, and whatever comes next was made after it): a
+    /// projection may then purge what no later event can need (tombstones, deleted records). The default
+    /// saves as `saveSnapshot(in:)` does.
+    func saveSnapshot(in db: Database, stable: Bool) throws
     /// Forgets the saved snapshot, so that restoring empties the tables (a reset drops the history the
     /// snapshot folded).
     func discardSnapshot(in db: Database) throws
@@ -51,6 +56,10 @@ public enum ReplayOrder: Sendable, Hashable {
 }
 
 extension Projection {
+    public func saveSnapshot(in db: Database, stable: Bool) throws {
+        try saveSnapshot(in: db)
+    }
+
     public var replayOrder: ReplayOrder { .canonical }
 
     public func applyStream(
