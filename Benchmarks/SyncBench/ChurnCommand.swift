@@ -50,6 +50,10 @@ struct ChurnCommand: AsyncParsableCommand {
     var checkpoints: String = "100000,250000,500000,1000000"
     @Flag(inversion: .prefixedNo, help: "Compact the server and prune the device at each checkpoint.")
     var compaction = true
+    @Option(
+        help:
+            "With --compaction, operations between two folds (the device syncs and the server compacts, as its service does with SYNC_COMPACTION_RATIO 1; default: --notes)."
+    ) var compactEvery: Int?
     @Option(help: "Operations of the backlog compaction folds while pushes are timed (0: skip).")
     var costOperations: Int = 200_000
     @Option(help: "Seed of the workload.") var seed: UInt64 = 1
@@ -116,6 +120,12 @@ struct ChurnCommand: AsyncParsableCommand {
                     try await bench.push(batch, writer: &writer)
                     batch.removeAll(keepingCapacity: true)
                 }
+                if compaction, done % (compactEvery ?? notes) == 0, done < checkpoint {
+                    try await bench.push(batch, writer: &writer)
+                    batch.removeAll(keepingCapacity: true)
+                    report.folds += 1
+                    report.foldSeconds += try await bench.fold(device: device, writer: writer)
+                }
             }
             try await bench.push(batch, writer: &writer)
             report.checkpoints.append(try await bench.measure(at: checkpoint, device: device, writer: writer))
@@ -161,8 +171,8 @@ struct ChurnWriter {
 
     /// The workload's mix: what a person does to a note, by weight.
     static let mix: [(NoteEdit, Int)] = [
-        (.typing, 30), (.erase, 10), (.title, 10), (.tagAdd, 8), (.tagRemove, 6), (.itemAdd, 8),
-        (.itemRemove, 6), (.itemText, 4), (.itemDone, 6), (.pin, 2), (.view, 4), (.delete, 3),
+        (.typing, 22), (.erase, 18), (.title, 10), (.tagAdd, 7), (.tagRemove, 7), (.itemAdd, 7),
+        (.itemRemove, 7), (.itemText, 4), (.itemDone, 6), (.pin, 2), (.view, 5), (.delete, 3),
     ]
 
     init(seed: UInt64, scopes: [Scope]) {
@@ -247,7 +257,8 @@ struct ChurnRun: Sendable {
         guard let url = URL(string: server) else { throw ValidationError("not a URL: \(server)") }
         var configuration = SyncEngine.Configuration(scopes: scopes)
         configuration.rebaser = NotesRebaser(replica: client.store.replica)
-        configuration.autoCompactAfter = nil  // the bench decides when to prune
+        // Without compaction nothing prunes; with it, the engine's own policy does between checkpoints.
+        if !compaction { configuration.autoCompactAfter = nil }
         let engine = try SyncEngine(
             store: client.store, transport: HTTPClientTransport(baseURL: url, token: token),
             configuration: configuration)
@@ -311,6 +322,15 @@ struct ChurnRun: Sendable {
         try await Task.sleep(for: .milliseconds(1100))
         // The second sync's first request acknowledges everything the first one brought.
         for device in devices { try await device.engine.syncNow() }
+    }
+
+    /// A fold between checkpoints: the device syncs (twice: its second request acknowledges what the first
+    /// brought), the writer acknowledges its heads, the server compacts. The device prunes by its own policy.
+    func fold(device: (client: NotesClient, engine: SyncEngine), writer: ChurnWriter) async throws -> Double {
+        try await device.engine.syncNow()
+        try await acknowledge(writer)
+        try await device.engine.syncNow()
+        return try await compactServer().seconds
     }
 
     func compactServer() async throws -> CompactionReport {
@@ -535,6 +555,9 @@ struct ChurnReport: Codable, Sendable {
     var seed: UInt64
     var checkpoints: [Checkpoint] = []
     var writeSeconds = 0.0
+    /// Folds between checkpoints, and the seconds they took.
+    var folds = 0
+    var foldSeconds = 0.0
     var bootstrap: Bootstrap?
     var cost: Cost?
 
@@ -557,6 +580,9 @@ struct ChurnReport: Codable, Sendable {
                     Double(last.deviceBytes) / Double(first.deviceBytes),
                     Double(last.serverBytes) / Double(last.liveStateBytes),
                     Double(last.deviceBytes) / Double(last.liveStateBytes)))
+        }
+        if folds > 0 {
+            lines.append(String(format: "folds between checkpoints: %d, %.1f s in all", folds, foldSeconds))
         }
         if let bootstrap {
             lines.append(

@@ -46,7 +46,7 @@ public enum NoteEditor {
         case .erase:
             let length = state.body.count
             guard length > 0 else { return nil }
-            let count = min(length, Int.random(in: 1...12, using: &random))
+            let count = min(length, Int.random(in: 1...30, using: &random))
             let start = Int.random(in: 0...(length - count), using: &random)
             guard let op = state.body.remove(at: start, count: count, replica: replica) else { return nil }
             return .bodyEdited(.init(ops: [op]))
