@@ -370,7 +370,12 @@ struct ChurnRun: Sendable {
     /// The device's live notes alone, in a fresh SQLite file: what a store holding only the live state takes.
     func liveStateBytes(_ client: NotesClient) throws -> Int {
         let rows = try client.store.database.writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM notes WHERE deleted = 0 AND created = 1")
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state
+                    FROM notes WHERE deleted = 0 AND created = 1
+                    """)
         }
         let path = folder.appendingPathComponent("live-\(UUID()).sqlite").path
         defer { try? FileManager.default.removeItem(atPath: path) }

@@ -37,7 +37,8 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
         self.cache = NoteStateCache(capacity: cachedNotes)
     }
 
-    static let columns = "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state"
+    /// The columns of a note row (in `notes` and `notes_snapshot`), in table order.
+    public static let columns = "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state"
 
     public func registerMigrations(into migrations: inout SchemaMigrations) {
         migrations.register("notes.v1", derivedTables: ["notes", "notes_snapshot"]) { db in
@@ -60,6 +61,24 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
                         """)
             }
             try db.execute(sql: "CREATE INDEX notes_by_scope ON notes (scope, deleted)")
+        }
+        // Copy-on-write snapshots: a note unchanged since the last snapshot is its own snapshot (changed = 0)
+        // and has no row in notes_snapshot; the first write to it copies its row there. A prune then holds
+        // the projection about once, not twice.
+        migrations.register("notes.v2.copy-on-write", derivedTables: ["notes", "notes_snapshot"]) { db in
+            let old = Self.columns.split(separator: ",").map { "OLD." + $0.trimmingCharacters(in: .whitespaces) }
+                .joined(separator: ", ")
+            try db.execute(
+                sql: """
+                    ALTER TABLE notes ADD COLUMN changed INTEGER NOT NULL DEFAULT 1;
+                    CREATE TRIGGER notes_copy_on_update BEFORE UPDATE ON notes
+                    WHEN OLD.changed = 0 AND NEW.changed = 1 BEGIN
+                        INSERT OR REPLACE INTO notes_snapshot (\(Self.columns)) VALUES (\(old));
+                    END;
+                    CREATE TRIGGER notes_copy_on_delete BEFORE DELETE ON notes WHEN OLD.changed = 0 BEGIN
+                        INSERT OR REPLACE INTO notes_snapshot (\(Self.columns)) VALUES (\(old));
+                    END;
+                    """)
         }
     }
 
@@ -157,25 +176,31 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
         DispatchQueue.global().async { withExtendedLifetime(retired) {} }
     }
 
+    /// Rows changed since the snapshot go; the copies of their snapshot state come back (a note absent from
+    /// the snapshot has none, and stays gone); unchanged rows are their own snapshot and stay.
     public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
         cache.clear()
+        var filter = ""
+        var arguments = StatementArguments()
         if let streams {
             let ids = streams.compactMap { NoteID($0)?.description }
             guard !ids.isEmpty else { return }
-            let marks = databaseQuestionMarks(count: ids.count)
-            try db.execute(sql: "DELETE FROM notes WHERE id IN (\(marks))", arguments: StatementArguments(ids))
-            try db.execute(
-                sql: "INSERT INTO notes SELECT * FROM notes_snapshot WHERE id IN (\(marks))",
-                arguments: StatementArguments(ids))
-        } else {
-            try db.execute(sql: "DELETE FROM notes")
-            try db.execute(sql: "INSERT INTO notes SELECT * FROM notes_snapshot")
+            filter = " AND id IN (\(databaseQuestionMarks(count: ids.count)))"
+            arguments = StatementArguments(ids)
         }
+        try db.execute(sql: "DELETE FROM notes WHERE changed = 1\(filter)", arguments: arguments)
+        try db.execute(
+            sql: """
+                INSERT INTO notes (\(Self.columns), changed) SELECT \(Self.columns), 0 FROM notes_snapshot
+                WHERE 1\(filter)
+                """, arguments: arguments)
+        try db.execute(sql: "DELETE FROM notes_snapshot WHERE 1\(filter)", arguments: arguments)
     }
 
+    /// Every row becomes its own snapshot: nothing is copied until a row changes again.
     public func saveSnapshot(in db: Database) throws {
         try db.execute(sql: "DELETE FROM notes_snapshot")
-        try db.execute(sql: "INSERT INTO notes_snapshot SELECT * FROM notes")
+        try db.execute(sql: "UPDATE notes SET changed = 0 WHERE changed = 1")
     }
 
     /// A stable fold purges as the server's compaction does: deleted notes go, and every other note's state
@@ -199,6 +224,8 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
 
     public func discardSnapshot(in db: Database) throws {
         cache.clear()
+        // Marking rows changed copies them into notes_snapshot first (the trigger); then none is kept.
+        try db.execute(sql: "UPDATE notes SET changed = 1 WHERE changed = 0")
         try db.execute(sql: "DELETE FROM notes_snapshot")
     }
 

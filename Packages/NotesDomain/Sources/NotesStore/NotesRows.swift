@@ -92,7 +92,7 @@ struct NotesRowInsert {
                 INSERT INTO notes (\(NotesProjection.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
                     pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
-                    deleted = excluded.deleted, created = excluded.created, state = excluded.state
+                    deleted = excluded.deleted, created = excluded.created, state = excluded.state, changed = 1
                 """)
         statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 11)))
     }

@@ -12,7 +12,9 @@ import Testing
     /// Every column of every note row, in id order (the state as its stored bytes).
     static func rows(_ store: EventStore) async throws -> [[DatabaseValue]] {
         try await store.database.writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM notes ORDER BY id").map { Array($0.databaseValues) }
+            try Row.fetchAll(db, sql: "SELECT \(NotesProjection.columns) FROM notes ORDER BY id").map {
+                Array($0.databaseValues)
+            }
         }
     }
 

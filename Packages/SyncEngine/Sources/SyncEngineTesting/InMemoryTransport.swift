@@ -26,6 +26,9 @@ public final class InMemoryTransport: SyncTransport {
         case rateLimited(retryAfter: Duration)
         /// HTTP 401 `auth.expired`.
         case tokenExpired
+        /// HTTP 410 `reset.required`, before the server handles the request (it purged history this replica
+        /// had not seen).
+        case resetRequired
     }
 
     public let server: InMemorySyncServer
@@ -67,6 +70,8 @@ public final class InMemoryTransport: SyncTransport {
             throw SyncFailure.from(status: 429, code: "rate.limited", message: "injected", retryAfter: retryAfter)
         case .tokenExpired?:
             throw SyncFailure.from(status: 401, code: "auth.expired", message: "the token has expired")
+        case .resetRequired?:
+            throw SyncFailure.from(status: 410, code: "reset.required", message: "injected")
         case .delay(let duration)?:
             try? await Task.sleep(for: duration)
         case .dropResponse?, .duplicate?, nil:

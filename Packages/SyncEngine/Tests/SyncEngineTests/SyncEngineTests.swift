@@ -46,6 +46,37 @@ import Testing
         #expect(kinds.contains("push.ok") && kinds.contains("pull.ok") && kinds.first == "start")
     }
 
+    /// Told to reset, the engine drops what the server sent, pulls it all again without pushing, re-bases its
+    /// pending events and pushes them; an engine started on the store between the reset and the end of the
+    /// bootstrap carries on from where it was, still without pushing first.
+    @Test func aResetBootstrapsWithoutPushingThenRebasesAndSurvivesARestart() async throws {
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        let a = try Self.replica(directory, "a", server: server)
+        let b = try Self.replica(directory, "b", server: server)
+        try await b.store.append((0..<10).map { title("note:\($0 % 3)", "b\($0)") })
+        try await b.engine.syncNow()
+        try await a.engine.syncNow()
+        try await a.store.append((0..<3).map { title("note:\($0)", "offline \($0)") })
+        // The reset, then the bootstrap's first request is lost.
+        a.transport.inject([.resetRequired, .dropRequest])
+        await #expect(throws: SyncFailure.self) { try await a.engine.syncNow() }
+        #expect(try await a.store.isBootstrapping())
+        #expect(try await a.store.counts() == [.pending: 3, .confirmed: 0, .rejected: 0], "the server's part dropped")
+        #expect(try await a.store.cursor() == nil)
+        #expect(await server.events(in: "team-1").count == 10, "nothing pushed")
+        // A new engine on the same store: it pulls first, re-bases, then pushes.
+        let restarted = try SyncEngine(store: a.store, transport: a.transport, configuration: a.engine.configuration)
+        try await restarted.syncNow()
+        #expect(try await !a.store.isBootstrapping())
+        #expect(try await a.store.counts() == [.pending: 0, .confirmed: 13, .rejected: 0])
+        #expect(await server.events(in: "team-1").count == 13)
+        try await b.engine.syncNow()
+        #expect(try await TitleProjection.dump(a.store) == TitleProjection.dump(b.store))
+        let kinds = try await a.engine.journal.entries().map(\.kind)
+        #expect(kinds.contains("reset") && kinds.contains("rebase"))
+    }
+
     @Test func aLostResponseAfterCommitIsRetriedWithoutDuplicates() async throws {
         let directory = try TemporaryDirectory()
         let server = InMemorySyncServer()

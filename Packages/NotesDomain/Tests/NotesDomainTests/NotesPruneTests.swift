@@ -1,0 +1,74 @@
+import Foundation
+import GRDB
+import NotesDomain
+import NotesStore
+import SyncEventStore
+import SyncEventStoreTestSupport
+import SyncModels
+import Testing
+
+/// Pruning the notes projection: a stable prune folds confirmed history into the snapshot, purges it (deleted
+/// notes gone, states compacted), and keeps one copy of each note until it changes again (copy-on-write); a
+/// rebuild or a rejection's rollback afterwards still ends where the log says.
+@Suite struct NotesPruneTests {
+    /// Rows in the snapshot table, and rows marked changed since the snapshot.
+    static func copies(_ client: NotesClient) async throws -> (snapshot: Int, changed: Int) {
+        try await client.store.database.writer.read { db in
+            (
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM notes_snapshot") ?? 0,
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM notes WHERE changed = 1") ?? 0
+            )
+        }
+    }
+
+    @Test func aStablePruneKeepsOneCopyPurgesAndRebuildsTheSameState() async throws {
+        let directory = try TemporaryDirectory()
+        let (a, b) = try NotesClientTests.pair(directory)
+        var ids: [NoteID] = []
+        for index in 0..<6 {
+            let id = try await a.create(scope: "team-1", title: "note \(index)", body: "first draft of \(index)")
+            try await a.setBody(id, "second \(index)")
+            try await a.addTag(id, "work")
+            try await a.removeTag(id, "work")
+            ids.append(id)
+        }
+        try await a.delete(ids[5])
+        let first = ids[0]
+        var seq: Int64 = 0
+        try await NotesClientTests.exchange(a, b, seq: &seq)
+        let before = try await b.exportState()
+        let stable =
+            try await b.store.database.writer.read { db in try Int64.fetchOne(db, sql: "SELECT max(seq) FROM events") }
+            ?? 0
+        let confirmed = try await b.store.counts()[.confirmed] ?? 0
+        var compacted = try #require(
+            try await b.store.database.writer.read { db in try NotesProjection.state(of: first, in: db) })
+        compacted.compactStable()
+        let report = try await b.store.prune(stablePoints: ["team-1": stable])
+        #expect(report.foldedEvents == confirmed && confirmed > 20)
+        #expect(try await b.exportState() == before, "pruning changes no state")
+        #expect(try await Self.copies(b) == (0, 0), "one copy: every row is its own snapshot")
+        #expect(
+            try await b.store.database.writer.read { db in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM notes")
+            } == 5, "the deleted note is gone")
+        let state = try #require(
+            try await b.store.database.writer.read { db in try NotesProjection.state(of: first, in: db) })
+        #expect(state == compacted, "the snapshot's states are compacted")
+        // A local edit copies its note once; a rebuild restores the snapshot and replays the edit.
+        try await b.setTitle(ids[0], "edited after the prune")
+        try await b.setTitle(ids[0], "edited twice")
+        #expect(try await Self.copies(b) == (1, 1))
+        let edited = try await b.exportState()
+        try await b.store.rebuildAll()
+        #expect(try await b.exportState() == edited)
+        // Rolling the edits back (the server refused them) restores the snapshot's note.
+        let pending = try await b.store.pendingEvents().map(\.event.id)
+        try await b.store.markRejected(pending, code: "validation.failed", message: "refused")
+        #expect(try await b.exportState() == before)
+        #expect(try await Self.copies(b) == (0, 0))
+        // A second prune with nothing new keeps it so.
+        _ = try await b.store.prune(stablePoints: ["team-1": stable])
+        #expect(try await b.exportState() == before)
+    }
+}
