@@ -405,22 +405,9 @@ struct ChurnRun: Sendable {
     ]
 
     func withPostgres<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let url = try DatabaseURL(databaseURL)
         var logger = Logger(label: "churn-postgres")
         logger.logLevel = .warning
-        let connection = try await PostgresConnection.connect(
-            configuration: .init(
-                host: url.host, port: url.port, username: url.username, password: url.password,
-                database: url.database, tls: .disable),
-            id: 1, logger: logger)
-        do {
-            let result = try await body(connection)
-            try await connection.close()
-            return result
-        } catch {
-            try? await connection.close()
-            throw error
-        }
+        return try await DatabaseURL(databaseURL).withConnection(logger: logger, body)
     }
 
     /// The server's tables with their indexes and TOAST, and how many events it stores.

@@ -80,18 +80,6 @@ public struct TestDatabase: Sendable {
     private static func connect<Result>(_ url: DatabaseURL, _ body: (PostgresConnection) async throws -> Result)
         async throws -> Result
     {
-        let connection = try await PostgresConnection.connect(
-            configuration: .init(
-                host: url.host, port: url.port, username: url.username, password: url.password,
-                database: url.database, tls: .disable),
-            id: 1, logger: logger)
-        do {
-            let result = try await body(connection)
-            try await connection.close()
-            return result
-        } catch {
-            try? await connection.close()
-            throw error
-        }
+        try await url.withConnection(logger: logger, body)
     }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import PostgresNIO
 
 /// The parts of a `postgres://user[:password]@host[:port]/database` URL.
 public struct DatabaseURL: Sendable, Hashable {
@@ -43,5 +45,26 @@ public struct DatabaseURL: Sendable, Hashable {
         components.port = port
         components.path = "/" + database
         return components.string ?? ""
+    }
+}
+
+extension DatabaseURL {
+    /// Runs `body` on one direct connection to this database (no pool), closed afterwards even when `body`
+    /// throws: for tools, tests and benchmarks that run a few statements.
+    public func withConnection<Result>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(
+                host: host, port: port, username: username, password: password, database: database, tls: .disable),
+            id: 1, logger: logger)
+        do {
+            let result = try await body(connection)
+            try await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
     }
 }
