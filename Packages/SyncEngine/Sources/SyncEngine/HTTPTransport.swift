@@ -72,6 +72,30 @@ public final class HTTPTransport: SyncTransport {
     public static func exchange(status: Int, retryAfter: String?, body data: Data, sent: (raw: Int, wire: Int))
         throws(SyncFailure) -> TransportExchange
     {
+        let (response, plainCount) = try answer(SyncResponse.self, status: status, retryAfter: retryAfter, body: data)
+        let traffic = Traffic(
+            sentRaw: sent.raw, sentWire: sent.wire, receivedRaw: plainCount, receivedWire: data.count)
+        return TransportExchange(response: response, traffic: traffic)
+    }
+
+    /// Reads one answer of `GET /v1/pull`, as `exchange` reads one of `POST /v1/sync`.
+    public static func pullResponse(status: Int, retryAfter: String?, body data: Data) throws(SyncFailure)
+        -> PullResponse
+    {
+        try answer(PullResponse.self, status: status, retryAfter: retryAfter, body: data).value
+    }
+
+    /// The URL of `GET /v1/pull` with `request`'s query.
+    public static func pullURL(base: URL, _ request: PullRequest) -> URL {
+        var components = URLComponents(url: base.appendingPathComponent("v1/pull"), resolvingAgainstBaseURL: false)!
+        components.queryItems = request.queryItems.map { URLQueryItem(name: $0.name, value: $0.value) }
+        return components.url!
+    }
+
+    /// Inflates, classifies and decodes one answer; also returns the inflated size.
+    private static func answer<T: Decodable>(_ type: T.Type, status: Int, retryAfter: String?, body data: Data)
+        throws(SyncFailure) -> (value: T, plainCount: Int)
+    {
         let codec = WireCodec()
         // Depending on the client and platform, the body may already be inflated.
         let plain: Data
@@ -80,8 +104,6 @@ public final class HTTPTransport: SyncTransport {
         } catch {
             throw .retryable(reason: "a corrupt response body", retryAfter: nil)
         }
-        let traffic = Traffic(
-            sentRaw: sent.raw, sentWire: sent.wire, receivedRaw: plain.count, receivedWire: data.count)
         guard status == 200 else {
             let detail = try? codec.decode(ErrorBody.self, from: plain)
             throw SyncFailure.from(
@@ -90,9 +112,30 @@ public final class HTTPTransport: SyncTransport {
                 retryAfter: retryAfter.flatMap(Int.init).map { Duration.seconds($0) })
         }
         do {
-            return TransportExchange(response: try codec.decode(SyncResponse.self, from: plain), traffic: traffic)
+            return (try codec.decode(T.self, from: plain), plain.count)
         } catch {
             throw .retryable(reason: "the server's answer could not be read", retryAfter: nil)
         }
+    }
+
+    public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
+        var urlRequest = URLRequest(url: Self.pullURL(base: baseURL, request))
+        // A long-poll lasts up to `wait` seconds before the server answers.
+        urlRequest.timeoutInterval = session.configuration.timeoutIntervalForRequest + Double(request.wait)
+        if let token = token.withLock({ $0 }) {
+            urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: urlRequest)
+        } catch {
+            throw .retryable(reason: "network: \(error.localizedDescription)", retryAfter: nil)
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw .retryable(reason: "not an HTTP response", retryAfter: nil)
+        }
+        return try Self.pullResponse(
+            status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data)
     }
 }

@@ -41,6 +41,12 @@ public final class SyncEngine: Sendable {
         public var backoff = BackoffPolicy()
         /// How often `run()` syncs without any other trigger; nil never.
         public var interval: Duration? = .seconds(30)
+        /// While `run()` runs, wait on the server for other replicas' events with long-polls of this length
+        /// (`GET /v1/pull?wait=`, at most the server's longest wait, 30 s by default) and sync as soon as one
+        /// arrives, so that a device sees others' edits within a round trip instead of at the next
+        /// `interval`. The poll only wakes the engine; the sync that follows pulls and applies as always.
+        /// Nil: no long-poll (a transport that cannot pull also turns it off).
+        public var longPoll: Duration? = nil
         /// A bound on round trips per cycle, so a cycle always ends.
         public var maxRoundsPerCycle = 10_000
         /// How much of the sync journal the device keeps.
@@ -241,7 +247,8 @@ public final class SyncEngine: Sendable {
                     pushed: plan.batch.count, acknowledged: outcome.acknowledged, rejected: outcome.rolledBack.count,
                     pulled: response.events.count, inserted: outcome.pulled.inserted, pageLimit: plan.limit,
                     hasMore: response.hasMore, roundTrip: roundTrip, waited: waited, apply: lastApply ?? .zero,
-                    traffic: exchange.traffic, flush: flushed, remaining: response.remaining))
+                    traffic: exchange.traffic, flush: flushed, remaining: response.remaining,
+                    events: response.events))
             if !more { return true }
             plan = next
         }
@@ -435,6 +442,8 @@ public final class SyncEngine: Sendable {
             for await change in changes where change.kind == .appended { await inbox.post(.localWrite) }
         }
         defer { watcher.cancel() }
+        let poller = configuration.longPoll.map { wait in Task { await self.pollForChanges(wait: wait) } }
+        defer { poller?.cancel() }
         var wakeAt: ContinuousClock.Instant? = nil
         var nextInterval = configuration.interval.map { clock.now.advanced(by: $0) }
         await inbox.post(.explicit)
@@ -461,6 +470,37 @@ public final class SyncEngine: Sendable {
                 action = scheduler.cycleFinished(failure: failure, now: clock.now, random: &random)
             }
             if case .wake(let at) = action { wakeAt = at } else { wakeAt = nil }
+        }
+    }
+
+    /// Long-polls while `run()` runs (`Configuration.longPoll`): waits on the server from the further of the
+    /// stored cursor and the last poll's, and posts `remoteChange` when another replica's event arrives. The
+    /// replica's own pushes wake the poll too; they are skipped without a sync. Small pages (the poll only
+    /// needs to see whether something is new); failures back off as the engine does.
+    private func pollForChanges(wait: Duration) async {
+        let seconds = max(1, Int(wait.components.seconds))
+        var polled = ScopeCursor()
+        var failures = 0
+        var random = SystemRandomNumberGenerator()
+        while !Task.isCancelled {
+            var cursor = (try? ScopeCursor(encoded: try await store.cursor())) ?? ScopeCursor()
+            for (scope, seq) in polled.positions { cursor.advance(scope, to: seq) }
+            do {
+                let page = try await transport.pull(
+                    PullRequest(cursor: cursor, scopes: configuration.scopes, limit: 100, wait: seconds))
+                failures = 0
+                polled = (try? ScopeCursor(encoded: page.cursor)) ?? polled
+                if page.events.contains(where: { $0.dot.replica != store.replica }) { post(.remoteChange) }
+            } catch {
+                if case .permanent(let code, _) = error, code == SyncFailure.transportUnsupported { return }
+                // The server purged what this replica has not seen: a sync resets and bootstraps.
+                if case .resetRequired = error { post(.remoteChange) }
+                var retryAfter: Duration? = nil
+                if case .retryable(_, let after) = error { retryAfter = after }
+                try? await Task.sleep(
+                    for: configuration.backoff.delay(attempt: failures, retryAfter: retryAfter, using: &random))
+                failures += 1
+            }
         }
     }
 }

@@ -35,6 +35,10 @@ public enum SyncFailure: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 extension SyncFailure {
+    /// The code of the permanent failure a transport throws for a request it cannot make (the default
+    /// `SyncTransport.pull`).
+    public static let transportUnsupported = "transport.unsupported"
+
     public var isRetryable: Bool {
         if case .retryable = self { return true }
         return false

@@ -1,3 +1,5 @@
+import SyncModels
+
 /// One round trip of a sync cycle, as `SyncEngine.Configuration.onRound` reports it once its answer is
 /// applied.
 ///
@@ -33,12 +35,16 @@ public struct SyncRound: Sendable, Hashable {
     public var flush: Duration
     /// Bytes of this round trip.
     public var traffic: Traffic
+    /// The pulled page's events, as applied (for observers that follow individual events, such as a load
+    /// generator timing how long an edit takes to reach other devices).
+    public var events: [Event]
 
     public init(
         pushed: Int, acknowledged: Int, rejected: Int, pulled: Int, inserted: Int, pageLimit: Int, hasMore: Bool,
         roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic, flush: Duration = .zero,
-        remaining: Int? = nil
+        remaining: Int? = nil, events: [Event] = []
     ) {
+        self.events = events
         self.remaining = remaining
         self.pushed = pushed
         self.acknowledged = acknowledged

@@ -4,8 +4,8 @@
 ///
 /// Rules:
 /// - At most one cycle runs at a time; triggers during a cycle make one more cycle right after it.
-/// - A local write starts a cycle after `debounce`, unless one is due sooner; explicit, connectivity and
-///   token triggers start one now; the interval trigger is like a local write without debounce.
+/// - A local write starts a cycle after `debounce`, unless one is due sooner; explicit, connectivity,
+///   token and remote-change triggers start one now; the interval trigger is like a local write without debounce.
 /// - A retryable failure waits `BackoffPolicy.delay(attempt:)` (full jitter, capped, at least Retry-After),
 ///   with `attempt` growing until a cycle succeeds. Explicit and connectivity triggers skip the wait.
 /// - An authentication failure pauses: nothing starts until `tokenRefreshed`.
@@ -60,7 +60,7 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
             return .wake(at: until)
         case .idle, .scheduled:
             switch trigger {
-            case .explicit, .connectivity, .tokenRefreshed, .interval:
+            case .explicit, .connectivity, .tokenRefreshed, .interval, .remoteChange:
                 return start()
             case .localWrite:
                 let due = now.advanced(by: debounce)

@@ -4,6 +4,18 @@ import SyncProtocol
 /// `SyncFailure` and report the bytes they moved.
 public protocol SyncTransport: Sendable {
     func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange
+
+    /// One `GET /v1/pull`. The engine uses it only to long-poll while idle (`wait` above 0,
+    /// `SyncEngine.Configuration.longPoll`): it learns that the server has something new and then syncs as
+    /// usual. Transports that cannot pull keep the default, which says so, and the engine then syncs on its
+    /// other triggers only.
+    func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse
+}
+
+extension SyncTransport {
+    public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
+        throw .permanent(code: SyncFailure.transportUnsupported, message: "this transport does not pull")
+    }
 }
 
 /// The answer to one round trip and what it cost on the wire.

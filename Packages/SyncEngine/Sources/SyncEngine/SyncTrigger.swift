@@ -10,4 +10,6 @@ public enum SyncTrigger: String, Sendable, Hashable, CaseIterable {
     case explicit
     /// A new token arrived after an authentication pause.
     case tokenRefreshed
+    /// A long-poll saw another replica's event on the server (`SyncEngine.Configuration.longPoll`).
+    case remoteChange
 }

@@ -59,18 +59,31 @@ public final class HTTPClientTransport: SyncTransport {
         if compressed { outgoing.headers.add(name: "Content-Encoding", value: "gzip") }
         if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
         outgoing.body = .bytes(ByteBuffer(bytes: body))
-        let status: Int
-        let retryAfter: String?
-        let data: Data
+        let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout)
+        return try HTTPTransport.exchange(status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+    }
+
+    public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
+        var outgoing = HTTPClientRequest(url: HTTPTransport.pullURL(base: baseURL, request).absoluteString)
+        outgoing.headers.add(name: "Accept-Encoding", value: "gzip")
+        if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        // A long-poll lasts up to `wait` seconds before the server answers.
+        let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout + .seconds(Int64(request.wait)))
+        return try HTTPTransport.pullResponse(status: status, retryAfter: retryAfter, body: data)
+    }
+
+    /// Sends one request and collects its answer; a failure to get one is a retryable network failure.
+    private func execute(_ outgoing: HTTPClientRequest, timeout: TimeAmount) async throws(SyncFailure)
+        -> (status: Int, retryAfter: String?, body: Data)
+    {
         do {
             let response = try await client.execute(outgoing, timeout: timeout)
-            status = Int(response.status.code)
-            retryAfter = response.headers.first(name: "Retry-After")
             let buffer = try await response.body.collect(upTo: 256 << 20)
-            data = Data(buffer.readableBytesView)
+            return (
+                Int(response.status.code), response.headers.first(name: "Retry-After"), Data(buffer.readableBytesView)
+            )
         } catch {
             throw .retryable(reason: "network: \(error)", retryAfter: nil)
         }
-        return try HTTPTransport.exchange(status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
     }
 }

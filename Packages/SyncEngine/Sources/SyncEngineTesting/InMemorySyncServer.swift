@@ -32,14 +32,28 @@ public actor InMemorySyncServer {
     public func handle(_ request: SyncRequest, pageSize: Int = 500) throws(SyncFailure) -> SyncResponse {
         requestCount += 1
         let results = push(request.events)
-        var cursor: ScopeCursor
+        let cursor: ScopeCursor
         do {
             cursor = try ScopeCursor(encoded: request.cursor)
         } catch {
             throw .permanent(code: "request.invalid", message: "cursor is not one this server issued")
         }
-        let scopes = request.scopes ?? log.keys.sorted()
-        let limit = request.limit ?? pageSize
+        let page = read(after: cursor, scopes: request.scopes, limit: request.limit ?? pageSize)
+        return SyncResponse(
+            results: results, events: page.events, cursor: page.cursor, hasMore: page.hasMore,
+            remaining: page.remaining)
+    }
+
+    /// Handles one `GET /v1/pull` read. It never waits: `InMemoryTransport.pull` waits by reading again.
+    public func pull(_ request: PullRequest, pageSize: Int = 500) -> PullResponse {
+        requestCount += 1
+        return read(after: request.cursor, scopes: request.scopes, limit: request.limit ?? pageSize)
+    }
+
+    /// The page after `cursor`, as the server pages.
+    private func read(after start: ScopeCursor, scopes requested: [Scope]?, limit: Int) -> PullResponse {
+        var cursor = start
+        let scopes = requested ?? log.keys.sorted()
         var events: [Event] = []
         var hasMore = false
         for scope in scopes.sorted() {
@@ -51,8 +65,7 @@ public actor InMemorySyncServer {
             if let last = page.last?.seq { cursor.advance(scope, to: last) }
         }
         let remaining = scopes.reduce(0) { $0 + max(0, log[$1, default: []].count - Int(cursor[$1])) }
-        return SyncResponse(
-            results: results, events: events, cursor: cursor.encoded, hasMore: hasMore, remaining: remaining)
+        return PullResponse(events: events, cursor: cursor.encoded, hasMore: hasMore, remaining: remaining)
     }
 
     /// The push step of the real server, on memory instead of PostgreSQL.

@@ -92,4 +92,15 @@ public final class InMemoryTransport: SyncTransport {
             response: response,
             traffic: Traffic(sentRaw: size, sentWire: size, receivedRaw: received, receivedWire: received))
     }
+
+    /// Reads the server's log; a long-poll (`wait` above 0) reads again every 10 ms until something is new or
+    /// the wait is over. Faults are for `sync` only.
+    public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
+        let deadline = ContinuousClock.now + .seconds(request.wait)
+        while true {
+            let page = await server.pull(request)
+            if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled { return page }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
 }

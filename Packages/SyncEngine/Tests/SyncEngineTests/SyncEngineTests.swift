@@ -175,6 +175,42 @@ import Testing
         await running.value
     }
 
+    /// With `longPoll`, a running engine that has no other trigger (no interval, no local write) sees
+    /// another replica's event within a round trip of its push; its own pushes wake the poll without a
+    /// sync of their own.
+    @Test func longPollSyncsWhenAnotherReplicaPushes() async throws {
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        let a = try Self.replica(directory, "a", server: server)
+        let store = try EventStore(path: directory.path("b.sqlite"), projections: [TitleProjection()])
+        var configuration = SyncEngine.Configuration()
+        configuration.interval = nil
+        configuration.longPoll = .seconds(5)
+        let b = try SyncEngine(
+            store: store, transport: InMemoryTransport(server: server), configuration: configuration)
+        let running = Task { await b.run() }
+        defer { running.cancel() }
+        // The first cycle (run's explicit start) ends before a's push.
+        for _ in 0..<200 where b.status.cycles == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        let cycles = b.status.cycles
+        try await a.store.append([title("note:1", "from a")])
+        try await a.engine.syncNow()
+        for _ in 0..<300 where try await store.counts()[.confirmed] == 0 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try await TitleProjection.dump(store) == TitleProjection.dump(a.store))
+        #expect(b.status.cycles == cycles + 1)
+        // b's own edit is pushed (local write) and wakes b's poll, which makes no extra cycle.
+        try await store.append([title("note:2", "from b")])
+        for _ in 0..<300 where await server.events(in: "team-1").count < 2 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(b.status.cycles == cycles + 2)
+        running.cancel()
+        await running.value
+    }
+
     /// Three replicas edit and sync through random faults; after a last fault-free round they hold the same
     /// state, the server holds each event once, and nothing local is lost.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
