@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "sync-server", targets: ["sync-server"]),
         .executable(name: "sync-agent", targets: ["sync-agent"]),
         .executable(name: "sync-bench", targets: ["SyncBench"]),
+        .executable(name: "sync-load", targets: ["sync-load"]),
     ],
     dependencies: [
         .package(path: "Packages/SyncModels"),
@@ -37,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", exact: "6.4.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     ],
     targets: [
         .testTarget(name: "RepositoryTests", path: "Tests/RepositoryTests"),
@@ -130,12 +132,34 @@ let package = Package(
             ],
             path: "Apps/SyncAgent/Sources/sync-agent"
         ),
+        // sync-load: the load generator, many real devices in one process, with a verdict.
+        .executableTarget(
+            name: "sync-load",
+            dependencies: [
+                .product(name: "NotesDomain", package: "NotesDomain"),
+                .product(name: "NotesStore", package: "NotesDomain"),
+                .product(name: "SyncEngine", package: "SyncEngine"),
+                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
+                .product(name: "SyncEventStore", package: "SyncEventStore"),
+                .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "SyncStorage", package: "SyncStorage"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "Apps/SyncLoad/Sources/sync-load"
+        ),
         // End-to-end: PostgreSQL, sync-server and sync-agent as real processes on loopback; sync-bench run as
         // its users run it.
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "sync-server", "sync-agent", "SyncBench",
+                "sync-server", "sync-agent", "SyncBench", "sync-load",
                 .product(name: "NotesStore", package: "NotesDomain"),
                 .product(name: "SyncEngine", package: "SyncEngine"),
                 .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),

@@ -1,0 +1,125 @@
+import Foundation
+import NotesDomain
+import NotesStore
+import SyncEngine
+import SyncEngineHTTPClient
+import SyncEventStore
+import SyncModels
+import SyncStorage
+import SyncTestSupport
+import Synchronization
+
+/// One virtual device: a real replica (its own SQLite file through `NotesStore`, its own `SyncEngine`)
+/// that syncs through a `FaultyTransport` over the shared HTTP client.
+final class Device: Sendable {
+    struct Plan: Codable, Sendable {
+        var index: Int
+        var scope: String
+        var subject: String
+        var path: String
+    }
+
+    let plan: Plan
+    let scope: Scope
+    let transport: FaultyTransport
+    private let metrics: LoadMetrics
+    private let longPoll: Duration?
+    private struct Replica: Sendable {
+        var client: NotesClient
+        var engine: SyncEngine
+        var running: Task<Void, Never>?
+    }
+    private let replica: Mutex<Replica?> = Mutex(nil)
+
+    init(plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?) throws {
+        self.plan = plan
+        self.scope = try Scope(plan.scope)
+        self.transport = transport
+        self.metrics = metrics
+        self.longPoll = longPoll
+    }
+
+    /// Opens the store on the device's file: small caches and no checkpoint thread, so that a thousand of
+    /// them fit one process.
+    static func openClient(path: String) throws -> NotesClient {
+        var storage = StorageConfiguration()
+        storage.cacheSizeKiB = 1024
+        storage.maximumReaderCount = 2
+        storage.backgroundCheckpointPages = 0
+        return NotesClient(
+            store: try EventStore(
+                path: path, projections: [NotesProjection(workers: 1, cachedNotes: 256)],
+                validators: [NotesValidator()], configuration: storage))
+    }
+
+    /// Opens (or reopens) the replica from its file; does not start syncing.
+    func open() throws {
+        let client = try Self.openClient(path: plan.path)
+        var configuration = SyncEngine.Configuration(scopes: [scope])
+        configuration.longPoll = longPoll
+        configuration.interval = .seconds(30)
+        configuration.debounce = .milliseconds(100)
+        // The verdict reads each device's own events from its log: keep them.
+        configuration.autoCompactAfter = nil
+        configuration.backoff = BackoffPolicy(base: .milliseconds(200), cap: .seconds(5))
+        let metrics = metrics
+        let replicaID = client.store.replica
+        configuration.onRound = { round in metrics.applied(round, by: replicaID) }
+        let engine = try SyncEngine(store: client.store, transport: transport, configuration: configuration)
+        replica.withLock { $0 = Replica(client: client, engine: engine, running: nil) }
+    }
+
+    var client: NotesClient? { replica.withLock { $0?.client } }
+    var engine: SyncEngine? { replica.withLock { $0?.engine } }
+    var replicaID: ReplicaID? { client?.store.replica }
+
+    /// Starts the engine's background sync (`run()`), if it is not running.
+    func startSync() {
+        replica.withLock { replica in
+            guard var current = replica, current.running == nil else { return }
+            let engine = current.engine
+            current.running = Task { await engine.run() }
+            replica = current
+        }
+    }
+
+    /// Stops background sync and waits for it to end.
+    func stopSync() async {
+        let running = replica.withLock { replica -> Task<Void, Never>? in
+            defer { replica?.running = nil }
+            return replica?.running
+        }
+        running?.cancel()
+        await running?.value
+    }
+
+    /// Goes offline: sync stops, edits go on into the outbox.
+    func goOffline() async {
+        transport.setOnline(false)
+        if let id = replicaID { metrics.wentOffline(id) }
+        await stopSync()
+    }
+
+    /// Comes back online and syncs at once.
+    func goOnline() {
+        transport.setOnline(true)
+        if let id = replicaID { metrics.cameOnline(id) }
+        startSync()
+    }
+
+    /// Closes the replica abruptly, as a killed app would: its sync stops wherever it is (a request in
+    /// flight is abandoned; a local transaction commits or not, never half) and the store is dropped
+    /// without any orderly shutdown; then it is reopened from its file.
+    func crashAndReopen() async throws {
+        let old = replica.withLock { replica -> Replica? in
+            defer { replica = nil }
+            return replica
+        }
+        old?.running?.cancel()
+        // No second writer on the file while the old one unwinds (a killed process has none either).
+        await old?.running?.value
+        metrics.crashed()
+        try open()
+        if transport.isOnline { startSync() }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import SyncEngine
+import SyncEngineHTTPClient
+import SyncProtocol
+import SyncTestSupport
+import Synchronization
+
+/// What a real network and a flaky server do to a device's requests, injected in the transport with a
+/// seeded random choice per request, around a real HTTP transport to the server.
+enum Fault: String, CaseIterable, Codable, Sendable {
+    /// The request never leaves the device.
+    case lostRequest = "lost-request"
+    /// The server handles the request; the answer is lost (the device sees a network error).
+    case lostResponse = "lost-response"
+    /// The request reaches the server twice; the device gets the second answer.
+    case duplicate
+    /// The request leaves 50–500 ms late.
+    case delay
+    /// The request is held back (the device sees it lost) and reaches the server later, just before the
+    /// device's next request: a retransmission arriving after newer traffic.
+    case reorder
+    /// The device gets HTTP 500 without the server seeing the request.
+    case serverError = "server-error"
+}
+
+/// One device's transport: a real `HTTPClientTransport` (shared connection pool) behind an online switch
+/// and seeded faults on `POST /v1/sync`. Long-polls (`pull`) get only the online switch.
+final class FaultyTransport: SyncTransport {
+    private let inner: HTTPClientTransport
+    private let metrics: LoadMetrics
+    private struct State {
+        var online = true
+        var faultRate: Double
+        var random: SplitMix64
+        var heldBack: [SyncRequest] = []
+    }
+    private let state: Mutex<State>
+
+    init(inner: HTTPClientTransport, metrics: LoadMetrics, faultRate: Double, seed: UInt64) {
+        self.inner = inner
+        self.metrics = metrics
+        self.state = Mutex(State(faultRate: faultRate, random: SplitMix64(seed: seed)))
+    }
+
+    var isOnline: Bool { state.withLock { $0.online } }
+
+    func setOnline(_ online: Bool) { state.withLock { $0.online = online } }
+
+    /// Stops injecting faults (the verdict's settling phase).
+    func stopFaults() { state.withLock { $0.faultRate = 0 } }
+
+    func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
+        let (online, fault, late, delay) = state.withLock { state -> (Bool, Fault?, [SyncRequest], Duration) in
+            guard state.online else { return (false, nil, [], .zero) }
+            let late = state.heldBack
+            state.heldBack.removeAll()
+            var fault: Fault? = nil
+            if state.faultRate > 0, Double.random(in: 0..<1, using: &state.random) < state.faultRate {
+                fault = Fault.allCases.randomElement(using: &state.random)
+            }
+            if fault == .reorder { state.heldBack.append(request) }
+            return (true, fault, late, .milliseconds(Int.random(in: 50...500, using: &state.random)))
+        }
+        guard online else { throw .retryable(reason: "network: offline", retryAfter: nil) }
+        for request in late { _ = try? await inner.sync(request) }
+        if let fault { metrics.injected(fault) }
+        switch fault {
+        case .lostRequest?, .reorder?:
+            throw .retryable(reason: "network: request lost (injected)", retryAfter: nil)
+        case .serverError?:
+            throw SyncFailure.from(status: 500, code: "server.internal", message: "injected")
+        case .delay?:
+            try? await Task.sleep(for: delay)
+        case .duplicate?:
+            _ = try? await inner.sync(request)
+        case .lostResponse?, nil:
+            break
+        }
+        let exchange: TransportExchange
+        do {
+            exchange = try await inner.sync(request)
+        } catch {
+            metrics.failed(error)
+            throw error
+        }
+        if fault == .lostResponse { throw .retryable(reason: "network: response lost (injected)", retryAfter: nil) }
+        return exchange
+    }
+
+    func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
+        guard isOnline else { throw .retryable(reason: "network: offline", retryAfter: nil) }
+        do {
+            return try await inner.pull(request)
+        } catch {
+            if !Task.isCancelled { metrics.failed(error) }
+            throw error
+        }
+    }
+}
+
+extension SplitMix64 {
+    /// The generator of stream `index` of a run seeded with `seed` (each device draws from its own, so a
+    /// run is reproducible from its seed).
+    static func stream(_ seed: UInt64, _ index: Int) -> SplitMix64 {
+        var mixer = SplitMix64(seed: seed ^ (UInt64(index) &* 0xD1B5_4A32_D192_ED03))
+        return SplitMix64(seed: mixer.next())
+    }
+}

@@ -1,0 +1,223 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+@main
+struct SyncLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-load",
+        abstract:
+            "Load-test a sync server with many real devices, offline spells and faults; then prove that nothing was lost, duplicated or left diverged.",
+        subcommands: [RunCommand.self, VerifyCommand.self], defaultSubcommand: RunCommand.self)
+}
+
+/// Where the server is and how devices get tokens.
+struct ServerOptions: ParsableArguments {
+    @Option(help: "The sync server's base URL.") var server = "http://127.0.0.1:8080"
+    @Option(help: "The server's HS256 secret, to mint a token per device (default: SYNC_JWT_SECRET).")
+    var jwtSecret: String?
+    @Option(help: "One token for every device instead (it must grant every scope of the run).") var token: String?
+
+    func tokens() async throws -> Tokens {
+        try await Tokens(
+            secret: jwtSecret ?? ProcessInfo.processInfo.environment["SYNC_JWT_SECRET"], given: token)
+    }
+}
+
+/// The shared HTTP client: AsyncHTTPClient on NIO's event loops (one thread per core), so a thousand devices
+/// cost a thousand sockets, not a thousand threads; a pool wide enough for each device's long-poll and its
+/// sync at once; no response decompression (the transport inflates with the protocol's bound).
+func makeHTTPClient(devices: Int) -> HTTPClient {
+    var configuration = HTTPClient.Configuration()
+    configuration.decompression = .disabled
+    configuration.connectionPool = .init(
+        idleTimeout: .seconds(90), concurrentHTTP1ConnectionsPerHostSoftLimit: max(16, devices * 2 + 16))
+    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+}
+
+/// A thousand devices hold a few thousand files and sockets: raise the soft limit to the hard one.
+func raiseFileLimit() {
+    var limit = rlimit()
+    #if os(Linux)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+        let resource = RLIMIT_NOFILE
+    #endif
+    guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(resource, &limit)
+}
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "Run the load (one step, or a sweep) and its verdict; exit 1 if it fails.")
+
+    @OptionGroup var server: ServerOptions
+    @Option(help: "Virtual devices, each a real replica with its own SQLite file.") var devices = 20
+    @Option(help: "Scopes the devices share (device i writes to scope i mod scopes).") var scopes = 4
+    @Option(help: "Seconds of writing after the ramp-up.") var duration = 30.0
+    @Option(help: "Seconds over which devices start.") var rampUp = 5.0
+    @Option(help: "Actions per second per device (exponential think times; a typing burst is one action).")
+    var rate = 1.0
+    @Option(help: "Relative weights of the actions.") var weights = WorkloadWeights.standard.description
+    @Option(help: "Share of devices offline at any time (0 to 0.95).") var offline = 0.1
+    @Option(help: "Shortest offline spell, seconds.") var offlineMin = 1.0
+    @Option(help: "Longest offline spell, seconds.") var offlineMax = 5.0
+    @Option(
+        help:
+            "Probability that a sync request suffers an injected fault (lost request or response, duplicate, delay, reorder, 500)."
+    )
+    var faults = 0.05
+    @Option(help: "Mean seconds between abrupt closes (and reopens) of one device; 0: none.") var crashInterval = 60.0
+    @Option(help: "Long-poll seconds while a device is idle (0: poll only on the engine's interval).")
+    var longPoll = 25
+    @Option(help: "The run's seed (workload, offline spells, faults).") var seed: UInt64 = 1
+    @Option(help: "Scope names start with this (default: load-<random>).") var scopePrefix: String?
+    @Option(help: "Where device files go (default: a temporary folder, deleted after a passing run).")
+    var dataDir: String?
+    @Flag(help: "Keep the device files after a passing run.") var keep = false
+    @Option(help: "Write report.json and report.md here.") var out: String?
+    @Option(help: "Run steps: devices=10,100,1000 (scopes scale along) or rate=1,2,4.") var sweep: String?
+    @Option(help: "Seconds the verdict waits for every device to settle.") var settleTimeout = 180.0
+    @Option(
+        parsing: .singleValue,
+        help: "NAME=PID: report the CPU time of this process and its children (the server, PostgreSQL).")
+    var watch: [String] = []
+
+    func run() async throws {
+        raiseFileLimit()
+        let tokens = try await server.tokens()
+        let prefix = scopePrefix ?? "load-" + String(UInt32.random(in: .min ... .max), radix: 16)
+        let base = URL(
+            fileURLWithPath: dataDir
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent("sync-load-\(prefix)").path)
+        let first = StepConfiguration(
+            server: server.server, devices: devices, scopes: scopes, seconds: duration, rampUp: rampUp, rate: rate,
+            weights: try WorkloadWeights(parsing: weights).description, offlineFraction: offline,
+            offlineMin: offlineMin, offlineMax: max(offlineMin, offlineMax), faultRate: faults,
+            crashInterval: crashInterval, longPoll: longPoll, seed: seed, scopePrefix: prefix,
+            dataDirectory: base.path, settleTimeout: settleTimeout)
+        let steps = try Self.steps(first, sweep: sweep, base: base)
+        var watched: [String: Int32] = [:]
+        for entry in watch {
+            let parts = entry.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, let pid = Int32(parts[1]) else { throw ValidationError("--watch NAME=PID") }
+            watched[String(parts[0])] = pid
+        }
+        let http = makeHTTPClient(devices: steps.map(\.devices).max() ?? devices)
+        var report = RunReport(
+            startedAt: Date(), commit: RunReport.commit(), machine: RunReport.machine(),
+            command: CommandLine.arguments, sweep: sweep, configuration: first, steps: [])
+        do {
+            for step in steps {
+                let result = try await LoadRun(configuration: step, tokens: tokens, http: http, watched: watched).run()
+                report.steps.append(result)
+                Self.summarize(result)
+                if let out { try report.write(to: URL(fileURLWithPath: out)) }
+                if result.verdict.passed && !keep && dataDir == nil {
+                    try? FileManager.default.removeItem(atPath: step.dataDirectory)
+                }
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        if let out { say("sync-load: report in \(out)/report.md and report.json") }
+        if !report.passed {
+            say("sync-load: FAILED (device files kept in \(base.path))")
+            throw ExitCode(1)
+        }
+    }
+
+    /// The steps of a run: one, or one per value of `--sweep`.
+    static func steps(_ first: StepConfiguration, sweep: String?, base: URL) throws -> [StepConfiguration] {
+        guard let sweep else { return [first] }
+        let parts = sweep.split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2, ["devices", "rate"].contains(parts[0]) else {
+            throw ValidationError("--sweep devices=N,N,… or rate=R,R,…")
+        }
+        let values = parts[1].split(separator: ",").compactMap { Double($0) }
+        guard !values.isEmpty else { throw ValidationError("--sweep: no values") }
+        return values.enumerated().map { index, value in
+            var step = first
+            if parts[0] == "devices" {
+                step.devices = Int(value)
+                step.scopes = max(1, Int((value * Double(first.scopes) / Double(max(first.devices, 1))).rounded()))
+            } else {
+                step.rate = value
+            }
+            step.scopePrefix = "\(first.scopePrefix)-\(index)"
+            step.dataDirectory = base.appendingPathComponent("step-\(index)").path
+            return step
+        }
+    }
+
+    static func summarize(_ step: StepReport) {
+        let verdict = step.verdict
+        say(
+            "sync-load: \(step.devices) devices: \(Int(step.acceptedPerSecond)) events/s accepted, push p99 \(step.pushLatencyMs.p99) ms, "
+                + "write-to-visible p50 \(step.writeToVisibleMs.p50) ms p99 \(step.writeToVisibleMs.p99) ms (\(step.label)); "
+                + "verdict \(verdict.passed ? "PASS" : "FAIL"): \(verdict.serverEvents) events on the server, lost \(verdict.lost), "
+                + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), unsettled \(verdict.unsettled), gaps \(verdict.gaps)"
+        )
+        for (kind, findings) in verdict.findings.sorted(by: { $0.key < $1.key }) {
+            for finding in findings { say("  \(kind): \(finding)") }
+        }
+    }
+}
+
+/// `sync-load verify`: reopen the devices of a run from their files and judge them again (after a run
+/// with `--keep`, or one whose server was tampered with).
+struct VerifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Reopen a run's devices from --data-dir, settle them and check the verdict again; exit 1 if it fails."
+    )
+
+    @OptionGroup var server: ServerOptions
+    @Option(help: "The data folder of a run (with its manifest.json).") var dataDir: String
+    @Option(help: "Write the verdict as JSON here.") var out: String?
+    @Option(help: "Seconds to wait for every device to settle.") var settleTimeout = 60.0
+
+    func run() async throws {
+        raiseFileLimit()
+        let directory = URL(fileURLWithPath: dataDir)
+        var manifest = try JSONDecoder().decode(
+            Manifest.self, from: Data(contentsOf: directory.appendingPathComponent("manifest.json")))
+        manifest.configuration.server = server.server
+        manifest.configuration.settleTimeout = settleTimeout
+        guard let baseURL = URL(string: server.server) else { throw ValidationError("--server: not a URL") }
+        let tokens = try await server.tokens()
+        let http = makeHTTPClient(devices: manifest.devices.count)
+        let metrics = LoadMetrics()
+        let verdict: Verdict
+        do {
+            var devices: [Device] = []
+            for plan in manifest.devices {
+                let transport = FaultyTransport(
+                    inner: .init(
+                        baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
+                        client: http),
+                    metrics: metrics, faultRate: 0, seed: 0)
+                let device = try Device(plan: plan, transport: transport, metrics: metrics, longPoll: nil)
+                try device.open()
+                devices.append(device)
+            }
+            verdict = try await Verifier(manifest: manifest, tokens: tokens, http: http, baseURL: baseURL)
+                .settleAndVerify(devices)
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        let json = try JSONEncoder.pretty.encode(verdict)
+        if let out { try json.write(to: URL(fileURLWithPath: out)) }
+        FileHandle.standardOutput.write(json + Data("\n".utf8))
+        for (kind, findings) in verdict.findings.sorted(by: { $0.key < $1.key }) {
+            for finding in findings { say("\(kind): \(finding)") }
+        }
+        if !verdict.passed { throw ExitCode(1) }
+    }
+}

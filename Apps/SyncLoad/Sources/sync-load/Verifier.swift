@@ -1,0 +1,315 @@
+import AsyncHTTPClient
+import Foundation
+import GRDB
+import NotesStore
+import SyncEngine
+import SyncEngineHTTPClient
+import SyncModels
+import SyncProtocol
+import Synchronization
+
+/// One thing the verdict found wrong, with where.
+struct Finding: Codable, Sendable, CustomStringConvertible {
+    var device: Int?
+    var scope: String
+    var event: String?
+    var detail: String
+
+    var description: String {
+        "scope \(scope)" + (device.map { ", device \($0)" } ?? "") + (event.map { ", event \($0)" } ?? "")
+            + ": \(detail)"
+    }
+}
+
+/// The end of a run: whether anything was lost, duplicated or left diverged.
+struct Verdict: Codable, Sendable {
+    var passed: Bool
+    /// Seconds from the end of writing until every outbox was empty and a whole pass moved nothing.
+    var settleSeconds: Double
+    var serverEvents: Int
+    /// Events the devices made and the server did not reject (each must be on the server exactly once).
+    var deviceEvents: Int
+    /// Events the server rejected (each must be absent from it, and rolled back on its device).
+    var rejected: Int
+    var lost: Int
+    var duplicated: Int
+    var diverged: Int
+    var rejectedOnServer: Int
+    var unsettled: Int
+    var gaps: Int
+    /// The first findings of each kind (at most 20 each).
+    var findings: [String: [Finding]]
+}
+
+/// Brings every device online without faults, syncs them until quiet, then checks them against the
+/// server's log (read through the API) and against fresh devices bootstrapped from it.
+struct Verifier {
+    let manifest: Manifest
+    let tokens: Tokens
+    let http: HTTPClient
+    let baseURL: URL
+
+    private static let shown = 20
+
+    func settleAndVerify(_ devices: [Device]) async throws -> Verdict {
+        let start = ContinuousClock.now
+        let unsettled = await settle(devices, timeout: .seconds(manifest.configuration.settleTimeout))
+        let settleSeconds = (ContinuousClock.now - start).secondsValue
+        var verdict = try await verify(devices)
+        verdict.settleSeconds = settleSeconds
+        verdict.unsettled = unsettled.count
+        if !unsettled.isEmpty { verdict.findings["unsettled"] = Array(unsettled.prefix(Self.shown)) }
+        verdict.passed = verdict.passed && unsettled.isEmpty
+        return verdict
+    }
+
+    /// Stops background sync and faults, then syncs every device (16 at a time) in passes until a whole pass
+    /// pushes and pulls nothing and every outbox is empty; returns the devices that never got there.
+    func settle(_ devices: [Device], timeout: Duration) async -> [Finding] {
+        for device in devices {
+            await device.stopSync()
+            device.transport.stopFaults()
+            device.transport.setOnline(true)
+            if device.engine == nil { try? device.open() }
+        }
+        let deadline = ContinuousClock.now + timeout
+        var failures: [Int: String] = [:]
+        while ContinuousClock.now < deadline {
+            let moved = Mutex(0)
+            let failed = Mutex<[Int: String]>([:])
+            await forEach(devices, concurrency: 16) { device in
+                guard let engine = device.engine else {
+                    failed.withLock { $0[device.plan.index] = "the replica could not be opened" }
+                    return
+                }
+                let before = try? await engine.store.counts()
+                do {
+                    try await engine.syncNow()
+                } catch {
+                    failed.withLock { $0[device.plan.index] = "sync failed: \(error)" }
+                }
+                let after = try? await engine.store.counts()
+                if before != after || (after?[.pending] ?? 1) > 0 { moved.withLock { $0 += 1 } }
+            }
+            failures = failed.withLock { $0 }
+            if moved.withLock({ $0 }) == 0 && failures.isEmpty { return [] }
+        }
+        var findings: [Finding] = []
+        for device in devices {
+            let pending = (try? await device.engine?.store.counts()[.pending]) ?? nil
+            if let failure = failures[device.plan.index] {
+                findings.append(Finding(device: device.plan.index, scope: device.plan.scope, detail: failure))
+            } else if let pending, pending > 0 {
+                findings.append(
+                    Finding(
+                        device: device.plan.index, scope: device.plan.scope, detail: "\(pending) events still pending"))
+            }
+        }
+        if findings.isEmpty {
+            findings.append(
+                Finding(scope: "*", detail: "devices were still syncing new events when the settle timed out"))
+        }
+        return findings
+    }
+
+    /// An event as the server holds it.
+    private struct ServerEvent {
+        var id: String
+        var dot: Dot
+        var seq: Int64
+    }
+
+    /// Checks (1) every event a device made and the server did not reject is on the server exactly once
+    /// (by id, and by its dot: a copy under a new id is a duplicate too), (2) every rejected event is absent
+    /// from the server, (3) every device's state equals that of a fresh device bootstrapped from the
+    /// server (so rejected events are rolled back), and (4) each scope's seqs are gap-free.
+    func verify(_ devices: [Device]) async throws -> Verdict {
+        var findings: [String: [Finding]] = [:]
+        var counts: [String: Int] = [:]
+        func found(_ kind: String, _ finding: Finding) {
+            counts[kind, default: 0] += 1
+            if findings[kind, default: []].count < Self.shown { findings[kind, default: []].append(finding) }
+        }
+
+        // The server's log, through the API.
+        let log = try await serverLog()
+        var byID: [String: [ServerEvent]] = [:]
+        var byDot: [Dot: Int] = [:]
+        for (scope, events) in log {
+            var expected: Int64 = 1
+            for event in events {
+                byID[event.id, default: []].append(event)
+                byDot[event.dot, default: 0] += 1
+                if event.seq != expected {
+                    found("gaps", Finding(scope: scope, detail: "seq \(event.seq) follows \(expected - 1)"))
+                }
+                expected = event.seq + 1
+            }
+        }
+        for (id, copies) in byID where copies.count > 1 {
+            found("duplicated", Finding(scope: "?", event: id, detail: "on the server \(copies.count) times"))
+        }
+
+        // What each device made.
+        var made = 0
+        var rejected = 0
+        var replicas: [ReplicaID: Device] = [:]
+        var ownIDs = Set<String>()
+        for device in devices {
+            guard let store = device.engine?.store else { continue }
+            replicas[store.replica] = device
+            let own = try await store.database.writer.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT event_id, status, type FROM events WHERE dot_replica = ?",
+                    arguments: [store.replica.description]
+                ).map { (id: $0["event_id"] as String, status: $0["status"] as String, type: $0["type"] as String) }
+            }
+            for event in own {
+                ownIDs.insert(event.id)
+                let copies = byID[event.id]?.count ?? 0
+                if event.status == "rejected" {
+                    rejected += 1
+                    if copies > 0 {
+                        found(
+                            "rejectedOnServer",
+                            Finding(
+                                device: device.plan.index, scope: device.plan.scope, event: event.id,
+                                detail: "\(event.type) was rejected here but is on the server"))
+                    }
+                    continue
+                }
+                made += 1
+                if copies == 0 {
+                    found(
+                        "lost",
+                        Finding(
+                            device: device.plan.index, scope: device.plan.scope, event: event.id,
+                            detail: "\(event.type) (\(event.status) here) is not on the server"))
+                }
+            }
+        }
+        // A device's event on the server under an id the device does not know (a copy under its dot is counted
+        // below, once).
+        for (scope, events) in log {
+            for event in events
+            where replicas[event.dot.replica] != nil && !ownIDs.contains(event.id) && byDot[event.dot] == 1 {
+                let device = replicas[event.dot.replica]!
+                found(
+                    "duplicated",
+                    Finding(
+                        device: device.plan.index, scope: scope, event: event.id,
+                        detail:
+                            "seq \(event.seq) carries dot \(event.dot) of this device, which never made an event with this id"
+                    ))
+            }
+        }
+        for (dot, count) in byDot where count > 1 {
+            if let device = replicas[dot.replica] {
+                found(
+                    "duplicated",
+                    Finding(
+                        device: device.plan.index, scope: device.plan.scope,
+                        detail: "dot \(dot) is on the server \(count) times"))
+            }
+        }
+
+        // Every device against a fresh device of its scope.
+        let directory = URL(fileURLWithPath: manifest.configuration.dataDirectory)
+        for scope in manifest.scopes {
+            let path = directory.appendingPathComponent("verify-\(scope).sqlite").path
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            let fresh = try Device.openClient(path: path)
+            let transport = HTTPClientTransport(
+                baseURL: baseURL,
+                token: try await tokens.token(
+                    subject: "\(manifest.configuration.scopePrefix)-verifier", scopes: [scope]),
+                client: http)
+            var configuration = SyncEngine.Configuration(scopes: [try Scope(scope)])
+            configuration.autoCompactAfter = nil
+            try await SyncEngine(store: fresh.store, transport: transport, configuration: configuration).syncNow()
+            let reference = try await fresh.exportState()
+            for device in devices where device.plan.scope == scope {
+                guard let client = device.client else { continue }
+                let state = try await client.exportState()
+                if state != reference {
+                    found(
+                        "diverged",
+                        Finding(
+                            device: device.plan.index, scope: scope,
+                            detail: "state differs from a fresh device's: " + Self.difference(state, reference)))
+                }
+            }
+        }
+        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps"].contains {
+            counts[$0, default: 0] > 0
+        }
+        return Verdict(
+            passed: !failed, settleSeconds: 0, serverEvents: log.values.reduce(0) { $0 + $1.count },
+            deviceEvents: made, rejected: rejected, lost: counts["lost", default: 0],
+            duplicated: counts["duplicated", default: 0], diverged: counts["diverged", default: 0],
+            rejectedOnServer: counts["rejectedOnServer", default: 0], unsettled: 0, gaps: counts["gaps", default: 0],
+            findings: findings)
+    }
+
+    /// Every event of the run's scopes, read with `GET /v1/pull` from the start, by scope in seq order.
+    private func serverLog() async throws -> [String: [ServerEvent]] {
+        let scopes = try manifest.scopes.map { try Scope($0) }
+        let transport = HTTPClientTransport(
+            baseURL: baseURL,
+            token: try await tokens.token(
+                subject: "\(manifest.configuration.scopePrefix)-verifier", scopes: manifest.scopes),
+            client: http)
+        var log: [String: [ServerEvent]] = [:]
+        var cursor = ScopeCursor()
+        while true {
+            let page = try await transport.pull(PullRequest(cursor: cursor, scopes: scopes, limit: 1000))
+            for event in page.events {
+                log[event.scope.name, default: []].append(
+                    ServerEvent(id: event.id.description, dot: event.dot, seq: event.seq ?? 0))
+            }
+            cursor = try ScopeCursor(encoded: page.cursor)
+            if !page.hasMore { break }
+        }
+        return log
+    }
+
+    /// Which notes differ between two exports (canonical JSON objects keyed by note id).
+    static func difference(_ a: Data, _ b: Data) -> String {
+        guard let left = try? JSONSerialization.jsonObject(with: a) as? [String: Any],
+            let right = try? JSONSerialization.jsonObject(with: b) as? [String: Any]
+        else { return "\(a.count) bytes against \(b.count)" }
+        let missing = Set(right.keys).subtracting(left.keys).sorted()
+        let extra = Set(left.keys).subtracting(right.keys).sorted()
+        func canonical(_ value: Any?) -> Data? {
+            value.flatMap {
+                try? JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys, .fragmentsAllowed])
+            }
+        }
+        let changed = Set(left.keys).intersection(right.keys).filter { canonical(left[$0]) != canonical(right[$0]) }
+            .sorted()
+        var parts: [String] = []
+        if !missing.isEmpty { parts.append("missing notes \(missing.prefix(3).joined(separator: ", "))") }
+        if !extra.isEmpty { parts.append("extra notes \(extra.prefix(3).joined(separator: ", "))") }
+        if !changed.isEmpty { parts.append("different notes \(changed.prefix(3).joined(separator: ", "))") }
+        return parts.isEmpty ? "same notes, different bytes" : parts.joined(separator: "; ")
+    }
+}
+
+/// Runs `body` for every item, at most `concurrency` at a time.
+func forEach<T: Sendable>(_ items: [T], concurrency: Int, _ body: @escaping @Sendable (T) async -> Void) async {
+    await withTaskGroup(of: Void.self) { group in
+        var next = 0
+        while next < min(concurrency, items.count) {
+            let item = items[next]
+            group.addTask { await body(item) }
+            next += 1
+        }
+        while await group.next() != nil {
+            if next < items.count {
+                let item = items[next]
+                group.addTask { await body(item) }
+                next += 1
+            }
+        }
+    }
+}
