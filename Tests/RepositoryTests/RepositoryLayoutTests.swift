@@ -78,4 +78,49 @@ import Testing
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "docker-compose config: \(message)")
     }
+
+    /// `docker compose --profile load up` runs the stack under load: sync-load and two agents are in the
+    /// `load` profile, so a plain `up` leaves them out. (docker-compose 1.x lists every service in `config`,
+    /// so the test reads each service's profiles from the normalized file.)
+    @Test func dockerComposeLoadProfileAddsTheLoad() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "docker-compose", "-f", Self.root.appendingPathComponent("docker-compose.yml").path, "config",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        // Services are the two-space-indented keys under `services:`; a profile list follows `profiles:`.
+        var profiles: [String: [String]] = [:]
+        var section = ""
+        var service: String?
+        var inProfiles = false
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init) {
+            if !line.hasPrefix(" ") {
+                section = line
+                continue
+            }
+            guard section == "services:" else { continue }
+            if line.hasPrefix("  ") && !line.hasPrefix("   ") {
+                service = line.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: ":", with: "")
+                profiles[service!] = []
+                inProfiles = false
+            } else if line.trimmingCharacters(in: .whitespaces) == "profiles:" {
+                inProfiles = true
+            } else if inProfiles, let service, line.trimmingCharacters(in: .whitespaces).hasPrefix("- ") {
+                profiles[service]!.append(String(line.trimmingCharacters(in: .whitespaces).dropFirst(2)))
+            } else {
+                inProfiles = false
+            }
+        }
+        #expect(profiles["postgres"] == [] && profiles["sync-server"] == [])
+        for name in ["sync-load", "sync-agent-alice", "sync-agent-bob"] {
+            #expect(profiles[name] == ["load"], "\(name): \(profiles[name] ?? [])")
+        }
+    }
 }
