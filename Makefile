@@ -3,13 +3,18 @@
 SWIFT ?= swift
 SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
 
-.PHONY: test run build release lint format bootstrap postgres-start postgres-stop clean
+.PHONY: test run load build release lint format bootstrap postgres-start postgres-stop clean
 
 test: bootstrap lint
 	scripts/with-postgres.sh $(SWIFT) test
 
 run: bootstrap
 	scripts/run-stack.sh
+
+# The stack under load: PostgreSQL, sync-server and sync-load's default scenario with its verdict
+# (LOAD_ARGS adds sync-load options). The report is in .run/load/.
+load: bootstrap
+	scripts/load.sh
 
 build: bootstrap
 	$(SWIFT) build

@@ -66,8 +66,14 @@ struct LoadRun {
     func run() async throws -> StepReport {
         let manifest = Manifest.make(configuration)
         let directory = URL(fileURLWithPath: configuration.dataDirectory)
+        let manifestFile = directory.appendingPathComponent("manifest.json")
+        guard !FileManager.default.fileExists(atPath: manifestFile.path) else {
+            throw LoadError(
+                "\(directory.path) holds the devices of an earlier run (check them with `sync-load verify`); "
+                    + "delete it or choose another --data-dir")
+        }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try JSONEncoder.pretty.encode(manifest).write(to: directory.appendingPathComponent("manifest.json"))
+        try JSONEncoder.pretty.encode(manifest).write(to: manifestFile)
         guard let baseURL = URL(string: configuration.server) else { throw LoadError("--server: not a URL") }
         let metrics = LoadMetrics()
         _ = try WorkloadWeights(parsing: configuration.weights)
@@ -165,7 +171,8 @@ struct LoadRun {
         var crashAt = configuration.crashInterval > 0 ? at(exponential(configuration.crashInterval)) : nil
         while ContinuousClock.now < end, !Task.isCancelled {
             let think = exponential(1 / max(configuration.rate, 0.001))
-            try? await Task.sleep(for: .milliseconds(Int64(min(think, 60) * 1000)))
+            let left = (end - ContinuousClock.now).secondsValue
+            try? await Task.sleep(for: .milliseconds(Int64(max(0, min(think, left)) * 1000)))
             let now = ContinuousClock.now
             if now >= end { break }
             if let due = toggleAt, now >= due {

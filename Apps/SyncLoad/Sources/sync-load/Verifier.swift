@@ -37,6 +37,8 @@ struct Verdict: Codable, Sendable {
     var rejectedOnServer: Int
     var unsettled: Int
     var gaps: Int
+    /// Scopes a fresh device could not bootstrap (the server serves something a client refuses).
+    var bootstrap: Int
     /// The first findings of each kind (at most 20 each).
     var findings: [String: [Finding]]
 }
@@ -226,7 +228,12 @@ struct Verifier {
                 client: http)
             var configuration = SyncEngine.Configuration(scopes: [try Scope(scope)])
             configuration.autoCompactAfter = nil
-            try await SyncEngine(store: fresh.store, transport: transport, configuration: configuration).syncNow()
+            do {
+                try await SyncEngine(store: fresh.store, transport: transport, configuration: configuration).syncNow()
+            } catch {
+                found("bootstrap", Finding(scope: scope, detail: "a fresh device could not bootstrap: \(error)"))
+                continue
+            }
             let reference = try await fresh.exportState()
             for device in devices where device.plan.scope == scope {
                 guard let client = device.client else { continue }
@@ -240,7 +247,7 @@ struct Verifier {
                 }
             }
         }
-        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps"].contains {
+        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap"].contains {
             counts[$0, default: 0] > 0
         }
         return Verdict(
@@ -248,6 +255,7 @@ struct Verifier {
             deviceEvents: made, rejected: rejected, lost: counts["lost", default: 0],
             duplicated: counts["duplicated", default: 0], diverged: counts["diverged", default: 0],
             rejectedOnServer: counts["rejectedOnServer", default: 0], unsettled: 0, gaps: counts["gaps", default: 0],
+            bootstrap: counts["bootstrap", default: 0],
             findings: findings)
     }
 

@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+
+/// `sync-load` end to end against a real server and PostgreSQL: a short run with faults, offline spells and
+/// crashes passes its verdict and writes its reports; and the verifier catches what it claims to when the
+/// server's database or a device is tampered with behind their backs.
+@Suite(.serialized) struct LoadTests {
+    struct Report: Decodable {
+        struct Step: Decodable {
+            struct Latency: Decodable { var count: Int, p50: Int, p99: Int }
+            struct Verdict: Decodable {
+                var passed: Bool
+                var serverEvents: Int
+                var deviceEvents: Int
+                var lost: Int
+                var duplicated: Int
+                var diverged: Int
+            }
+            var devices: Int
+            var scopes: Int
+            var edits: Int
+            var accepted: Int
+            var writeToVisibleMs: Latency
+            var faults: [String: Int]
+            var offlineSpells: Int
+            var crashes: Int
+            var label: String
+            var verdict: Verdict
+        }
+        var tool: String
+        var configuration: Configuration
+        var steps: [Step]
+        struct Configuration: Decodable { var seed: UInt64 }
+    }
+
+    static var load: String { Stack.productsDirectory.appendingPathComponent("sync-load").path }
+
+    /// The server folds nothing here: the verdict reads back every event the devices made.
+    static func stack() async throws -> Stack {
+        try await Stack(noteQuota: 100_000, serverEnvironment: ["SYNC_COMPACTION_INTERVAL_SECONDS": "0"])
+    }
+
+    func run(_ stack: Stack, _ arguments: [String], command: String = "run") throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
+        try Stack.runCapturing(
+            Self.load, [command, "--server", stack.serverURL, "--jwt-secret", Stack.secret] + arguments)
+    }
+
+    @Test func twentyDevicesWithFaultsPassTheVerdictAndWriteTheirReports() async throws {
+        let stack = try await Self.stack()
+        let out = stack.directory.appendingPathComponent("report")
+        let result = try run(
+            stack,
+            [
+                "--devices", "20", "--scopes", "4", "--duration", "6", "--ramp-up", "1", "--rate", "2",
+                "--faults", "0.15", "--offline", "0.2", "--offline-min", "0.5", "--offline-max", "2",
+                "--crash-interval", "4", "--seed", "7", "--out", out.path,
+                "--data-dir", stack.directory.appendingPathComponent("devices").path,
+            ])
+        #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        let report = try JSONDecoder().decode(
+            Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
+        let step = try #require(report.steps.first)
+        #expect(report.tool == "sync-load" && report.configuration.seed == 7)
+        #expect(step.devices == 20 && step.scopes == 4)
+        #expect(step.verdict.passed && step.verdict.lost == 0 && step.verdict.duplicated == 0)
+        #expect(step.verdict.diverged == 0)
+        #expect(step.edits > 0 && step.verdict.serverEvents == step.verdict.deviceEvents)
+        #expect(step.verdict.serverEvents > 0)
+        // The faults, offline spells and crashes happened, and events reached other devices.
+        #expect(step.faults.values.reduce(0, +) > 0 && step.offlineSpells > 0 && step.crashes > 0)
+        #expect(step.writeToVisibleMs.count > 0)
+        #expect(["healthy", "degraded", "collapsed"].contains(step.label))
+        let markdown = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
+        #expect(markdown.contains("| 20 | 4 |") && markdown.contains("**pass**"))
+        // The server holds each of those events once.
+        let rows = try stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
+        #expect(rows == ["\(step.verdict.serverEvents)|\(step.verdict.serverEvents)"])
+    }
+
+    struct VerdictJSON: Decodable {
+        struct Finding: Decodable {
+            var device: Int?
+            var scope: String
+            var event: String?
+            var detail: String
+        }
+        var passed: Bool
+        var lost: Int
+        var duplicated: Int
+        var diverged: Int
+        var findings: [String: [Finding]]
+    }
+
+    func verify(_ stack: Stack, _ devices: URL) throws -> (status: Int32, verdict: VerdictJSON, stderr: String) {
+        let result = try run(stack, ["--data-dir", devices.path], command: "verify")
+        guard let verdict = try? JSONDecoder().decode(VerdictJSON.self, from: Data(result.stdout.utf8)) else {
+            throw Stack.StackError("sync-load verify printed no verdict (exit \(result.status)): \(result.stderr)")
+        }
+        return (result.status, verdict, result.stderr)
+    }
+
+    @Test func theVerifierCatchesALostEventADuplicateAndADivergedDevice() async throws {
+        let stack = try await Self.stack()
+        let devices = stack.directory.appendingPathComponent("devices")
+        let result = try run(
+            stack,
+            [
+                "--devices", "6", "--scopes", "2", "--duration", "3", "--ramp-up", "0.5", "--rate", "3",
+                "--faults", "0", "--offline", "0", "--crash-interval", "0", "--scope-prefix", "tamper",
+                "--data-dir", devices.path,
+            ])
+        #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        let clean = try verify(stack, devices)
+        #expect(clean.status == 0 && clean.verdict.passed, "\(clean.stderr)")
+
+        // An accepted event deleted from PostgreSQL behind the server's back: lost, and named. (Then put
+        // back, so that the next check finds only its own fault.)
+        let deleted = try #require(
+            try stack.sql(
+                """
+                CREATE TABLE tampered AS SELECT * FROM events
+                    WHERE scope = 'tamper-s0' AND seq = (SELECT max(seq) FROM events WHERE scope = 'tamper-s0');
+                DELETE FROM events WHERE event_id = (SELECT event_id FROM tampered) RETURNING event_id
+                """
+            ).first { $0.count == 36 })
+        let lost = try verify(stack, devices)
+        #expect(lost.status != 0 && lost.verdict.lost == 1)
+        #expect(lost.verdict.findings["lost"]?.first?.event == deleted, "\(lost.verdict.findings)")
+        #expect(lost.stderr.contains(deleted))
+        _ = try stack.sql("INSERT INTO events SELECT * FROM tampered; DROP TABLE tampered")
+        let restored = try verify(stack, devices)
+        #expect(restored.status == 0 && restored.verdict.passed, "\(restored.verdict.findings)")
+
+        // One device's state corrupted (a note dropped from its table): diverged, naming the device.
+        let file = devices.appendingPathComponent("device-0.sqlite").path
+        _ = try Stack.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('DELETE FROM notes WHERE rowid = (SELECT min(rowid) FROM notes WHERE deleted = 0)'); c.commit()",
+                file,
+            ])
+        let diverged = try verify(stack, devices)
+        #expect(diverged.status != 0 && diverged.verdict.diverged == 1 && diverged.verdict.lost == 0)
+        #expect(diverged.verdict.findings["diverged"]?.first?.device == 0, "\(diverged.verdict.findings)")
+
+        // A row of the other scope copied under a new seq and id (what a retry without deduplication would
+        // leave): duplicated, in that scope.
+        _ = try stack.sql(
+            """
+            CREATE TEMP TABLE copy AS SELECT * FROM events WHERE scope = 'tamper-s1' ORDER BY seq DESC LIMIT 1;
+            UPDATE copy SET seq = seq + 1,
+                event_id = overlay(event_id::text placing substr(md5(random()::text), 1, 12) from 25 for 12)::uuid;
+            INSERT INTO events SELECT * FROM copy;
+            SELECT 1
+            """)
+        let duplicated = try verify(stack, devices)
+        #expect(duplicated.status != 0 && duplicated.verdict.duplicated >= 1)
+        #expect(duplicated.verdict.findings["duplicated"]?.first?.scope == "tamper-s1")
+    }
+}
