@@ -19,6 +19,9 @@ final class LoadMetrics: Sendable {
         var accepted = 0
         var rejected = 0
         var pulled = 0
+        /// Round trips of sync cycles (`POST /v1/sync`), and long-poll pages applied without one.
+        var rounds = 0
+        var polledPages = 0
         var traffic = Traffic()
         var errors: [String: Int] = [:]
         var faults: [String: Int] = [:]
@@ -84,6 +87,13 @@ final class LoadMetrics: Sendable {
         }
     }
 
+    /// A device opened for the first time: what was written before it existed reaches it as catch-up, not
+    /// as write-to-visible.
+    func joined(_ replica: ReplicaID) {
+        let now = Self.nowMilliseconds()
+        state.withLock { $0.offline[replica, default: []].insert((0, now), at: 0) }
+    }
+
     func cameOnline(_ replica: ReplicaID) {
         let now = Self.nowMilliseconds()
         state.withLock { state in
@@ -112,6 +122,7 @@ final class LoadMetrics: Sendable {
                 state[keyPath: totals].pulled += round.inserted
             }
             state.totals.traffic += round.traffic
+            if round.traffic.sentWire == 0 { state.totals.polledPages += 1 } else { state.totals.rounds += 1 }
             for event in round.events where event.dot.replica != replica {
                 let written = event.hlc.physical
                 let latency = now > written ? now - written : 1

@@ -127,6 +127,7 @@ struct LoadRun {
             devices: configuration.devices, scopes: configuration.scopes, seconds: wall,
             edits: totals.edits, pushed: totals.pushed, accepted: totals.accepted, rejected: totals.rejected,
             acceptedPerSecond: Double(totals.accepted) / max(wall, 0.001), pulled: totals.pulled,
+            rounds: totals.rounds, polledPages: totals.polledPages,
             pushLatencyMs: LatencySummary(totals.push), writeToVisibleMs: w2v,
             catchUpMs: LatencySummary(totals.catchUp),
             bytes: .init(
@@ -151,6 +152,7 @@ struct LoadRun {
         try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
         do {
             try device.open()
+            if let replica = device.replicaID { metrics.joined(replica) }
         } catch {
             say("device \(device.plan.index): cannot open \(device.plan.path): \(error)")
             return

@@ -26,6 +26,9 @@ struct StepReport: Codable, Sendable {
     var acceptedPerSecond: Double
     /// Events devices pulled that were new to them.
     var pulled: Int
+    /// Sync round trips (`POST /v1/sync`) and long-poll pages applied without one.
+    var rounds: Int
+    var polledPages: Int
     var pushLatencyMs: LatencySummary
     var writeToVisibleMs: LatencySummary
     /// Like write-to-visible, for events written or read across an offline spell.

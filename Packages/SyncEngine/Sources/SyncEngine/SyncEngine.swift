@@ -76,6 +76,8 @@ public final class SyncEngine: Sendable {
     private let state = Mutex(EngineStatus())
     /// The stable points of the last prune: a sync prunes by itself only when they have moved since.
     private let prunedAt = Mutex<[String: Int64]>([:])
+    /// The last long-poll page with other replicas' events, for the run loop to apply (`applyPolledPage`).
+    private let polledPage = Mutex<PolledPage?>(nil)
     private let inbox = TriggerInbox()
     private let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
 
@@ -451,6 +453,8 @@ public final class SyncEngine: Sendable {
             let deadline = [wakeAt, nextInterval].compactMap { $0 }.min()
             let trigger = await inbox.next(deadline: deadline)
             if Task.isCancelled { break }
+            // A long-poll's page that continues the stored cursor is applied as it is: no cycle for it.
+            if trigger == .remoteChange, await applyPolledPage() { continue }
             var action: SyncScheduler<ContinuousClock.Instant>.Action
             if let trigger {
                 action = scheduler.trigger(trigger, now: clock.now)
@@ -473,24 +477,50 @@ public final class SyncEngine: Sendable {
         }
     }
 
+    /// A long-poll's answer with other replicas' events, and where the poll chain that led to it started.
+    struct PolledPage: Sendable {
+        /// Where the chain of polls began: the stored cursor at the first poll, then the end of the last
+        /// page handed over. Every event after it up to `from` is this replica's own, or was in the store
+        /// when a poll started after it.
+        var base: ScopeCursor
+        /// The cursor the poll asked from.
+        var from: ScopeCursor
+        var page: PullResponse
+        var roundTrip: Duration
+    }
+
     /// Long-polls while `run()` runs (`Configuration.longPoll`): waits on the server from the further of the
-    /// stored cursor and the last poll's, and posts `remoteChange` when another replica's event arrives. The
-    /// replica's own pushes wake the poll too; they are skipped without a sync. Small pages (the poll only
-    /// needs to see whether something is new); failures back off as the engine does.
+    /// stored cursor and the last poll's, and when another replica's events arrive, leaves the page for the
+    /// run loop (`applyPolledPage`) and posts `remoteChange`. The replica's own pushes wake the poll too;
+    /// they are stepped over without a sync (they are in the store already; their push's answer gives them
+    /// their `seq`). Failures back off as the engine does.
     private func pollForChanges(wait: Duration) async {
         let seconds = max(1, Int(wait.components.seconds))
         var polled = ScopeCursor()
+        var base: ScopeCursor? = nil
         var failures = 0
         var random = SystemRandomNumberGenerator()
         while !Task.isCancelled {
-            var cursor = (try? ScopeCursor(encoded: try await store.cursor())) ?? ScopeCursor()
+            let stored = (try? ScopeCursor(encoded: try await store.cursor())) ?? ScopeCursor()
+            var cursor = stored
             for (scope, seq) in polled.positions { cursor.advance(scope, to: seq) }
+            // Everything after `base` up to `cursor` is this replica's own or already in the store (polls
+            // step only over own events; a cursor that jumps ahead follows the store).
+            if base == nil { base = stored }
             do {
+                let start = ContinuousClock.now
                 let page = try await transport.pull(
-                    PullRequest(cursor: cursor, scopes: configuration.scopes, limit: 100, wait: seconds))
+                    PullRequest(cursor: cursor, scopes: configuration.scopes, limit: 500, wait: seconds))
                 failures = 0
                 polled = (try? ScopeCursor(encoded: page.cursor)) ?? polled
-                if page.events.contains(where: { $0.dot.replica != store.replica }) { post(.remoteChange) }
+                if page.hasMore || page.events.contains(where: { $0.dot.replica != store.replica }) {
+                    let polledPage = PolledPage(
+                        base: base ?? stored, from: cursor, page: page, roundTrip: ContinuousClock.now - start)
+                    self.polledPage.withLock { $0 = page.hasMore ? nil : polledPage }
+                    // The next chain starts after this page: applying a later page needs this one applied.
+                    base = polled
+                    post(.remoteChange)
+                }
             } catch {
                 if case .permanent(let code, _) = error, code == SyncFailure.transportUnsupported { return }
                 // The server purged what this replica has not seen: a sync resets and bootstraps.
@@ -501,6 +531,49 @@ public final class SyncEngine: Sendable {
                     for: configuration.backoff.delay(attempt: failures, retryAfter: retryAfter, using: &random))
                 failures += 1
             }
+        }
+    }
+
+    /// Whether `a` is at or before `b` in every scope.
+    private static func precedes(_ a: ScopeCursor, _ b: ScopeCursor) -> Bool {
+        Set(a.positions.keys).union(b.positions.keys).allSatisfy { a[$0] <= b[$0] }
+    }
+
+    /// Applies the last long-poll page as a pulled page, when it continues the stored cursor: the store is
+    /// at or past where its chain of polls began, and not past where the page starts (what lies between is
+    /// this replica's own events). Otherwise, or when the store is bootstrapping, returns false and a cycle
+    /// syncs as usual. Runs on the run loop, so it is never a second writer beside a cycle.
+    private func applyPolledPage() async -> Bool {
+        guard
+            let polled = polledPage.withLock({ page in
+                defer { page = nil }; return page
+            })
+        else { return false }
+        guard let stored = try? ScopeCursor(encoded: try await store.cursor()),
+            Self.precedes(polled.base, stored), Self.precedes(stored, polled.from),
+            (try? await store.isBootstrapping()) == false
+        else { return false }
+        let page = polled.page
+        let response = SyncResponse(
+            results: [], events: page.events, cursor: page.cursor, hasMore: false, remaining: page.remaining,
+            stable: page.stable)
+        let start = ContinuousClock.now
+        do {
+            let outcome = try await apply(response, pushed: [], deferProjections: false)
+            let applied = ContinuousClock.now - start
+            await updateStatus {
+                $0.remainingToPull = page.remaining
+                if let stable = page.stable { $0.stablePoints.merge(stable) { $1 } }
+            }
+            configuration.onRound?(
+                SyncRound(
+                    pushed: 0, acknowledged: 0, rejected: 0, pulled: page.events.count,
+                    inserted: outcome.pulled.inserted, pageLimit: 500, hasMore: false, roundTrip: polled.roundTrip,
+                    waited: polled.roundTrip, apply: applied, traffic: Traffic(), remaining: page.remaining,
+                    events: page.events))
+            return true
+        } catch {
+            return false
         }
     }
 }

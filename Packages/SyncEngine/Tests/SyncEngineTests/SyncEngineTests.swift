@@ -176,9 +176,9 @@ import Testing
     }
 
     /// With `longPoll`, a running engine that has no other trigger (no interval, no local write) sees
-    /// another replica's event within a round trip of its push; its own pushes wake the poll without a
-    /// sync of their own.
-    @Test func longPollSyncsWhenAnotherReplicaPushes() async throws {
+    /// another replica's event within a round trip of its push, and applies the poll's page without a cycle
+    /// of its own; its own pushes wake the poll without any sync.
+    @Test func longPollAppliesAnotherReplicasEventsWithoutACycle() async throws {
         let directory = try TemporaryDirectory()
         let server = InMemorySyncServer()
         let a = try Self.replica(directory, "a", server: server)
@@ -199,16 +199,57 @@ import Testing
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(try await TitleProjection.dump(store) == TitleProjection.dump(a.store))
-        #expect(b.status.cycles == cycles + 1)
-        // b's own edit is pushed (local write) and wakes b's poll, which makes no extra cycle.
+        #expect(try await store.cursor() == a.store.cursor())
+        #expect(b.status.cycles == cycles)
+        // b's own edit is pushed (local write: one cycle) and wakes b's poll, which makes no other.
         try await store.append([title("note:2", "from b")])
         for _ in 0..<300 where await server.events(in: "team-1").count < 2 {
             try await Task.sleep(for: .milliseconds(10))
         }
         try await Task.sleep(for: .milliseconds(200))
-        #expect(b.status.cycles == cycles + 2)
+        #expect(b.status.cycles == cycles + 1)
         running.cancel()
         await running.value
+    }
+
+    /// Replicas that sync only by long-poll and local writes, writing concurrently, all end with every
+    /// event: a poll's page is applied only when it continues the stored cursor, so none is stepped over.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func longPollingReplicasMissNothing(seed: UInt64) async throws {
+        var random = SplitMix64(seed: seed)
+        let directory = try TemporaryDirectory()
+        let server = InMemorySyncServer()
+        var configuration = SyncEngine.Configuration()
+        configuration.interval = nil
+        configuration.longPoll = .seconds(5)
+        configuration.debounce = .milliseconds(5)
+        let stores = try (0..<4).map {
+            try EventStore(path: directory.path("r\($0).sqlite"), projections: [TitleProjection()])
+        }
+        let engines = try stores.map {
+            try SyncEngine(store: $0, transport: InMemoryTransport(server: server), configuration: configuration)
+        }
+        let running = engines.map { engine in Task { await engine.run() } }
+        defer { for task in running { task.cancel() } }
+        for round in 0..<60 {
+            let store = stores[random.int(below: stores.count)]
+            try await store.append([title("note:\(random.int(below: 5))", "w\(round)")])
+            try await Task.sleep(for: .milliseconds(random.int(0...15)))
+        }
+        for _ in 0..<600 {
+            var done = await server.events(in: "team-1").count == 60
+            for store in stores where try await store.counts() != [.pending: 0, .confirmed: 60, .rejected: 0] {
+                done = false
+            }
+            if done { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        for store in stores {
+            #expect(try await store.counts() == [.pending: 0, .confirmed: 60, .rejected: 0])
+            #expect(try await TitleProjection.dump(store) == TitleProjection.dump(stores[0]))
+        }
+        for task in running { task.cancel() }
+        for task in running { await task.value }
     }
 
     /// Three replicas edit and sync through random faults; after a last fault-free round they hold the same
