@@ -14,6 +14,13 @@ import Synchronization
 /// (reconnecting with backoff) and on graceful shutdown wakes every waiter so shutdown is not held up.
 final class LongPollHub: Service, Sendable {
     private let state = Mutex(LongPollState<CheckedContinuation<Void, Never>>())
+    /// Signals so far, counted before any waiter is resumed: a read that starts at epoch *e* sees every
+    /// commit signalled up to *e* (signals follow commits), which is what lets concurrent identical reads
+    /// share one (`ReadCollapser`).
+    private let signals = Mutex(0)
+
+    /// The number of signals so far.
+    var epoch: Int { signals.withLock { $0 } }
     private let client: PostgresClient
     private let logger: Logger
     private let activeGauge: Gauge
@@ -88,10 +95,12 @@ final class LongPollHub: Service, Sendable {
     /// Events committed in `scopes`.
     func signal(_ scopes: [Scope]) {
         let scopes = Set(scopes)
+        signals.withLock { $0 += 1 }
         for continuation in state.withLock({ $0.signal(scopes) }) { continuation.resume() }
     }
 
     func signalAll() {
+        signals.withLock { $0 += 1 }
         for continuation in state.withLock({ $0.signalAll() }) { continuation.resume() }
     }
 

@@ -19,6 +19,8 @@ struct PullService: Sendable {
     /// Stable points read within the last second, so that a burst of pages (a bootstrap, many devices)
     /// costs one `replica_progress` query per scope and second rather than one per page.
     var stablePoints = StablePointCache()
+    /// Identical reads at the same time share one (see `ReadCollapser`).
+    let collapser = ReadCollapser()
 
     /// One page.
     struct Page: Sendable {
@@ -48,7 +50,7 @@ struct PullService: Sendable {
     {
         let scopes = try Self.scopes(requested: request.scopes, identity: identity)
         let limit = min(request.limit ?? limits.defaultPullLimit, limits.maxPullLimit)
-        var page = try await read(
+        var page = try await sharedRead(
             scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
             acknowledged: request.acknowledged, logger: logger)
         guard page.events.isEmpty, request.wait > 0, !scopes.isEmpty else { return page }
@@ -58,17 +60,32 @@ struct PullService: Sendable {
         defer { hub.unregister(waiter) }
         while true {
             // Registered before this read: a commit after it signals the waiter, so none is missed.
-            page = try await read(
+            page = try await sharedRead(
                 scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false, logger: logger)
             if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed {
                 return page
             }
             await hub.wait(waiter, until: deadline)
             if ContinuousClock.now >= deadline || hub.isClosed {
-                return try await read(
+                return try await sharedRead(
                     scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false,
                     logger: logger)
             }
+        }
+    }
+
+    /// `read`, shared with identical reads in flight that cannot miss what this caller must see
+    /// (`ReadCollapser`).
+    func sharedRead(
+        scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, record: Bool = true,
+        acknowledged: ScopeCursor? = nil, logger: Logger
+    ) async throws -> Page {
+        let key = ReadCollapser.Key(
+            scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record, acknowledged: acknowledged)
+        return try await collapser.read(key, epoch: hub.epoch) {
+            try await read(
+                scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record,
+                acknowledged: acknowledged, logger: logger)
         }
     }
 

@@ -1,0 +1,76 @@
+import SyncModels
+import Synchronization
+import Testing
+
+@testable import SyncServer
+
+/// Identical concurrent pulls share one read, but never one that started before the signal a caller was
+/// woken by.
+@Suite struct ReadCollapserTests {
+    static let key = ReadCollapser.Key(
+        scopes: [Scope("team-1")], cursor: ScopeCursor([Scope("team-1"): 3]), limit: 100, replica: nil, record: false,
+        acknowledged: nil)
+
+    static func page(_ seq: Int64) -> PullService.Page {
+        PullService.Page(
+            events: [], cursor: ScopeCursor([Scope("team-1"): seq]), hasMore: false, remaining: 0, stable: [:])
+    }
+
+    /// A read that takes until `release` is opened, counting how many times it ran.
+    final class SlowRead: Sendable {
+        let runs = Mutex(0)
+        let gate = Mutex<[CheckedContinuation<Void, Never>]>([])
+        let opened = Mutex(false)
+
+        func read(_ seq: Int64) async -> PullService.Page {
+            runs.withLock { $0 += 1 }
+            await withCheckedContinuation { continuation in
+                let open = opened.withLock { $0 }
+                if open { continuation.resume() } else { gate.withLock { $0.append(continuation) } }
+            }
+            return ReadCollapserTests.page(seq)
+        }
+
+        func release() {
+            opened.withLock { $0 = true }
+            for continuation in gate.withLock({ $0 }) { continuation.resume() }
+        }
+    }
+
+    @Test func concurrentIdenticalReadsAtTheSameEpochShareOne() async throws {
+        let collapser = ReadCollapser()
+        let slow = SlowRead()
+        let first = Task { try await collapser.read(Self.key, epoch: 5) { await slow.read(7) } }
+        while slow.runs.withLock({ $0 }) == 0 { await Task.yield() }
+        // Same key, an epoch the flight covers: joins it.
+        let second = Task { try await collapser.read(Self.key, epoch: 5) { await slow.read(8) } }
+        let third = Task { try await collapser.read(Self.key, epoch: 4) { await slow.read(9) } }
+        while collapser.sharedReads < 2 { await Task.yield() }
+        slow.release()
+        #expect(try await first.value.cursor == Self.page(7).cursor)
+        #expect(try await second.value.cursor == Self.page(7).cursor)
+        #expect(try await third.value.cursor == Self.page(7).cursor)
+        #expect(slow.runs.withLock { $0 } == 1)
+    }
+
+    @Test func aCallerWokenAfterTheReadBeganReadsAgain() async throws {
+        let collapser = ReadCollapser()
+        let slow = SlowRead()
+        let first = Task { try await collapser.read(Self.key, epoch: 5) { await slow.read(7) } }
+        while slow.runs.withLock({ $0 }) == 0 { await Task.yield() }
+        // A signal came after the flight started (epoch 6): the flight may miss its commit.
+        let later = Task { try await collapser.read(Self.key, epoch: 6) { await slow.read(8) } }
+        // Another key never joins.
+        var other = Self.key
+        other.cursor = ScopeCursor([Scope("team-1"): 4])
+        let different = Task { try await collapser.read(other, epoch: 5) { await slow.read(9) } }
+        while slow.runs.withLock({ $0 }) < 3 { await Task.yield() }
+        slow.release()
+        #expect(try await first.value.cursor == Self.page(7).cursor)
+        #expect(try await later.value.cursor == Self.page(8).cursor)
+        #expect(try await different.value.cursor == Self.page(9).cursor)
+        #expect(collapser.sharedReads == 0)
+        // Finished flights are forgotten: the next read runs.
+        #expect(try await collapser.read(Self.key, epoch: 0) { Self.page(10) }.cursor == Self.page(10).cursor)
+    }
+}
