@@ -24,6 +24,7 @@ final class Device: Sendable {
     let transport: FaultyTransport
     private let metrics: LoadMetrics
     private let longPoll: Duration?
+    private let debounce: Duration
     private struct Replica: Sendable {
         var client: NotesClient
         var engine: SyncEngine
@@ -31,7 +32,11 @@ final class Device: Sendable {
     }
     private let replica: Mutex<Replica?> = Mutex(nil)
 
-    init(plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?) throws {
+    init(
+        plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?,
+        debounce: Duration = .milliseconds(250)
+    ) throws {
+        self.debounce = debounce
         self.plan = plan
         self.scope = try Scope(plan.scope)
         self.transport = transport
@@ -58,7 +63,7 @@ final class Device: Sendable {
         var configuration = SyncEngine.Configuration(scopes: [scope])
         configuration.longPoll = longPoll
         configuration.interval = .seconds(30)
-        configuration.debounce = .milliseconds(100)
+        configuration.debounce = debounce
         // The verdict reads each device's own events from its log: keep them.
         configuration.autoCompactAfter = nil
         configuration.backoff = BackoffPolicy(base: .milliseconds(200), cap: .seconds(5))

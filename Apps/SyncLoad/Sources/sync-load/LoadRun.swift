@@ -26,6 +26,8 @@ struct StepConfiguration: Codable, Sendable {
     /// Mean seconds between abrupt closes of one device (0: none).
     var crashInterval: Double
     var longPoll: Int
+    /// Milliseconds a device waits after a local write before it pushes (a burst of edits makes one push).
+    var debounce: Int = 250
     var seed: UInt64
     /// Scope names are this, then `-s<k>`.
     var scopePrefix: String
@@ -88,7 +90,8 @@ struct LoadRun {
             devices.append(
                 try Device(
                     plan: plan, transport: transport, metrics: metrics,
-                    longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil))
+                    longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
+                    debounce: .milliseconds(configuration.debounce)))
         }
         let cpuBefore = watched.mapValues(ProcessStats.cpuSeconds(tree:))
         let ownBefore = ProcessStats.ownCPUSeconds()

@@ -72,6 +72,8 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Mean seconds between abrupt closes (and reopens) of one device; 0: none.") var crashInterval = 60.0
     @Option(help: "Long-poll seconds while a device is idle (0: poll only on the engine's interval).")
     var longPoll = 25
+    @Option(help: "Milliseconds a device waits after a local write before it pushes (the engine's debounce).")
+    var debounce = 250
     @Option(help: "The run's seed (workload, offline spells, faults).") var seed: UInt64 = 1
     @Option(help: "Scope names start with this (default: load-<random>).") var scopePrefix: String?
     @Option(help: "Where device files go (default: a temporary folder, deleted after a passing run).")
@@ -96,7 +98,7 @@ struct RunCommand: AsyncParsableCommand {
             server: server.server, devices: devices, scopes: scopes, seconds: duration, rampUp: rampUp, rate: rate,
             weights: try WorkloadWeights(parsing: weights).description, offlineFraction: offline,
             offlineMin: offlineMin, offlineMax: max(offlineMin, offlineMax), faultRate: faults,
-            crashInterval: crashInterval, longPoll: longPoll, seed: seed, scopePrefix: prefix,
+            crashInterval: crashInterval, longPoll: longPoll, debounce: debounce, seed: seed, scopePrefix: prefix,
             dataDirectory: base.path, settleTimeout: settleTimeout)
         let steps = try Self.steps(first, sweep: sweep, base: base)
         var watched: [String: Int32] = [:]

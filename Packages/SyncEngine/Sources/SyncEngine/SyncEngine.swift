@@ -76,8 +76,13 @@ public final class SyncEngine: Sendable {
     private let state = Mutex(EngineStatus())
     /// The stable points of the last prune: a sync prunes by itself only when they have moved since.
     private let prunedAt = Mutex<[String: Int64]>([:])
-    /// The last long-poll page with other replicas' events, for the run loop to apply (`applyPolledPage`).
-    private let polledPage = Mutex<PolledPage?>(nil)
+    /// What the long-poll leaves for the run loop (`applyPolledPages`): pages with other replicas' events,
+    /// oldest first, or the need for a cycle (a page with more after it, a reset).
+    private let polled = Mutex(PollResults())
+    private struct PollResults {
+        var pages: [PolledPage] = []
+        var needsCycle = false
+    }
     private let inbox = TriggerInbox()
     private let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
 
@@ -125,7 +130,7 @@ public final class SyncEngine: Sendable {
     /// from the start, then the re-base of pending events (`Configuration.rebaser`), then their push.
     /// - Throws: the `SyncFailure` that ended the cycle; what was committed before it stays committed.
     public func syncNow() async throws(SyncFailure) {
-        await journal.record("start")
+        journal.hold("start")
         var flushLimit = Self.firstFlushLimit
         var resets = 0
         while true {
@@ -298,15 +303,16 @@ public final class SyncEngine: Sendable {
         async throws(SyncFailure) -> Plan
     {
         try await local { () async throws -> Plan in
-            let pending =
-                pushing
-                ? try await self.store.pendingEvents(after: after, limit: self.configuration.batch.maxEvents) : []
+            // One read for all three.
+            let snapshot = try await self.store.outboxSnapshot(
+                after: after, limit: pushing ? self.configuration.batch.maxEvents : 0)
+            let pending = snapshot.pending
             // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes): close enough
             // to bound a batch, without encoding every event a second time.
             let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
             let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
-            let cursor = fromStore ? try await self.store.cursor() : cursor
-            let acknowledged = try await self.store.acknowledgedCursor()
+            let cursor = fromStore ? snapshot.cursor : cursor
+            let acknowledged = snapshot.acknowledged
             return Plan(
                 batch: Array(pending.prefix(first)), after: after, cursor: cursor, limit: limit,
                 acknowledged: acknowledged)
@@ -454,7 +460,7 @@ public final class SyncEngine: Sendable {
             let trigger = await inbox.next(deadline: deadline)
             if Task.isCancelled { break }
             // A long-poll's page that continues the stored cursor is applied as it is: no cycle for it.
-            if trigger == .remoteChange, await applyPolledPage() { continue }
+            if trigger == .remoteChange, await applyPolledPages() { continue }
             var action: SyncScheduler<ContinuousClock.Instant>.Action
             if let trigger {
                 action = scheduler.trigger(trigger, now: clock.now)
@@ -491,7 +497,7 @@ public final class SyncEngine: Sendable {
 
     /// Long-polls while `run()` runs (`Configuration.longPoll`): waits on the server from the further of the
     /// stored cursor and the last poll's, and when another replica's events arrive, leaves the page for the
-    /// run loop (`applyPolledPage`) and posts `remoteChange`. The replica's own pushes wake the poll too;
+    /// run loop (`applyPolledPages`) and posts `remoteChange`. The replica's own pushes wake the poll too;
     /// they are stepped over without a sync (they are in the store already; their push's answer gives them
     /// their `seq`). Failures back off as the engine does.
     private func pollForChanges(wait: Duration) async {
@@ -516,7 +522,10 @@ public final class SyncEngine: Sendable {
                 if page.hasMore || page.events.contains(where: { $0.dot.replica != store.replica }) {
                     let polledPage = PolledPage(
                         base: base ?? stored, from: cursor, page: page, roundTrip: ContinuousClock.now - start)
-                    self.polledPage.withLock { $0 = page.hasMore ? nil : polledPage }
+                    // A page with more after it is left to a cycle, and so are those before it.
+                    self.polled.withLock { results in
+                        if page.hasMore { results.needsCycle = true } else { results.pages.append(polledPage) }
+                    }
                     // The next chain starts after this page: applying a later page needs this one applied.
                     base = polled
                     post(.remoteChange)
@@ -524,7 +533,10 @@ public final class SyncEngine: Sendable {
             } catch {
                 if case .permanent(let code, _) = error, code == SyncFailure.transportUnsupported { return }
                 // The server purged what this replica has not seen: a sync resets and bootstraps.
-                if case .resetRequired = error { post(.remoteChange) }
+                if case .resetRequired = error {
+                    self.polled.withLock { $0.needsCycle = true }
+                    post(.remoteChange)
+                }
                 var retryAfter: Duration? = nil
                 if case .retryable(_, let after) = error { retryAfter = after }
                 try? await Task.sleep(
@@ -539,23 +551,42 @@ public final class SyncEngine: Sendable {
         Set(a.positions.keys).union(b.positions.keys).allSatisfy { a[$0] <= b[$0] }
     }
 
-    /// Applies the last long-poll page as a pulled page, when it continues the stored cursor: the store is
-    /// at or past where its chain of polls began, and not past where the page starts (what lies between is
-    /// this replica's own events). Otherwise, or when the store is bootstrapping, returns false and a cycle
-    /// syncs as usual. Runs on the run loop, so it is never a second writer beside a cycle.
-    private func applyPolledPage() async -> Bool {
-        guard
-            let polled = polledPage.withLock({ page in
-                defer { page = nil }; return page
-            })
-        else { return false }
+    /// Applies the long-poll pages waiting for the run loop, in order and in one transaction, when together
+    /// with the store they leave no hole. A page fits when in each scope either the store (as the pages
+    /// before it leave it) is at or past where the page starts (a cycle pulled part or all of it meanwhile:
+    /// only the events past the store are applied), or it is behind the page's start but at or past where
+    /// the page's chain of polls began (what lies between is this replica's own events); the cursor then
+    /// moves to the further of the two. When a page does not fit, or the store is bootstrapping, returns
+    /// false and a cycle syncs as usual. Runs on the run loop, so it is never a second writer beside a
+    /// cycle.
+    private func applyPolledPages() async -> Bool {
+        let results = polled.withLock { results in
+            defer { results = PollResults() }; return results
+        }
+        if results.needsCycle { return false }
+        // An earlier trigger applied them.
+        guard !results.pages.isEmpty else { return true }
+        let pages = results.pages
         guard let stored = try? ScopeCursor(encoded: try await store.cursor()),
-            Self.precedes(polled.base, stored), Self.precedes(stored, polled.from),
             (try? await store.isBootstrapping()) == false
         else { return false }
-        let page = polled.page
+        var next = stored
+        var events: [Event] = []
+        for polled in pages {
+            guard let end = try? ScopeCursor(encoded: polled.page.cursor) else { return false }
+            let scopes = Set(next.positions.keys).union(polled.from.positions.keys)
+            for scope in scopes where next[scope] < polled.from[scope] && polled.base[scope] > next[scope] {
+                return false
+            }
+            events += polled.page.events.filter { ($0.seq ?? 0) > next[$0.scope] }
+            for (scope, seq) in end.positions { next.advance(scope, to: seq) }
+        }
+        // Cycles already pulled all of it.
+        if events.isEmpty && next == stored { return true }
+        let last = pages[pages.count - 1]
+        let page = last.page
         let response = SyncResponse(
-            results: [], events: page.events, cursor: page.cursor, hasMore: false, remaining: page.remaining,
+            results: [], events: events, cursor: next.encoded, hasMore: false, remaining: page.remaining,
             stable: page.stable)
         let start = ContinuousClock.now
         do {
@@ -567,10 +598,10 @@ public final class SyncEngine: Sendable {
             }
             configuration.onRound?(
                 SyncRound(
-                    pushed: 0, acknowledged: 0, rejected: 0, pulled: page.events.count,
-                    inserted: outcome.pulled.inserted, pageLimit: 500, hasMore: false, roundTrip: polled.roundTrip,
-                    waited: polled.roundTrip, apply: applied, traffic: Traffic(), remaining: page.remaining,
-                    events: page.events))
+                    pushed: 0, acknowledged: 0, rejected: 0, pulled: events.count,
+                    inserted: outcome.pulled.inserted, pageLimit: 500, hasMore: false, roundTrip: last.roundTrip,
+                    waited: last.roundTrip, apply: applied, traffic: Traffic(), remaining: page.remaining,
+                    events: events))
             return true
         } catch {
             return false

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import SyncModels
 import SyncStorage
+import Synchronization
 
 /// The local record of every sync step (start, push ok, pull ok, rejection, retry, pause, reset), kept in
 /// the replica's own database for support: `export()` gives it as JSON Lines.
@@ -36,6 +37,11 @@ public struct SyncJournal: Sendable {
 
     let database: SyncDatabase
     public let bounds: Bounds
+    /// The entry `hold` keeps for the next write.
+    private let held = HeldEntry()
+    private final class HeldEntry: Sendable {
+        let entry = Mutex<(Date, String, String)?>(nil)
+    }
     /// The wall clock entries are stamped with (a test moves it to age entries).
     let now: @Sendable () -> Date
 
@@ -65,15 +71,28 @@ public struct SyncJournal: Sendable {
         await record([(kind, detail)])
     }
 
+    /// Keeps an entry in memory, to be written with the next `record` that writes anything, with its own
+    /// time; a later `hold` replaces it. A cycle's "start" is held this way: a cycle that moves nothing
+    /// writes nothing, and one that does writes its start with its first answer, in one transaction.
+    func hold(_ kind: String, _ detail: String = "") {
+        held.entry.withLock { $0 = (now(), kind, detail) }
+    }
+
     /// Records entries in one write.
     func record(_ entries: [(kind: String, detail: String)]) async {
         guard !entries.isEmpty else { return }
         let bounds = bounds
         let now = now()
         let at = RFC3339.string(from: now)
+        var rows = entries.map { (at: at, kind: $0.kind, detail: $0.detail) }
+        if let (time, kind, detail) = held.entry.withLock({ entry in
+            defer { entry = nil }; return entry
+        }) {
+            rows.insert((RFC3339.string(from: time), kind, detail), at: 0)
+        }
         // The journal must never break a sync: a failed write is dropped.
-        try? await database.writer.write { db in
-            for (kind, detail) in entries {
+        try? await database.writer.write { [rows] db in
+            for (at, kind, detail) in rows {
                 try db.cachedStatement(sql: "INSERT INTO sync_journal (at, kind, detail) VALUES (?, ?, ?)")
                     .execute(arguments: [at, kind, detail])
                 let last = db.lastInsertedRowID

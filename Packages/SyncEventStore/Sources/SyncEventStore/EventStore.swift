@@ -166,16 +166,18 @@ public final class EventStore: Sendable {
     /// it (the engine plans its next push while the previous one is still being acknowledged). Walks the
     /// outbox's own index: the cost does not grow with the log.
     public func pendingEvents(after position: Int64 = 0, limit: Int = .max) async throws -> [StoredEvent] {
-        try await database.writer.read { db in
-            try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT \(StoredEvent.columns) FROM events
-                        WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?
-                        """),
-                arguments: [position, min(limit, Int(Int32.max))]
-            ).map(StoredEvent.init(row:))
-        }
+        try await database.writer.read { db in try Self.pendingEvents(after: position, limit: limit, db) }
+    }
+
+    static func pendingEvents(after position: Int64, limit: Int, _ db: Database) throws -> [StoredEvent] {
+        try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT \(StoredEvent.columns) FROM events
+                    WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?
+                    """),
+            arguments: [position, min(limit, Int(Int32.max))]
+        ).map(StoredEvent.init(row:))
     }
 
     /// Rejected events, most recent first, for showing the user what the server refused.
@@ -197,6 +199,17 @@ public final class EventStore: Sendable {
                 if let status = SyncStatus(rawValue: row["status"]) { counts[status] = row["n"] }
             }
             return counts
+        }
+    }
+
+    /// What a sync round trip needs from the store, read at once: pending events after `position` (at most
+    /// `limit`), the stored cursor and the acknowledged cursor (`acknowledgedCursor()`).
+    public func outboxSnapshot(after position: Int64, limit: Int) async throws -> (
+        pending: [StoredEvent], cursor: String?, acknowledged: String?
+    ) {
+        try await database.writer.read { db in
+            let pending = limit > 0 ? try Self.pendingEvents(after: position, limit: limit, db) : []
+            return (pending, try Self.meta("cursor", db), try Self.acknowledgedCursor(db))
         }
     }
 

@@ -50,26 +50,22 @@ struct PullService: Sendable {
     {
         let scopes = try Self.scopes(requested: request.scopes, identity: identity)
         let limit = min(request.limit ?? limits.defaultPullLimit, limits.maxPullLimit)
+        // A long-poll registers before its first read: a commit after that read signals the waiter, so none
+        // is missed, and an empty poll costs one read before it waits.
+        let waiter = request.wait > 0 && !scopes.isEmpty ? hub.register(Set(scopes)) : nil
+        defer { if let waiter { hub.unregister(waiter) } }
         var page = try await sharedRead(
             scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
             acknowledged: request.acknowledged, logger: logger)
-        guard page.events.isEmpty, request.wait > 0, !scopes.isEmpty else { return page }
+        guard page.events.isEmpty, let waiter else { return page }
 
         let deadline = ContinuousClock.now + .seconds(min(request.wait, limits.maxWaitSeconds))
-        guard let waiter = hub.register(Set(scopes)) else { return page }
-        defer { hub.unregister(waiter) }
         while true {
-            // Registered before this read: a commit after it signals the waiter, so none is missed.
+            await hub.wait(waiter, until: deadline)
             page = try await sharedRead(
                 scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false, logger: logger)
             if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed {
                 return page
-            }
-            await hub.wait(waiter, until: deadline)
-            if ContinuousClock.now >= deadline || hub.isClosed {
-                return try await sharedRead(
-                    scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false,
-                    logger: logger)
             }
         }
     }
