@@ -110,7 +110,7 @@ struct RunCommand: AsyncParsableCommand {
         let http = makeHTTPClient(devices: steps.map(\.devices).max() ?? devices)
         var report = RunReport(
             startedAt: Date(), commit: RunReport.commit(), machine: RunReport.machine(),
-            command: CommandLine.arguments, sweep: sweep, configuration: first, steps: [])
+            command: Self.redacted(CommandLine.arguments), sweep: sweep, configuration: first, steps: [])
         do {
             for step in steps {
                 let result = try await LoadRun(configuration: step, tokens: tokens, http: http, watched: watched).run()
@@ -131,6 +131,21 @@ struct RunCommand: AsyncParsableCommand {
             say("sync-load: FAILED (device files kept in \(base.path))")
             throw ExitCode(1)
         }
+    }
+
+    /// The command line with secrets left out (a report is published).
+    static func redacted(_ arguments: [String]) -> [String] {
+        var redacted: [String] = []
+        for argument in arguments {
+            if let last = redacted.last, ["--jwt-secret", "--token"].contains(last) {
+                redacted.append("…")
+            } else if argument.hasPrefix("--jwt-secret=") || argument.hasPrefix("--token=") {
+                redacted.append(argument.split(separator: "=")[0] + "=…")
+            } else {
+                redacted.append(argument)
+            }
+        }
+        return redacted
     }
 
     /// The steps of a run: one, or one per value of `--sweep`.
