@@ -12,6 +12,8 @@ import Testing
                 var passed: Bool
                 var serverEvents: Int
                 var deviceEvents: Int
+                var rejected: Int
+                var rejectedByCode: [String: Int]
                 var lost: Int
                 var duplicated: Int
                 var diverged: Int
@@ -36,8 +38,8 @@ import Testing
     static var load: String { Stack.productsDirectory.appendingPathComponent("sync-load").path }
 
     /// The server folds nothing here: the verdict reads back every event the devices made.
-    static func stack() async throws -> Stack {
-        try await Stack(noteQuota: 100_000, serverEnvironment: ["SYNC_COMPACTION_INTERVAL_SECONDS": "0"])
+    static func stack(noteQuota: Int = 100_000) async throws -> Stack {
+        try await Stack(noteQuota: noteQuota, serverEnvironment: ["SYNC_COMPACTION_INTERVAL_SECONDS": "0"])
     }
 
     func run(_ stack: Stack, _ arguments: [String], command: String = "run") throws -> (
@@ -47,8 +49,10 @@ import Testing
             Self.load, [command, "--server", stack.serverURL, "--jwt-secret", Stack.secret] + arguments)
     }
 
+    /// A quota of two live notes per scope makes the server reject creations past it: the verdict also
+    /// proves those are rolled back on their devices (every device equals a fresh bootstrap).
     @Test func twentyDevicesWithFaultsPassTheVerdictAndWriteTheirReports() async throws {
-        let stack = try await Self.stack()
+        let stack = try await Self.stack(noteQuota: 2)
         let out = stack.directory.appendingPathComponent("report")
         let result = try run(
             stack,
@@ -68,6 +72,7 @@ import Testing
         #expect(step.verdict.diverged == 0)
         #expect(step.edits > 0 && step.verdict.serverEvents == step.verdict.deviceEvents)
         #expect(step.verdict.serverEvents > 0)
+        #expect(step.verdict.rejected > 0 && step.verdict.rejectedByCode["validation.failed", default: 0] > 0)
         // The faults, offline spells and crashes happened, and events reached other devices.
         #expect(step.faults.values.reduce(0, +) > 0 && step.offlineSpells > 0 && step.crashes > 0)
         #expect(step.writeToVisibleMs.count > 0)

@@ -164,7 +164,13 @@ struct RunReport: Codable, Sendable {
             let verdict = step.verdict
             lines.append(
                 "- \(step.devices) devices: \(verdict.passed ? "**pass**" : "**FAIL**") — \(verdict.serverEvents) events on the server, "
-                    + "\(verdict.deviceEvents) made by devices and accepted, \(verdict.rejected) rejected; lost \(verdict.lost), "
+                    + "\(verdict.deviceEvents) made by devices and accepted, \(verdict.rejected) rejected"
+                    + (verdict.rejectedByCode.isEmpty
+                        ? ""
+                        : " ("
+                            + verdict.rejectedByCode.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                            .joined(separator: ", ") + ")")
+                    + "; lost \(verdict.lost), "
                     + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), rejected but on the server "
                     + "\(verdict.rejectedOnServer), unsettled \(verdict.unsettled), seq gaps \(verdict.gaps); settled in "
                     + String(format: "%.1f s", verdict.settleSeconds))

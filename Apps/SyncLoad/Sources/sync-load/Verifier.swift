@@ -29,8 +29,9 @@ struct Verdict: Codable, Sendable {
     var serverEvents: Int
     /// Events the devices made and the server did not reject (each must be on the server exactly once).
     var deviceEvents: Int
-    /// Events the server rejected (each must be absent from it, and rolled back on its device).
+    /// Events the server rejected (each must be absent from it, and rolled back on its device), and by code.
     var rejected: Int
+    var rejectedByCode: [String: Int]
     var lost: Int
     var duplicated: Int
     var diverged: Int
@@ -155,6 +156,7 @@ struct Verifier {
         // What each device made.
         var made = 0
         var rejected = 0
+        var rejectedByCode: [String: Int] = [:]
         var replicas: [ReplicaID: Device] = [:]
         var ownIDs = Set<String>()
         for device in devices {
@@ -162,15 +164,21 @@ struct Verifier {
             replicas[store.replica] = device
             let own = try await store.database.writer.read { db in
                 try Row.fetchAll(
-                    db, sql: "SELECT event_id, status, type FROM events WHERE dot_replica = ?",
+                    db, sql: "SELECT event_id, status, type, reject_code FROM events WHERE dot_replica = ?",
                     arguments: [store.replica.description]
-                ).map { (id: $0["event_id"] as String, status: $0["status"] as String, type: $0["type"] as String) }
+                ).map {
+                    (
+                        id: $0["event_id"] as String, status: $0["status"] as String, type: $0["type"] as String,
+                        code: $0["reject_code"] as String?
+                    )
+                }
             }
             for event in own {
                 ownIDs.insert(event.id)
                 let copies = byID[event.id]?.count ?? 0
                 if event.status == "rejected" {
                     rejected += 1
+                    rejectedByCode[event.code ?? "?", default: 0] += 1
                     if copies > 0 {
                         found(
                             "rejectedOnServer",
@@ -252,7 +260,7 @@ struct Verifier {
         }
         return Verdict(
             passed: !failed, settleSeconds: 0, serverEvents: log.values.reduce(0) { $0 + $1.count },
-            deviceEvents: made, rejected: rejected, lost: counts["lost", default: 0],
+            deviceEvents: made, rejected: rejected, rejectedByCode: rejectedByCode, lost: counts["lost", default: 0],
             duplicated: counts["duplicated", default: 0], diverged: counts["diverged", default: 0],
             rejectedOnServer: counts["rejectedOnServer", default: 0], unsettled: 0, gaps: counts["gaps", default: 0],
             bootstrap: counts["bootstrap", default: 0],
