@@ -186,6 +186,9 @@ public final class SyncEngine: Sendable {
         var limit: Int
         /// What the replica vouches for while its outbox holds events (`EventStore.acknowledgedCursor`).
         var acknowledged: String?
+        /// Whether to ask the server to leave this replica's own events out of the page: it holds them all,
+        /// unless it is bootstrapping after a reset.
+        var excludeOwn = false
 
         var lastPosition: Int64 { batch.last?.position ?? after }
     }
@@ -315,7 +318,7 @@ public final class SyncEngine: Sendable {
             let acknowledged = snapshot.acknowledged
             return Plan(
                 batch: Array(pending.prefix(first)), after: after, cursor: cursor, limit: limit,
-                acknowledged: acknowledged)
+                acknowledged: acknowledged, excludeOwn: pushing)
         }
     }
 
@@ -323,7 +326,7 @@ public final class SyncEngine: Sendable {
     private func send(_ plan: Plan) -> Task<Result<(TransportExchange, Duration), SyncFailure>, Never> {
         let request = SyncRequest(
             replica: store.replica, events: plan.batch.map(\.event), cursor: plan.cursor, scopes: configuration.scopes,
-            limit: plan.limit, acknowledged: plan.acknowledged)
+            limit: plan.limit, acknowledged: plan.acknowledged, excludeOwn: plan.excludeOwn ? true : nil)
         let transport = transport
         return Task {
             let start = ContinuousClock.now
@@ -515,11 +518,15 @@ public final class SyncEngine: Sendable {
             if base == nil { base = stored }
             do {
                 let start = ContinuousClock.now
+                // The server leaves this replica's own events out (they are in the store; a bootstrapping
+                // store takes no polled page) and is not woken by them.
                 let page = try await transport.pull(
-                    PullRequest(cursor: cursor, scopes: configuration.scopes, limit: 500, wait: seconds))
+                    PullRequest(
+                        cursor: cursor, scopes: configuration.scopes, limit: 500, wait: seconds, exclude: store.replica)
+                )
                 failures = 0
                 polled = (try? ScopeCursor(encoded: page.cursor)) ?? polled
-                if page.hasMore || page.events.contains(where: { $0.dot.replica != store.replica }) {
+                if page.hasMore || !page.events.isEmpty {
                     let polledPage = PolledPage(
                         base: base ?? stored, from: cursor, page: page, roundTrip: ContinuousClock.now - start)
                     // A page with more after it is left to a cycle, and so are those before it.

@@ -38,7 +38,9 @@ public actor InMemorySyncServer {
         } catch {
             throw .permanent(code: "request.invalid", message: "cursor is not one this server issued")
         }
-        let page = read(after: cursor, scopes: request.scopes, limit: request.limit ?? pageSize)
+        let page = read(
+            after: cursor, scopes: request.scopes, limit: request.limit ?? pageSize,
+            exclude: request.excludeOwn == true ? request.replica : nil)
         return SyncResponse(
             results: results, events: page.events, cursor: page.cursor, hasMore: page.hasMore,
             remaining: page.remaining)
@@ -47,22 +49,32 @@ public actor InMemorySyncServer {
     /// Handles one `GET /v1/pull` read. It never waits: `InMemoryTransport.pull` waits by reading again.
     public func pull(_ request: PullRequest, pageSize: Int = 500) -> PullResponse {
         requestCount += 1
-        return read(after: request.cursor, scopes: request.scopes, limit: request.limit ?? pageSize)
+        return read(
+            after: request.cursor, scopes: request.scopes, limit: request.limit ?? pageSize, exclude: request.exclude)
     }
 
     /// The page after `cursor`, as the server pages.
-    private func read(after start: ScopeCursor, scopes requested: [Scope]?, limit: Int) -> PullResponse {
+    private func read(after start: ScopeCursor, scopes requested: [Scope]?, limit: Int, exclude: ReplicaID? = nil)
+        -> PullResponse
+    {
         var cursor = start
         let scopes = requested ?? log.keys.sorted()
         var events: [Event] = []
         var hasMore = false
         for scope in scopes.sorted() {
-            let available = log[scope, default: []].dropFirst(Int(cursor[scope]))
-            let room = limit - events.count
-            if available.count > room { hasMore = true }
-            let page = available.prefix(max(0, room))
-            events += page
-            if let last = page.last?.seq { cursor.advance(scope, to: last) }
+            // Events `exclude` made are left out; the cursor still moves past them.
+            for event in log[scope, default: []].dropFirst(Int(cursor[scope])) {
+                if event.dot.replica == exclude {
+                    cursor.advance(scope, to: event.seq ?? 0)
+                    continue
+                }
+                guard events.count < limit else {
+                    hasMore = true
+                    break
+                }
+                events.append(event)
+                cursor.advance(scope, to: event.seq ?? 0)
+            }
         }
         let remaining = scopes.reduce(0) { $0 + max(0, log[$1, default: []].count - Int(cursor[$1])) }
         return PullResponse(events: events, cursor: cursor.encoded, hasMore: hasMore, remaining: remaining)

@@ -211,9 +211,14 @@ private struct BodyDecoder {
         var scopes: [Scope]?
         var limit: Int?
         var acknowledged: String?
+        var excludeOwn: Bool?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "replica": replica = try decoder.replica(&reader, "replica")
+            case "excludeOwn":
+                excludeOwn = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.bool(&reader, "excludeOwn")
+                }
             case "acknowledged":
                 acknowledged = try decoder.optional(&reader) { decoder, reader throws(Bail) in
                     try decoder.string(&reader, "acknowledged")
@@ -242,7 +247,8 @@ private struct BodyDecoder {
         guard let replica else { throw missing("replica") }
         guard let events else { throw missing("events") }
         return SyncRequest(
-            replica: replica, events: events, cursor: cursor, scopes: scopes, limit: limit, acknowledged: acknowledged)
+            replica: replica, events: events, cursor: cursor, scopes: scopes, limit: limit, acknowledged: acknowledged,
+            excludeOwn: excludeOwn)
     }
 
     /// `{"scope": seq, …}`.

@@ -66,7 +66,8 @@ public enum OpenAPIDocument {
                   {"name": "limit", "in": "query", "required": false, "description": "Events per page.", "schema": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}},
                   {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}},
                   {"name": "replica", "in": "query", "required": false, "description": "The pulling replica's id (an addition to PROTOCOL.md): the server records the cursor as what this replica has acknowledged, for compaction.", "schema": {"$ref": "#/components/schemas/ReplicaID"}},
-                  {"name": "acknowledged", "in": "query", "required": false, "description": "With replica: a cursor no further than cursor, what the replica knew when it made the oldest event still in its outbox; the server records the lower of the two (an addition).", "schema": {"type": "string"}}
+                  {"name": "acknowledged", "in": "query", "required": false, "description": "With replica: a cursor no further than cursor, what the replica knew when it made the oldest event still in its outbox; the server records the lower of the two (an addition).", "schema": {"type": "string"}},
+                  {"name": "exclude", "in": "query", "required": false, "description": "A replica id: leave out the events it made, except folded history (an addition). The cursor still moves past them, and a long-poll is not answered for them alone.", "schema": {"$ref": "#/components/schemas/ReplicaID"}}
                 ],
                 "responses": {
                   "200": {
@@ -267,6 +268,11 @@ public enum OpenAPIDocument {
                   "acknowledged": {
                     "type": "string",
                     "description": "A cursor no further than cursor: what the replica knew when it made the oldest event still in its outbox. The server records the lower of the two, scope by scope, as the replica's acknowledged position (compaction's stable point). Absent: cursor. Added after v1's first publication."
+                  },
+                  "excludeOwn": {
+                    "type": "boolean",
+                    "default": false,
+                    "description": "True: leave the events this replica made out of the page, except folded history; the cursor still moves past them. For a replica that holds all its own events (not one pulling from the start after a reset). Added after v1's first publication."
                   }
                 }
               },

@@ -18,10 +18,15 @@ public struct PullRequest: Hashable, Sendable {
     /// past that state, or the edit could arrive anchored on something already gone. The server records
     /// the lower of this and `cursor`, scope by scope; absent, it records `cursor`.
     public var acknowledged: ScopeCursor?
+    /// Leave out the events this replica made (a protocol addition): a replica that holds all its own events
+    /// (it is not bootstrapping) need not have them served back. Folded history (snapshots at or below a
+    /// scope's compacted point) is served whoever made it. The cursor still moves past what was left out, and
+    /// a long-poll is not woken by it.
+    public var exclude: ReplicaID?
 
     public init(
         cursor: ScopeCursor = ScopeCursor(), scopes: [Scope]? = nil, limit: Int? = nil, wait: Int = 0,
-        replica: ReplicaID? = nil, acknowledged: ScopeCursor? = nil
+        replica: ReplicaID? = nil, acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil
     ) {
         self.cursor = cursor
         self.scopes = scopes
@@ -29,6 +34,7 @@ public struct PullRequest: Hashable, Sendable {
         self.wait = wait
         self.replica = replica
         self.acknowledged = acknowledged
+        self.exclude = exclude
     }
 
     /// The query items a client sends, in a stable order; empty values are left out.
@@ -41,6 +47,7 @@ public struct PullRequest: Hashable, Sendable {
         if wait > 0 { items.append(("wait", String(wait))) }
         if let replica { items.append(("replica", replica.description)) }
         if let acknowledged { items.append(("acknowledged", acknowledged.encoded)) }
+        if let exclude { items.append(("exclude", exclude.description)) }
         return items
     }
 
@@ -81,6 +88,9 @@ public struct PullRequest: Hashable, Sendable {
                 } catch {
                     throw .invalid("acknowledged is not a cursor this server issued")
                 }
+            case "exclude":
+                guard let id = try? ReplicaID(value) else { throw .invalid("exclude must be 32 hexadecimal digits") }
+                exclude = id
             default:
                 continue
             }

@@ -14,11 +14,15 @@ public struct SyncRequest: Codable, Hashable, Sendable {
     /// An opaque cursor no further than `cursor`: what the replica knew when it made the oldest event still
     /// in its outbox (see `PullRequest.acknowledged`); absent when the outbox is empty. A protocol addition.
     public var acknowledged: String?
+    /// True: leave this replica's own events out of the page (see `PullRequest.exclude`). A protocol
+    /// addition; absent is false.
+    public var excludeOwn: Bool?
 
     public init(
         replica: ReplicaID, events: [Event], cursor: String? = nil, scopes: [Scope]? = nil, limit: Int? = nil,
-        acknowledged: String? = nil
+        acknowledged: String? = nil, excludeOwn: Bool? = nil
     ) {
+        self.excludeOwn = excludeOwn
         self.replica = replica
         self.events = events
         self.cursor = cursor
@@ -49,7 +53,8 @@ public struct SyncRequest: Codable, Hashable, Sendable {
             throw .invalid("acknowledged is not a cursor this server issued")
         }
         return PullRequest(
-            cursor: parsedCursor, scopes: checkedScopes, limit: limit, wait: 0, acknowledged: parsedAcknowledged)
+            cursor: parsedCursor, scopes: checkedScopes, limit: limit, wait: 0, acknowledged: parsedAcknowledged,
+            exclude: excludeOwn == true ? replica : nil)
     }
 }
 

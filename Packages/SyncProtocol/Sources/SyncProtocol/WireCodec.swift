@@ -42,8 +42,8 @@ public struct WireCodec: Sendable {
         return writer.data
     }
 
-    /// `{"acknowledged":…,"cursor":…,"events":[…],"limit":…,"replica":"…","scopes":[…]}`, absent fields left
-    /// out.
+    /// `{"acknowledged":…,"cursor":…,"events":[…],"excludeOwn":…,"limit":…,"replica":"…","scopes":[…]}`,
+    /// absent fields left out.
     static func write(_ request: SyncRequest) -> Data {
         var writer = JSONWriter(capacity: 128 + request.events.count * 400)
         writer.raw("{")
@@ -59,6 +59,9 @@ public struct WireCodec: Sendable {
         }
         writer.raw("\"events\":")
         write(request.events, to: &writer)
+        if let excludeOwn = request.excludeOwn {
+            writer.raw(excludeOwn ? ",\"excludeOwn\":true" : ",\"excludeOwn\":false")
+        }
         if let limit = request.limit {
             writer.raw(",\"limit\":")
             writer.int(limit)

@@ -77,7 +77,10 @@ import Testing
                 let payload = String(decoding: event.payload.canonicalData(), as: UTF8.self)
                 #expect(String(decoding: written, as: UTF8.self).contains(#""payload":\#(payload)"#))
             }
-            for body in [sync, SyncRequest(replica: replica, events: events)] {
+            let excluding = SyncRequest(
+                replica: replica, events: events, cursor: "abc", acknowledged: "ab", excludeOwn: round % 2 == 0)
+            #expect(try FastEventDecoding.syncRequest(WireCodec().encode(excluding)) == excluding)
+            for body in [sync, SyncRequest(replica: replica, events: events), excluding] {
                 let writtenSync = try WireCodec().encode(body)
                 #expect(
                     try FastEventDecoding.syncRequest(writtenSync)

@@ -34,6 +34,10 @@ import Testing
     @Test func syncRequestChecksItsPullHalf() throws {
         let replica = ReplicaID(high: 1, low: 2)
         #expect(try SyncRequest(replica: replica, events: []).pullRequest() == PullRequest())
+        #expect(try SyncRequest(replica: replica, events: [], excludeOwn: true).pullRequest().exclude == replica)
+        #expect(try SyncRequest(replica: replica, events: [], excludeOwn: false).pullRequest().exclude == nil)
+        let excluding = PullRequest(exclude: replica)
+        #expect(try PullRequest(query: excluding.queryItems) == excluding)
         #expect(throws: SyncProtocolError.self) {
             try SyncRequest(replica: replica, events: [], limit: 0).pullRequest()
         }

@@ -259,3 +259,65 @@ import Testing
         }
     }
 }
+
+/// `exclude` (pull) and `excludeOwn` (sync) leave a replica's own events out of its pages: the cursor still
+/// moves past them, and a long-poll is not answered for them.
+@Suite struct ExcludeOwnTests {
+    static let mine = ReplicaID(high: 0xAA, low: 1)
+    static let theirs = ReplicaID(high: 0xBB, low: 2)
+
+    @Test func ownEventsAreLeftOutAndTheCursorMovesPastThem() async throws {
+        try await TestServer.run { server in
+            let own = (0..<3).map { _ in EventFixtures.event(scope: "x1", replica: Self.mine) }
+            let other = (0..<3).map { _ in EventFixtures.event(scope: "x1", replica: Self.theirs) }
+            _ = try await server.push([own[0]], scopes: ["x1"], replica: Self.mine)
+            _ = try await server.push([other[0]], scopes: ["x1"], replica: Self.theirs)
+            _ = try await server.push([own[1], own[2]], scopes: ["x1"], replica: Self.mine)
+            _ = try await server.push([other[1]], scopes: ["x1"], replica: Self.theirs)
+
+            let all = try await server.pull(PullRequest(exclude: Self.mine), scopes: ["x1"])
+            #expect(all.events.map(\.id) == [other[0].id, other[1].id] && !all.hasMore)
+            #expect(try ScopeCursor(encoded: all.cursor)["x1"] == 5)
+            let first = try await server.pull(PullRequest(limit: 1, exclude: Self.mine), scopes: ["x1"])
+            #expect(first.events.map(\.id) == [other[0].id] && first.hasMore)
+            #expect(try ScopeCursor(encoded: first.cursor)["x1"] == 2)
+            // Without it, everything as before.
+            #expect(try await server.pull(PullRequest(), scopes: ["x1"]).events.count == 5)
+
+            // A long-poll is not answered for the replica's own push, only for another's.
+            let waiting = Task {
+                try await server.pull(
+                    PullRequest(cursor: try ScopeCursor(encoded: all.cursor), wait: 10, exclude: Self.mine),
+                    scopes: ["x1"])
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            _ = try await server.push(
+                [EventFixtures.event(scope: "x1", replica: Self.mine)], scopes: ["x1"], replica: Self.mine)
+            try await Task.sleep(for: .milliseconds(300))
+            _ = try await server.push([other[2]], scopes: ["x1"], replica: Self.theirs)
+            let woken = try await waiting.value
+            #expect(woken.events.map(\.id) == [other[2].id])
+            #expect(try ScopeCursor(encoded: woken.cursor)["x1"] == 7)
+
+            // /v1/sync with excludeOwn: the push results give the seqs; the page has only the others' events.
+            let pushed = EventFixtures.event(scope: "x1", replica: Self.mine)
+            let body = try WireCodec().encode(
+                SyncRequest(replica: Self.mine, events: [pushed], scopes: ["x1"], excludeOwn: true))
+            let response = try await server.send(
+                .post, "/v1/sync", headers: try await server.bearer(["x1"]), body: body)
+            #expect(response.status == .ok)
+            let answer = try server.decode(SyncResponse.self, response)
+            #expect(answer.results.map(\.seq) == [8])
+            #expect(answer.events.map(\.id) == [other[0].id, other[1].id, other[2].id])
+            #expect(try ScopeCursor(encoded: answer.cursor)["x1"] == 8 && !answer.hasMore)
+        }
+    }
+
+    @Test func theQueryParameterIsChecked() async throws {
+        try await TestServer.run { server in
+            let response = try await server.send(
+                .get, "/v1/pull?exclude=not-a-replica", headers: try await server.bearer(["x1"]))
+            #expect(response.status == .badRequest)
+        }
+    }
+}

@@ -56,14 +56,15 @@ struct PullService: Sendable {
         defer { if let waiter { hub.unregister(waiter) } }
         var page = try await sharedRead(
             scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
-            acknowledged: request.acknowledged, logger: logger)
+            acknowledged: request.acknowledged, exclude: request.exclude, logger: logger)
         guard page.events.isEmpty, let waiter else { return page }
 
         let deadline = ContinuousClock.now + .seconds(min(request.wait, limits.maxWaitSeconds))
         while true {
             await hub.wait(waiter, until: deadline)
             page = try await sharedRead(
-                scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false, logger: logger)
+                scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false,
+                exclude: request.exclude, logger: logger)
             if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed {
                 return page
             }
@@ -74,14 +75,15 @@ struct PullService: Sendable {
     /// (`ReadCollapser`).
     func sharedRead(
         scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, record: Bool = true,
-        acknowledged: ScopeCursor? = nil, logger: Logger
+        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, logger: Logger
     ) async throws -> Page {
         let key = ReadCollapser.Key(
-            scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record, acknowledged: acknowledged)
+            scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record, acknowledged: acknowledged,
+            exclude: exclude)
         return try await collapser.read(key, epoch: hub.epoch) {
             try await read(
                 scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record,
-                acknowledged: acknowledged, logger: logger)
+                acknowledged: acknowledged, exclude: exclude, logger: logger)
         }
     }
 
@@ -96,7 +98,7 @@ struct PullService: Sendable {
     /// `reset.required`, and so does a request that does not name its replica.
     func read(
         scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, record: Bool = true,
-        acknowledged: ScopeCursor? = nil, logger: Logger
+        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, logger: Logger
     ) async throws -> Page {
         try await database.withConnection { [repository] connection in
             let heads = try await repository.selectHeads(
@@ -133,8 +135,13 @@ struct PullService: Sendable {
             var remaining = limit
             for scope in scopes where remaining > 0 {
                 guard let head = heads[scope], head.head > cursor[scope] else { continue }
+                // Events `exclude` made are left out, except folded history (snapshots carry the dot of the
+                // last event they fold, which may be anyone's). A batch short of the limit still read every
+                // row up to the head, so the position moves to the head below as before.
                 let batch = try await repository.events(
-                    in: scope, after: cursor[scope], limit: remaining, on: connection, logger: logger)
+                    in: scope, after: cursor[scope], limit: remaining,
+                    excluding: exclude.map { ($0.description, head.compactedThrough) }, on: connection,
+                    logger: logger)
                 if let last = batch.last { next.advance(scope, to: last.seq) }
                 // The scope ran out of rows before the page did: every row up to the head as read was returned
                 // (seqs commit in order), and compaction may have dropped the last ones (a deleted note), so

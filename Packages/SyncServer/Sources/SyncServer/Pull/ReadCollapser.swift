@@ -17,6 +17,7 @@ final class ReadCollapser: Sendable {
         var replica: ReplicaID?
         var record: Bool
         var acknowledged: ScopeCursor?
+        var exclude: ReplicaID?
     }
 
     private struct Flight {
