@@ -31,6 +31,17 @@ struct PullService: Sendable {
         var remaining: Int64
         /// Each requested scope's stable point (see `PullResponse.stable`).
         var stable: [Scope: Int64]
+        /// Each scope's folded point as read (events at or below it may be snapshots).
+        var foldedThrough: [Scope: Int64] = [:]
+
+        /// The page without the events `replica` made, except folded history (see `PullRequest.exclude`);
+        /// the cursor stays where it is, past what was left out.
+        func excluding(_ replica: ReplicaID) -> Page {
+            let id = replica.description
+            var page = self
+            page.events.removeAll { $0.dotReplica == id && $0.seq > (foldedThrough[$0.scope] ?? 0) }
+            return page
+        }
     }
 
     /// The scopes a request reads: those it names (each must be in the token), or all of the token's.
@@ -54,17 +65,23 @@ struct PullService: Sendable {
         // is missed, and an empty poll costs one read before it waits.
         let waiter = request.wait > 0 && !scopes.isEmpty ? hub.register(Set(scopes)) : nil
         defer { if let waiter { hub.unregister(waiter) } }
+        // Leaving out `exclude`'s events: in the database when the read is this replica's alone (it records
+        // its progress), so that a device pushing a large outbox is not read back its own events; otherwise
+        // after a read that identical requests of other replicas can share.
+        let sharable = replica == nil
         var page = try await sharedRead(
             scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
-            acknowledged: request.acknowledged, exclude: request.exclude, logger: logger)
+            acknowledged: request.acknowledged, exclude: sharable ? nil : request.exclude, logger: logger)
+        if sharable, let exclude = request.exclude { page = page.excluding(exclude) }
         guard page.events.isEmpty, let waiter else { return page }
 
         let deadline = ContinuousClock.now + .seconds(min(request.wait, limits.maxWaitSeconds))
         while true {
             await hub.wait(waiter, until: deadline)
+            // Woken waiters at the same cursor share one read; each leaves out its own events itself.
             page = try await sharedRead(
-                scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false,
-                exclude: request.exclude, logger: logger)
+                scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false, logger: logger)
+            if let exclude = request.exclude { page = page.excluding(exclude) }
             if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed {
                 return page
             }
@@ -186,7 +203,9 @@ struct PullService: Sendable {
             }
             // Never past the head as read now.
             for scope in scopes { stable[scope] = min(stable[scope] ?? 0, heads[scope]?.head ?? 0) }
-            return Page(events: events, cursor: next, hasMore: hasMore, remaining: left, stable: stable)
+            return Page(
+                events: events, cursor: next, hasMore: hasMore, remaining: left, stable: stable,
+                foldedThrough: heads.mapValues(\.compactedThrough))
         }
     }
 }
