@@ -34,25 +34,31 @@ public final class HTTPTransport: SyncTransport {
         var urlRequest = URLRequest(url: baseURL.appendingPathComponent("v1/sync"))
         urlRequest.httpMethod = "POST"
         urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        if let token = token.withLock({ $0 }) {
-            urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        }
         if compressed { urlRequest.setValue("gzip", forHTTPHeaderField: "Content-Encoding") }
         urlRequest.httpBody = body
+        let (status, retryAfter, data) = try await send(urlRequest)
+        return try Self.exchange(status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+    }
 
+    /// Sends one request with the bearer token; a failure to get an HTTP answer is a retryable network
+    /// failure.
+    private func send(_ request: URLRequest) async throws(SyncFailure) -> (status: Int, retryAfter: String?, body: Data)
+    {
+        var request = request
+        if let token = token.withLock({ $0 }) {
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        }
         let data: Data
         let response: URLResponse
         do {
-            (data, response) = try await session.data(for: urlRequest)
+            (data, response) = try await session.data(for: request)
         } catch {
             throw .retryable(reason: "network: \(error.localizedDescription)", retryAfter: nil)
         }
         guard let http = response as? HTTPURLResponse else {
             throw .retryable(reason: "not an HTTP response", retryAfter: nil)
         }
-        return try Self.exchange(
-            status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data,
-            sent: (raw, body.count))
+        return (http.statusCode, http.value(forHTTPHeaderField: "Retry-After"), data)
     }
 
     /// The request body for `request`: the encoded bytes, gzip-compressed above 1 KiB (then `compressed`).
@@ -122,20 +128,7 @@ public final class HTTPTransport: SyncTransport {
         var urlRequest = URLRequest(url: Self.pullURL(base: baseURL, request))
         // A long-poll lasts up to `wait` seconds before the server answers.
         urlRequest.timeoutInterval = session.configuration.timeoutIntervalForRequest + Double(request.wait)
-        if let token = token.withLock({ $0 }) {
-            urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        }
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await session.data(for: urlRequest)
-        } catch {
-            throw .retryable(reason: "network: \(error.localizedDescription)", retryAfter: nil)
-        }
-        guard let http = response as? HTTPURLResponse else {
-            throw .retryable(reason: "not an HTTP response", retryAfter: nil)
-        }
-        return try Self.pullResponse(
-            status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data)
+        let (status, retryAfter, data) = try await send(urlRequest)
+        return try Self.pullResponse(status: status, retryAfter: retryAfter, body: data)
     }
 }
