@@ -3,11 +3,16 @@
 actor TriggerInbox {
     private var queue: [SyncTrigger] = []
     private var waiter: (id: Int, continuation: CheckedContinuation<SyncTrigger?, Never>)?
+    /// The task that ends the current wait at its deadline; cancelled as soon as the wait ends otherwise, so
+    /// a busy run loop does not leave one sleeping task behind per wait.
+    private var timer: Task<Void, Never>?
     private var nextWaiterID = 0
 
     func post(_ trigger: SyncTrigger) {
         if let waiter {
             self.waiter = nil
+            timer?.cancel()
+            timer = nil
             waiter.continuation.resume(returning: trigger)
         } else {
             queue.append(trigger)
@@ -24,8 +29,9 @@ actor TriggerInbox {
             await withCheckedContinuation { continuation in
                 waiter = (id, continuation)
                 if let deadline {
-                    Task { [weak self] in
+                    timer = Task { [weak self] in
                         try? await Task.sleep(until: deadline, clock: .continuous)
+                        if Task.isCancelled { return }
                         await self?.expire(id)
                     }
                 }
@@ -38,6 +44,8 @@ actor TriggerInbox {
     private func expire(_ id: Int) {
         guard let waiter, waiter.id == id else { return }
         self.waiter = nil
+        timer?.cancel()
+        timer = nil
         waiter.continuation.resume(returning: nil)
     }
 }
