@@ -156,7 +156,7 @@ public enum OpenAPIDocument {
               "TooLarge": {"description": "request.tooLarge: a body, decompressed body, event count or payload past its limit.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "UnsupportedEncoding": {"description": "request.unsupportedEncoding: a Content-Encoding other than gzip or identity.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "RateLimited": {"description": "rate.limited: too many concurrent requests for this token; see Retry-After.", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-              "Unavailable": {"description": "server.unavailable: the database is unreachable or saturated.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+              "Unavailable": {"description": "server.unavailable: the database is unreachable or saturated; retry after Retry-After (1 to 3 seconds, random, so refused clients spread out).", "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1, "maximum": 3}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
             },
             "schemas": {
               "Error": {

@@ -243,7 +243,10 @@ import Testing
                 PushRequest(replica: EventFixtures.replica, events: [EventFixtures.event(scope: "d")]))
             try expectError(
                 try await server.send(.post, "/v1/push", headers: headers, body: push), 503, .serverUnavailable, server)
-            try expectError(try await server.send(.get, "/v1/pull", headers: headers), 503, .serverUnavailable, server)
+            let refused = try await server.send(.get, "/v1/pull", headers: headers)
+            try expectError(refused, 503, .serverUnavailable, server)
+            // Retries spread over 1–3 s.
+            #expect((1...3).contains(Int(refused.headers[.init("Retry-After")!] ?? "") ?? 0))
             try expectError(try await server.send(.get, "/readyz"), 503, .serverUnavailable, server)
             try await TestDatabase.admin("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
             // Recovers once the database is back.

@@ -69,6 +69,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         let body = (try? WireCodec().encode(error.body)) ?? Data()
         var response = SyncAPI.json(body, status: .init(code: error.httpStatus))
         if error.code == .rateLimited { response.headers[.init("Retry-After")!] = "1" }
+        // A refusal under load: spread the retries over 1–3 s, so that the devices refused together (a
+        // burst of connections, a restart) do not all come back together.
+        if error.code == .serverUnavailable {
+            response.headers[.init("Retry-After")!] = String(Int.random(in: 1...3))
+        }
         return response
     }
 }
