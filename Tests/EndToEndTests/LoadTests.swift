@@ -18,8 +18,10 @@ import Testing
                 var duplicated: Int
                 var diverged: Int
             }
+            struct Bytes: Decodable { var sentWire: Int, receivedWire: Int }
             var devices: Int
             var scopes: Int
+            var bytes: Bytes
             var edits: Int
             var accepted: Int
             var writeToVisibleMs: Latency
@@ -76,6 +78,7 @@ import Testing
         // The faults, offline spells and crashes happened, and events reached other devices.
         #expect(step.faults.values.reduce(0, +) > 0 && step.offlineSpells > 0 && step.crashes > 0)
         #expect(step.writeToVisibleMs.count > 0)
+        #expect(step.bytes.sentWire > 0 && step.bytes.receivedWire > 0)
         #expect(["healthy", "degraded", "collapsed"].contains(step.label))
         let markdown = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
         #expect(markdown.contains("| 20 | 4 |") && markdown.contains("**pass**"))

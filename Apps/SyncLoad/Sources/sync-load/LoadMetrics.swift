@@ -77,6 +77,11 @@ final class LoadMetrics: Sendable {
         }
     }
 
+    /// The bytes of one answered request, sync or long-poll (`HTTPClientTransport`'s `onTraffic`).
+    func moved(_ traffic: Traffic) {
+        state.withLock { $0.totals.traffic += traffic }
+    }
+
     func crashed() { state.withLock { $0.totals.crashes += 1 } }
 
     func wentOffline(_ replica: ReplicaID) {
@@ -121,7 +126,6 @@ final class LoadMetrics: Sendable {
                 state[keyPath: totals].rejected += round.rejected
                 state[keyPath: totals].pulled += round.inserted
             }
-            state.totals.traffic += round.traffic
             if round.traffic.sentWire == 0 { state.totals.polledPages += 1 } else { state.totals.rounds += 1 }
             for event in round.events where event.dot.replica != replica {
                 let written = event.hlc.physical

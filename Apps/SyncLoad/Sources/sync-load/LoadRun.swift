@@ -84,7 +84,7 @@ struct LoadRun {
             let transport = FaultyTransport(
                 inner: HTTPClientTransport(
                     baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
-                    client: http),
+                    client: http, onTraffic: { metrics.moved($0) }),
                 metrics: metrics, faultRate: configuration.faultRate,
                 seed: UInt64(plan.index) &+ configuration.seed &* 0x9E37_79B9)
             devices.append(

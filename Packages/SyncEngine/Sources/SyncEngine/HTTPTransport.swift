@@ -88,7 +88,15 @@ public final class HTTPTransport: SyncTransport {
     public static func pullResponse(status: Int, retryAfter: String?, body data: Data) throws(SyncFailure)
         -> PullResponse
     {
-        try answer(PullResponse.self, status: status, retryAfter: retryAfter, body: data).value
+        try pullExchange(status: status, retryAfter: retryAfter, body: data).response
+    }
+
+    /// `pullResponse`, with the bytes received (before and after inflating).
+    public static func pullExchange(status: Int, retryAfter: String?, body data: Data) throws(SyncFailure)
+        -> (response: PullResponse, traffic: Traffic)
+    {
+        let (response, plainCount) = try answer(PullResponse.self, status: status, retryAfter: retryAfter, body: data)
+        return (response, Traffic(receivedRaw: plainCount, receivedWire: data.count))
     }
 
     /// The URL of `GET /v1/pull` with `request`'s query.

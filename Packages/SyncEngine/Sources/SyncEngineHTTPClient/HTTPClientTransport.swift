@@ -24,6 +24,7 @@ public final class HTTPClientTransport: SyncTransport {
     private let token: Mutex<String?>
     private let timeout: TimeAmount
     private let url: String
+    private let onTraffic: (@Sendable (Traffic) -> Void)?
 
     /// The process-wide client transports use unless given one: NIO's shared event loops, no response
     /// decompression.
@@ -33,10 +34,13 @@ public final class HTTPClientTransport: SyncTransport {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
+    /// - Parameter onTraffic: called with the bytes of every answered request, syncs and pulls alike (for
+    ///   a load generator counting what its devices move, long-polls included).
     public init(
         baseURL: URL, token: String?, client: HTTPClient = HTTPClientTransport.sharedClient,
-        timeout: Duration = .seconds(60)
+        timeout: Duration = .seconds(60), onTraffic: (@Sendable (Traffic) -> Void)? = nil
     ) {
+        self.onTraffic = onTraffic
         self.baseURL = baseURL
         self.client = client
         self.token = Mutex(token)
@@ -60,7 +64,10 @@ public final class HTTPClientTransport: SyncTransport {
         if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
         outgoing.body = .bytes(ByteBuffer(bytes: body))
         let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout)
-        return try HTTPTransport.exchange(status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+        let exchange = try HTTPTransport.exchange(
+            status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+        onTraffic?(exchange.traffic)
+        return exchange
     }
 
     public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
@@ -69,7 +76,9 @@ public final class HTTPClientTransport: SyncTransport {
         if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
         // A long-poll lasts up to `wait` seconds before the server answers.
         let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout + .seconds(Int64(request.wait)))
-        return try HTTPTransport.pullResponse(status: status, retryAfter: retryAfter, body: data)
+        let (response, traffic) = try HTTPTransport.pullExchange(status: status, retryAfter: retryAfter, body: data)
+        onTraffic?(traffic)
+        return response
     }
 
     /// Sends one request and collects its answer; a failure to get one is a retryable network failure.
