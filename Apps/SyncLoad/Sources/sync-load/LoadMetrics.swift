@@ -171,15 +171,6 @@ extension Duration {
     }
 }
 
-extension Traffic {
-    static func += (lhs: inout Traffic, rhs: Traffic) {
-        lhs.sentRaw += rhs.sentRaw
-        lhs.sentWire += rhs.sentWire
-        lhs.receivedRaw += rhs.receivedRaw
-        lhs.receivedWire += rhs.receivedWire
-    }
-}
-
 /// Percentiles of a latency histogram, for reports.
 struct LatencySummary: Codable, Sendable {
     var count: UInt64

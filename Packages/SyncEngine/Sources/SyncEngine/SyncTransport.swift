@@ -43,7 +43,8 @@ public struct Traffic: Sendable, Hashable, Codable {
         self.receivedWire = receivedWire
     }
 
-    static func += (lhs: inout Traffic, rhs: Traffic) {
+    /// Adds the bytes of another exchange (for totals over many).
+    public static func += (lhs: inout Traffic, rhs: Traffic) {
         lhs.sentRaw += rhs.sentRaw
         lhs.sentWire += rhs.sentWire
         lhs.receivedRaw += rhs.receivedRaw

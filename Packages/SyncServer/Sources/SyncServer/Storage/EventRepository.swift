@@ -201,24 +201,16 @@ struct EventRepository: Sendable {
         in scope: Scope, after: Int64, limit: Int, excluding: (replica: String, foldedThrough: Int64)? = nil,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> [StoredEvent] {
-        let rows =
-            if let excluding {
-                try await connection.query(
-                    """
-                    SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                           payload::text, received_at
-                    FROM events WHERE scope = \(scope.name) AND seq > \(after)
-                        AND (dot_replica <> \(excluding.replica) OR seq <= \(excluding.foldedThrough))
-                    ORDER BY seq LIMIT \(Int64(limit))
-                    """, logger: logger)
-            } else {
-                try await connection.query(
-                    """
-                    SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                           payload::text, received_at
-                    FROM events WHERE scope = \(scope.name) AND seq > \(after) ORDER BY seq LIMIT \(Int64(limit))
-                    """, logger: logger)
-            }
+        // Without `excluding`, no replica id is empty: the condition holds for every row.
+        let (replica, foldedThrough) = excluding ?? ("", Int64.max)
+        let rows = try await connection.query(
+            """
+            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                   payload::text, received_at
+            FROM events WHERE scope = \(scope.name) AND seq > \(after)
+                AND (dot_replica <> \(replica) OR seq <= \(foldedThrough))
+            ORDER BY seq LIMIT \(Int64(limit))
+            """, logger: logger)
         var events: [StoredEvent] = []
         events.reserveCapacity(limit)
         for try await row in rows.decode(
