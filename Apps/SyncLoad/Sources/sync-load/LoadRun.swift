@@ -78,7 +78,7 @@ struct LoadRun {
         try JSONEncoder.pretty.encode(manifest).write(to: manifestFile)
         guard let baseURL = URL(string: configuration.server) else { throw LoadError("--server: not a URL") }
         let metrics = LoadMetrics()
-        _ = try WorkloadWeights(parsing: configuration.weights)
+        let weights = try WorkloadWeights(parsing: configuration.weights)
         var devices: [Device] = []
         for plan in manifest.devices {
             let transport = FaultyTransport(
@@ -106,7 +106,7 @@ struct LoadRun {
         await withTaskGroup(of: Void.self) { group in
             for device in devices {
                 group.addTask {
-                    await drive(device, metrics: metrics, start: start, until: writeEnd)
+                    await drive(device, weights: weights, metrics: metrics, start: start, until: writeEnd)
                 }
             }
         }
@@ -148,7 +148,8 @@ struct LoadRun {
     /// goes offline and comes back (so that `offlineFraction` of the devices are offline at any time), and
     /// crashes and reopens now and then; until `end`.
     private func drive(
-        _ device: Device, metrics: LoadMetrics, start: ContinuousClock.Instant, until end: ContinuousClock.Instant
+        _ device: Device, weights: WorkloadWeights, metrics: LoadMetrics, start: ContinuousClock.Instant,
+        until end: ContinuousClock.Instant
     ) async {
         var random = SplitMix64.stream(configuration.seed ^ 0x5EED, device.plan.index)
         let delay = configuration.rampUp * Double(device.plan.index) / Double(max(1, configuration.devices))
@@ -161,7 +162,6 @@ struct LoadRun {
             return
         }
         device.startSync()
-        guard let weights = try? WorkloadWeights(parsing: configuration.weights) else { return }
         var user = NotesUser(scope: device.scope, weights: weights, random: random)
         let fraction = min(max(configuration.offlineFraction, 0), 0.95)
         let meanOffline = (configuration.offlineMin + configuration.offlineMax) / 2

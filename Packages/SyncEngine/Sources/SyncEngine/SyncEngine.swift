@@ -44,8 +44,9 @@ public final class SyncEngine: Sendable {
         /// While `run()` runs, wait on the server for other replicas' events with long-polls of this length
         /// (`GET /v1/pull?wait=`, at most the server's longest wait, 30 s by default) and sync as soon as one
         /// arrives, so that a device sees others' edits within a round trip instead of at the next
-        /// `interval`. The poll only wakes the engine; the sync that follows pulls and applies as always.
-        /// Nil: no long-poll (a transport that cannot pull also turns it off).
+        /// `interval`. The run loop applies the poll's pages itself when they continue the store, and runs a
+        /// cycle otherwise (`applyPolledPages`). Nil: no long-poll (a transport that cannot pull also turns it
+        /// off).
         public var longPoll: Duration? = nil
         /// A bound on round trips per cycle, so a cycle always ends.
         public var maxRoundsPerCycle = 10_000
@@ -500,9 +501,10 @@ public final class SyncEngine: Sendable {
 
     /// Long-polls while `run()` runs (`Configuration.longPoll`): waits on the server from the further of the
     /// stored cursor and the last poll's, and when another replica's events arrive, leaves the page for the
-    /// run loop (`applyPolledPages`) and posts `remoteChange`. The replica's own pushes wake the poll too;
-    /// they are stepped over without a sync (they are in the store already; their push's answer gives them
-    /// their `seq`). Failures back off as the engine does.
+    /// run loop (`applyPolledPages`) and posts `remoteChange`. The server leaves the replica's own events out
+    /// (`PullRequest.exclude`: they are in the store already, and their push's answer gave them their `seq`),
+    /// so its own pushes do not wake it; a server that ignores `exclude` returns them, and they are applied
+    /// like any page. Failures back off as the engine does.
     private func pollForChanges(wait: Duration) async {
         let seconds = max(1, Int(wait.components.seconds))
         var polled = ScopeCursor()
