@@ -243,7 +243,8 @@ import Testing
                 PushRequest(replica: EventFixtures.replica, events: [EventFixtures.event(scope: "d")]))
             try expectError(
                 try await server.send(.post, "/v1/push", headers: headers, body: push), 503, .serverUnavailable, server)
-            let refused = try await server.send(.get, "/v1/pull", headers: headers)
+            // Another request than the first: an identical one may be answered by the read it just made.
+            let refused = try await server.send(.get, "/v1/pull?limit=7", headers: headers)
             try expectError(refused, 503, .serverUnavailable, server)
             // Retries spread over 1–3 s.
             #expect((1...3).contains(Int(refused.headers[.init("Retry-After")!] ?? "") ?? 0))

@@ -11,6 +11,8 @@ import Testing
         scopes: [Scope("team-1")], cursor: ScopeCursor([Scope("team-1"): 3]), limit: 100, replica: nil, record: false,
         acknowledged: nil)
 
+    static func at(_ version: Int) -> ScopeEpoch { ScopeEpoch(generation: 0, versions: [version]) }
+
     static func page(_ seq: Int64) -> PullService.Page {
         PullService.Page(
             events: [], cursor: ScopeCursor([Scope("team-1"): seq]), hasMore: false, remaining: 0, stable: [:])
@@ -40,37 +42,61 @@ import Testing
     @Test func concurrentIdenticalReadsAtTheSameEpochShareOne() async throws {
         let collapser = ReadCollapser()
         let slow = SlowRead()
-        let first = Task { try await collapser.read(Self.key, epoch: 5) { await slow.read(7) } }
+        let first = Task { try await collapser.read(Self.key, epoch: Self.at(5)) { await slow.read(7) } }
         while slow.runs.withLock({ $0 }) == 0 { await Task.yield() }
         // Same key, an epoch the flight covers: joins it.
-        let second = Task { try await collapser.read(Self.key, epoch: 5) { await slow.read(8) } }
-        let third = Task { try await collapser.read(Self.key, epoch: 4) { await slow.read(9) } }
+        let second = Task { try await collapser.read(Self.key, epoch: Self.at(5)) { await slow.read(8) } }
+        let third = Task { try await collapser.read(Self.key, epoch: Self.at(4)) { await slow.read(9) } }
         while collapser.sharedReads < 2 { await Task.yield() }
         slow.release()
-        #expect(try await first.value.cursor == Self.page(7).cursor)
-        #expect(try await second.value.cursor == Self.page(7).cursor)
-        #expect(try await third.value.cursor == Self.page(7).cursor)
+        #expect(try await first.value.page.cursor == Self.page(7).cursor)
+        #expect(try await second.value.page.cursor == Self.page(7).cursor)
+        #expect(try await third.value.page.cursor == Self.page(7).cursor)
         #expect(slow.runs.withLock { $0 } == 1)
     }
 
     @Test func aCallerWokenAfterTheReadBeganReadsAgain() async throws {
         let collapser = ReadCollapser()
         let slow = SlowRead()
-        let first = Task { try await collapser.read(Self.key, epoch: 5) { await slow.read(7) } }
+        let first = Task { try await collapser.read(Self.key, epoch: Self.at(5)) { await slow.read(7) } }
         while slow.runs.withLock({ $0 }) == 0 { await Task.yield() }
         // A signal came after the flight started (epoch 6): the flight may miss its commit.
-        let later = Task { try await collapser.read(Self.key, epoch: 6) { await slow.read(8) } }
+        let later = Task { try await collapser.read(Self.key, epoch: Self.at(6)) { await slow.read(8) } }
         // Another key never joins.
         var other = Self.key
         other.cursor = ScopeCursor([Scope("team-1"): 4])
-        let different = Task { try await collapser.read(other, epoch: 5) { await slow.read(9) } }
+        let different = Task { try await collapser.read(other, epoch: Self.at(5)) { await slow.read(9) } }
         while slow.runs.withLock({ $0 }) < 3 { await Task.yield() }
         slow.release()
-        #expect(try await first.value.cursor == Self.page(7).cursor)
-        #expect(try await later.value.cursor == Self.page(8).cursor)
-        #expect(try await different.value.cursor == Self.page(9).cursor)
+        #expect(try await first.value.page.cursor == Self.page(7).cursor)
+        #expect(try await later.value.page.cursor == Self.page(8).cursor)
+        #expect(try await different.value.page.cursor == Self.page(9).cursor)
         #expect(collapser.sharedReads == 0)
-        // Finished flights are forgotten: the next read runs.
-        #expect(try await collapser.read(Self.key, epoch: 0) { Self.page(10) }.cursor == Self.page(10).cursor)
+        // A finished read still serves callers its epoch covers (waiters resumed late by the same signal)...
+        #expect(
+            try await collapser.read(Self.key, epoch: Self.at(6)) { Self.page(10) }.page.cursor == Self.page(8).cursor)
+        // ...but not a caller signalled since.
+        #expect(
+            try await collapser.read(Self.key, epoch: Self.at(7)) { Self.page(11) }.page.cursor == Self.page(11).cursor)
+    }
+
+    @Test func finishedReadsAreForgottenAfterTheirRetentionAndFailuresAtOnce() async throws {
+        let collapser = ReadCollapser(retention: .milliseconds(50))
+        _ = try await collapser.read(Self.key, epoch: Self.at(1)) { Self.page(1) }
+        #expect(try await collapser.read(Self.key, epoch: Self.at(1)) { Self.page(2) }.shared)
+        try await Task.sleep(for: .milliseconds(80))
+        #expect(
+            try await collapser.read(Self.key, epoch: Self.at(1)) { Self.page(3) }.page.cursor == Self.page(3).cursor)
+        struct Failure: Error {}
+        var other = Self.key
+        other.limit = 7
+        await #expect(throws: Failure.self) { try await collapser.read(other, epoch: Self.at(1)) { throw Failure() } }
+        #expect(try await collapser.read(other, epoch: Self.at(1)) { Self.page(4) }.page.cursor == Self.page(4).cursor)
+        // A read that recorded a replica's progress is not kept.
+        var recorded = Self.key
+        recorded.replica = ReplicaID(high: 1, low: 2)
+        recorded.record = true
+        _ = try await collapser.read(recorded, epoch: Self.at(1)) { Self.page(5) }
+        #expect(try await !collapser.read(recorded, epoch: Self.at(1)) { Self.page(6) }.shared)
     }
 }

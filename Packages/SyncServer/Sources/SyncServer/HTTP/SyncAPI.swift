@@ -51,10 +51,21 @@ struct SyncAPI: Sendable {
             let page = try await pull.pull(
                 pullRequest, identity: identity, replica: pullRequest.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
-            let bytes = EventJSONWriter.page(
-                events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore, remaining: page.remaining,
-                stable: page.stable)
-            return try respond(Data(bytes), to: request)
+            let build: @Sendable () -> Data = {
+                Data(
+                    EventJSONWriter.page(
+                        events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
+                        remaining: page.remaining, stable: page.stable))
+            }
+            // A page many waiters get unchanged is encoded and compressed once.
+            guard let shared = page.body else { return try respond(build(), to: request) }
+            let acceptEncoding = request.headers[.acceptEncoding]
+            let encoded = await shared.body(acceptEncoding: acceptEncoding ?? "") { [codec, gzipLevel] in
+                let body = build()
+                let (bytes, coding) = codec.compressIfWorthIt(body, acceptEncoding: acceptEncoding, level: gzipLevel)
+                return (ByteBuffer(bytes: bytes), coding, body.count)
+            }
+            return respond(encoded: encoded)
         }
     }
 
@@ -120,11 +131,17 @@ struct SyncAPI: Sendable {
     func respond(_ body: Data, to request: Request) throws -> Response {
         let (bytes, coding) = codec.compressIfWorthIt(
             body, acceptEncoding: request.headers[.acceptEncoding], level: gzipLevel)
-        metrics.recordResponseBody(raw: body.count, wire: bytes.count)
-        var response = Self.json(bytes)
-        if coding == .gzip { response.headers[.contentEncoding] = "gzip" }
-        response.headers[.vary] = "Accept-Encoding"
-        return response
+        return respond(encoded: (ByteBuffer(bytes: bytes), coding, body.count))
+    }
+
+    /// A JSON `200` of a body already encoded (`bytes` of `raw` bytes before `coding`).
+    func respond(encoded body: (bytes: ByteBuffer, coding: ContentCoding, raw: Int)) -> Response {
+        metrics.recordResponseBody(raw: body.raw, wire: body.bytes.readableBytes)
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if body.coding == .gzip { headers[.contentEncoding] = "gzip" }
+        headers[.vary] = "Accept-Encoding"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body.bytes))
     }
 
     static func json(_ body: Data, status: HTTPResponse.Status = .ok) -> Response {

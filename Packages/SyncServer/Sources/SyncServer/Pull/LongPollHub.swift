@@ -14,20 +14,44 @@ import Synchronization
 /// (reconnecting with backoff) and on graceful shutdown wakes every waiter so shutdown is not held up.
 final class LongPollHub: Service, Sendable {
     private let state = Mutex(LongPollState<CheckedContinuation<Void, Never>>())
-    /// Signals so far, counted before any waiter is resumed: a read that starts at epoch *e* sees every
-    /// commit signalled up to *e* (signals follow commits), which is what lets concurrent identical reads
-    /// share one (`ReadCollapser`).
-    private let signals = Mutex(0)
+    /// Signals so far per scope, counted before any waiter is resumed, and the heads reads found since: a
+    /// read that starts at epoch *e* sees every commit signalled up to *e* (signals follow commits), which is
+    /// what lets identical reads share one (`ReadCollapser`) and a poll at a known head wait without reading.
+    private let clock = Mutex(ScopeClock())
+    /// Whether the LISTEN connection is up: without it, commits of other servers go unsignalled, so no head
+    /// is trusted (`knownHeads`).
+    private let listening = Mutex(false)
+    /// How long a head found by a read is trusted while no signal comes.
+    let headMaxAge: Duration
 
-    /// The number of signals so far.
-    var epoch: Int { signals.withLock { $0 } }
+    /// Whether every commit, this server's and others', is signalled (the LISTEN connection is up).
+    var isListening: Bool { listening.withLock { $0 } }
+
+    /// The epoch of `scopes` now (see `ScopeEpoch`).
+    func epoch(_ scopes: [Scope]) -> ScopeEpoch { clock.withLock { $0.epoch(scopes) } }
+
+    /// A read that began at `epoch` found these heads of `scopes`.
+    func learn(_ heads: [Scope: Int64], of scopes: [Scope], at epoch: ScopeEpoch) {
+        let now = ContinuousClock.now
+        clock.withLock { $0.learn(heads, of: scopes, at: epoch, now: now) }
+    }
+
+    /// The heads of `scopes` when all are known (no commit signalled since a read found them, the LISTEN
+    /// connection up); nil otherwise. Look after `register`: a commit signalled afterwards then wakes the
+    /// waiter.
+    func knownHeads(_ scopes: [Scope]) -> [Scope: Int64]? {
+        guard isListening else { return nil }
+        let now = ContinuousClock.now
+        return clock.withLock { $0.knownHeads(scopes, maxAge: headMaxAge, now: now) }
+    }
     private let client: PostgresClient
     private let logger: Logger
     private let activeGauge: Gauge
     private let active = Mutex(0)
 
-    init(client: PostgresClient, logger: Logger, metrics: ServerMetrics) {
+    init(client: PostgresClient, logger: Logger, metrics: ServerMetrics, headMaxAge: Duration = .seconds(10)) {
         self.client = client
+        self.headMaxAge = headMaxAge
         self.logger = logger
         self.activeGauge = metrics.longPolls
     }
@@ -92,15 +116,36 @@ final class LongPollHub: Service, Sendable {
         }
     }
 
+    /// A notification's scope and head: `scope head`, or `scope` alone (servers before heads were sent).
+    static func notification(_ payload: String) -> (Scope, Int64?)? {
+        let parts = payload.split(separator: " ", maxSplits: 1)
+        guard let first = parts.first, let scope = try? Scope(String(first)) else { return nil }
+        return (scope, parts.count > 1 ? Int64(parts[1]) : nil)
+    }
+
+    /// Events committed by this process: their scopes and new heads.
+    func signal(heads: [Scope: Int64]) {
+        clock.withLock { clock in for (scope, head) in heads { clock.noteSignalled(scope, head: head) } }
+        signal(Array(heads.keys))
+    }
+
+    /// A commit's notification: ignored when this process already signalled that head or a later one (its
+    /// own commits come back through LISTEN too; by then their waiters are woken, and a second signal
+    /// would only make their reads unsharable with the first).
+    func signal(_ scope: Scope, head: Int64?) {
+        if let head, !clock.withLock({ $0.noteSignalled(scope, head: head) }) { return }
+        signal([scope])
+    }
+
     /// Events committed in `scopes`.
     func signal(_ scopes: [Scope]) {
         let scopes = Set(scopes)
-        signals.withLock { $0 += 1 }
+        clock.withLock { $0.signal(scopes) }
         for continuation in state.withLock({ $0.signal(scopes) }) { continuation.resume() }
     }
 
     func signalAll() {
-        signals.withLock { $0 += 1 }
+        clock.withLock { $0.signalAll() }
         for continuation in state.withLock({ $0.signalAll() }) { continuation.resume() }
     }
 
@@ -130,8 +175,11 @@ final class LongPollHub: Service, Sendable {
                         failures = 0
                         // Anything committed while not listening was missed: let every waiter re-read.
                         self.signalAll()
+                        self.listening.withLock { $0 = true }
+                        defer { self.listening.withLock { $0 = false } }
                         for try await notification in notifications {
-                            if let scope = try? Scope(notification.payload) { self.signal([scope]) }
+                            guard let (scope, head) = Self.notification(notification.payload) else { continue }
+                            self.signal(scope, head: head)
                         }
                     }
                 }

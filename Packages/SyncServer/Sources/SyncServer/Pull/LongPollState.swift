@@ -21,6 +21,8 @@ struct LongPollState<Continuation> {
     }
 
     private(set) var waiters: [Int: Waiter] = [:]
+    /// The waiters of each scope, so that a signal costs the waiters of its scopes, not all of them.
+    private var byScope: [Scope: Set<Int>] = [:]
     private(set) var closed = false
     private var nextID = 0
 
@@ -29,12 +31,18 @@ struct LongPollState<Continuation> {
         guard !closed else { return nil }
         nextID += 1
         waiters[nextID] = Waiter(scopes: scopes)
+        for scope in scopes { byScope[scope, default: []].insert(nextID) }
         return nextID
     }
 
     /// Removes a waiter; returns its continuation if it was suspended (to resume).
     mutating func unregister(_ id: Int) -> Continuation? {
-        waiters.removeValue(forKey: id)?.continuation
+        guard let waiter = waiters.removeValue(forKey: id) else { return nil }
+        for scope in waiter.scopes {
+            byScope[scope]?.remove(id)
+            if byScope[scope]?.isEmpty == true { byScope[scope] = nil }
+        }
+        return waiter.continuation
     }
 
     /// Suspends `id` with `continuation` unless a signal is pending or the hub is closed.
@@ -61,9 +69,11 @@ struct LongPollState<Continuation> {
     /// Events were committed in `scopes`: returns the continuations to resume; waiters of those scopes
     /// that are not suspended yet remember the signal.
     mutating func signal(_ scopes: some Sequence<Scope>) -> [Continuation] {
-        let scopes = Set(scopes)
+        var ids = Set<Int>()
+        for scope in Set(scopes) { ids.formUnion(byScope[scope] ?? []) }
         var woken: [Continuation] = []
-        for (id, var waiter) in waiters where !waiter.scopes.isDisjoint(with: scopes) {
+        for id in ids {
+            guard var waiter = waiters[id] else { continue }
             if let continuation = waiter.continuation {
                 woken.append(continuation)
                 waiter.continuation = nil
@@ -77,7 +87,7 @@ struct LongPollState<Continuation> {
 
     /// Wakes every waiter (after missing notifications, e.g. when the LISTEN connection was re-established).
     mutating func signalAll() -> [Continuation] {
-        signal(Set(waiters.values.flatMap(\.scopes)))
+        signal(Array(byScope.keys))
     }
 
     /// Shutting down: wakes everyone and refuses new waiters.

@@ -21,6 +21,8 @@ struct PullService: Sendable {
     var stablePoints = StablePointCache()
     /// Identical reads at the same time share one (see `ReadCollapser`).
     let collapser = ReadCollapser()
+    /// Where reads and waits are counted (`/metrics`).
+    var metrics: ServerMetrics? = nil
 
     /// One page.
     struct Page: Sendable {
@@ -33,6 +35,8 @@ struct PullService: Sendable {
         var stable: [Scope: Int64]
         /// Each scope's folded point as read (events at or below it may be snapshots).
         var foldedThrough: [Scope: Int64] = [:]
+        /// The answer's bodies, shared by everyone this page goes to unchanged (see `ReadCollapser`).
+        var body: SharedBody? = nil
 
         /// The page without the events `replica` made, except folded history (see `PullRequest.exclude`);
         /// the cursor stays where it is, past what was left out.
@@ -40,6 +44,8 @@ struct PullService: Sendable {
             let id = replica.description
             var page = self
             page.events.removeAll { $0.dotReplica == id && $0.seq > (foldedThrough[$0.scope] ?? 0) }
+            // Another body than the shared one.
+            if page.events.count != events.count { page.body = nil }
             return page
         }
     }
@@ -55,37 +61,67 @@ struct PullService: Sendable {
     }
 
     /// Reads the page after `request.cursor`, long-polling up to `request.wait` seconds when it is empty.
+    ///
+    /// **Waiting costs no database.** A long-poll registers with the hub first; when the hub knows the
+    /// heads of its scopes (a read found them and no commit was signalled since) and its cursor is at them,
+    /// it waits without reading, and when its wait ends with no signal it answers from what is known. A poll
+    /// that names its `replica` reads anyway, because the read records the replica's progress.
     /// - Throws: `SyncProtocolError` `scope.forbidden`, `reset.required`, `server.unavailable`.
     func pull(_ request: PullRequest, identity: TokenIdentity, replica: ReplicaID?, logger: Logger) async throws
         -> Page
     {
         let scopes = try Self.scopes(requested: request.scopes, identity: identity)
         let limit = min(request.limit ?? limits.defaultPullLimit, limits.maxPullLimit)
-        // A long-poll registers before its first read: a commit after that read signals the waiter, so none
-        // is missed, and an empty poll costs one read before it waits.
+        // A long-poll registers before it reads or looks at the known heads: a commit signalled after that
+        // wakes the waiter, so none is missed.
         let waiter = request.wait > 0 && !scopes.isEmpty ? hub.register(Set(scopes)) : nil
         defer { if let waiter { hub.unregister(waiter) } }
-        // Leaving out `exclude`'s events: in the database when the read is this replica's alone (it records
-        // its progress), so that a device pushing a large outbox is not read back its own events; otherwise
-        // after a read that identical requests of other replicas can share.
-        let sharable = replica == nil
-        var page = try await sharedRead(
-            scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
-            acknowledged: request.acknowledged, exclude: sharable ? nil : request.exclude, logger: logger)
-        if sharable, let exclude = request.exclude { page = page.excluding(exclude) }
+        var page: Page
+        if waiter != nil, replica == nil, let idle = idlePage(scopes: scopes, cursor: request.cursor) {
+            metrics?.recordWaitWithoutRead()
+            page = idle
+        } else {
+            // Leaving out `exclude`'s events: in the database when the read is this replica's alone (it
+            // records its progress), so that a device pushing a large outbox is not read back its own events;
+            // otherwise after a read that identical requests of other replicas can share.
+            let sharable = replica == nil
+            page = try await sharedRead(
+                scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
+                acknowledged: request.acknowledged, exclude: sharable ? nil : request.exclude, logger: logger)
+            if sharable, let exclude = request.exclude { page = page.excluding(exclude) }
+        }
         guard page.events.isEmpty, let waiter else { return page }
 
         let deadline = ContinuousClock.now + .seconds(min(request.wait, limits.maxWaitSeconds))
         while true {
             await hub.wait(waiter, until: deadline)
-            // Woken waiters at the same cursor share one read; each leaves out its own events itself.
-            page = try await sharedRead(
-                scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false, logger: logger)
-            if let exclude = request.exclude { page = page.excluding(exclude) }
-            if !page.events.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed {
-                return page
+            let over = ContinuousClock.now >= deadline || Task.isCancelled || hub.isClosed
+            // Nothing was signalled (the wait timed out): the answer is known without reading.
+            if over, let idle = idlePage(scopes: scopes, cursor: request.cursor) { return idle }
+            // Woken waiters at the same cursor share one read; each leaves out its own events itself. The
+            // shared read names no replica; one that the purge check refuses without it reads as itself.
+            do {
+                page = try await sharedRead(
+                    scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, record: false, logger: logger)
+            } catch let error as SyncProtocolError where error.code == .resetRequired && replica != nil {
+                page = try await sharedRead(
+                    scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false,
+                    logger: logger)
             }
+            if let exclude = request.exclude { page = page.excluding(exclude) }
+            if !page.events.isEmpty || over { return page }
         }
+    }
+
+    /// The empty answer for a cursor at the heads the hub knows, with each scope's last known stable point;
+    /// nil when a head or a stable point is not known, or the cursor is not at the heads.
+    func idlePage(scopes: [Scope], cursor: ScopeCursor) -> Page? {
+        guard let heads = hub.knownHeads(scopes), scopes.allSatisfy({ cursor[$0] == heads[$0] }) else { return nil }
+        // An answer without a read may give a stable point up to a minute old: like the cached one of a
+        // read, it is advisory (a device prunes only its own copy of history at or below it).
+        let stable = stablePoints.fresh(scopes, maxAge: .seconds(60))
+        guard stable.count == scopes.count else { return nil }
+        return Page(events: [], cursor: cursor, hasMore: false, remaining: 0, stable: stable)
     }
 
     /// `read`, shared with identical reads in flight that cannot miss what this caller must see
@@ -97,11 +133,18 @@ struct PullService: Sendable {
         let key = ReadCollapser.Key(
             scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record, acknowledged: acknowledged,
             exclude: exclude)
-        return try await collapser.read(key, epoch: hub.epoch) {
-            try await read(
+        let epoch = hub.epoch(scopes)
+        let (page, shared) = try await collapser.read(key, epoch: epoch, reuseFinished: hub.isListening) {
+            [metrics] in
+            metrics?.recordPullRead(shared: false)
+            var page = try await read(
                 scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record,
-                acknowledged: acknowledged, exclude: exclude, logger: logger)
+                acknowledged: acknowledged, exclude: exclude, epoch: epoch, logger: logger)
+            page.body = SharedBody()
+            return page
         }
+        if shared { metrics?.recordPullRead(shared: true) }
+        return page
     }
 
     /// One read: head rows (for retention and `hasMore`), then each scope with news in order until the page
@@ -115,11 +158,13 @@ struct PullService: Sendable {
     /// `reset.required`, and so does a request that does not name its replica.
     func read(
         scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, record: Bool = true,
-        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, logger: Logger
+        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, epoch: ScopeEpoch? = nil, logger: Logger
     ) async throws -> Page {
-        try await database.withConnection { [repository] connection in
+        let epoch = epoch ?? hub.epoch(scopes)
+        return try await database.withConnection { [repository, hub] connection in
             let heads = try await repository.selectHeads(
                 scopes.map(\.name), lock: false, on: connection, logger: logger)
+            hub.learn(heads.mapValues(\.head), of: scopes, at: epoch)
             // A position of 0 holds nothing yet (a new device, or one that reset): it reads the folded history
             // from the start.
             let behind = scopes.filter { scope in
@@ -221,9 +266,10 @@ final class StablePointCache: Sendable {
         self.maxAge = maxAge
     }
 
-    /// The scopes' values read less than `maxAge` ago.
-    func fresh(_ scopes: [Scope]) -> [Scope: Int64] {
+    /// The scopes' values read less than `maxAge` (by default the cache's) ago.
+    func fresh(_ scopes: [Scope], maxAge: Duration? = nil) -> [Scope: Int64] {
         let now = ContinuousClock.now
+        let maxAge = maxAge ?? self.maxAge
         return entries.withLock { entries in
             var found: [Scope: Int64] = [:]
             for scope in scopes {

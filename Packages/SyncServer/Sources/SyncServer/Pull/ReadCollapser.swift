@@ -1,13 +1,18 @@
+import NIOCore
 import SyncModels
+import SyncProtocol
 import Synchronization
 
-/// Request collapsing for pulls: identical reads that run at the same time share one database read. When a
-/// push wakes the long-polls of every device of a scope, those at the same cursor (all that were caught up)
-/// re-read the same page; with this, PostgreSQL serves it once.
+/// Request collapsing for pulls: identical reads share one database read. When a push wakes the
+/// long-polls of every device of a scope, those at the same cursor (all that were caught up) re-read the same
+/// page; with this, PostgreSQL serves it once, and the answer is encoded and compressed once (`SharedBody`).
 ///
-/// A read may be shared only with callers it cannot leave behind: one that started at or after the
-/// caller's epoch (`LongPollHub.epoch`, taken before the caller reads). Every commit signalled by then is
-/// visible to it, so a caller woken by a signal never joins a read that began before that signal.
+/// A read may be shared only with callers it cannot leave behind: one that started at an epoch covering the
+/// caller's (`LongPollHub.epoch`, taken before the caller reads). Every commit signalled by then is visible
+/// to it, so a caller woken by a signal never joins a read that began before that signal. That holds after
+/// the read finished too, so a finished read is kept for `retention` (unless it failed, or recorded a
+/// replica's progress): waiters resumed one after another by a signal all find it, however long resuming
+/// them takes.
 final class ReadCollapser: Sendable {
     /// Everything a read's result depends on.
     struct Key: Hashable, Sendable {
@@ -21,42 +26,102 @@ final class ReadCollapser: Sendable {
     }
 
     private struct Flight {
-        var epoch: Int
+        var epoch: ScopeEpoch
         var id: Int
         var task: Task<PullService.Page, any Error>
+        /// When it finished; nil while in flight.
+        var finished: ContinuousClock.Instant?
     }
 
     private struct State {
         var flights: [Key: Flight] = [:]
         var nextID = 0
         var shared = 0
+        var reads = 0
     }
     private let state = Mutex(State())
+    let retention: Duration
+    /// At most this many finished reads are kept.
+    let capacity: Int
+
+    init(retention: Duration = .seconds(5), capacity: Int = 512) {
+        self.retention = retention
+        self.capacity = capacity
+    }
 
     /// Reads that joined another's read instead of their own.
     var sharedReads: Int { state.withLock { $0.shared } }
+    /// Reads that ran.
+    var reads: Int { state.withLock { $0.reads } }
 
-    /// The result of `read`, or of an identical read in flight that started at or after `epoch`.
+    /// The result of `read`, or of an identical read in flight or just finished that started at an epoch
+    /// covering `epoch`. `shared` tells whether this caller joined another's read.
+    ///
+    /// - Parameter reuseFinished: whether a finished read may serve; not while commits may go unsignalled
+    ///   (the hub's LISTEN connection is down), since epochs then stop telling what a read may have missed.
     func read(
-        _ key: Key, epoch: Int, _ read: @escaping @Sendable () async throws -> PullService.Page
-    ) async throws -> PullService.Page {
+        _ key: Key, epoch: ScopeEpoch, reuseFinished: Bool = true,
+        _ read: @escaping @Sendable () async throws -> PullService.Page
+    ) async throws -> (page: PullService.Page, shared: Bool) {
+        let now = ContinuousClock.now
         let (flight, owner) = state.withLock { state -> (Flight, Bool) in
-            if let flight = state.flights[key], flight.epoch >= epoch {
+            if let flight = state.flights[key], flight.epoch.covers(epoch),
+                flight.finished.map({ reuseFinished && now - $0 < retention }) ?? true
+            {
                 state.shared += 1
                 return (flight, false)
             }
             state.nextID += 1
-            let flight = Flight(epoch: epoch, id: state.nextID, task: Task { try await read() })
+            state.reads += 1
+            if state.flights.count >= capacity { Self.prune(&state.flights, now: now, retention: retention) }
+            let flight = Flight(epoch: epoch, id: state.nextID, task: Task { try await read() }, finished: nil)
             state.flights[key] = flight
             return (flight, true)
         }
-        defer {
+        let keep = key.replica == nil
+        do {
+            let page = try await flight.task.value
+            if owner {
+                let finished = ContinuousClock.now
+                state.withLock { state in
+                    guard state.flights[key]?.id == flight.id else { return }
+                    if keep { state.flights[key]?.finished = finished } else { state.flights[key] = nil }
+                }
+            }
+            return (page, !owner)
+        } catch {
             if owner {
                 state.withLock { state in
                     if state.flights[key]?.id == flight.id { state.flights[key] = nil }
                 }
             }
+            throw error
         }
-        return try await flight.task.value
+    }
+
+    /// Drops finished reads past their retention; when that is not enough, the oldest finished ones.
+    private static func prune(_ flights: inout [Key: Flight], now: ContinuousClock.Instant, retention: Duration) {
+        flights = flights.filter { _, flight in flight.finished.map { now - $0 < retention } ?? true }
+        let finished = flights.filter { $0.value.finished != nil }.sorted { $0.value.finished! < $1.value.finished! }
+        for (key, _) in finished.prefix(finished.count / 2) { flights[key] = nil }
+    }
+}
+
+/// A page's answer bodies, built once for everyone the page goes to unchanged: one per `Accept-Encoding`
+/// value asked with (the body is gzip-compressed or not accordingly).
+final class SharedBody: Sendable {
+    /// The bytes as sent, their coding, and their size before it.
+    typealias Encoded = (bytes: ByteBuffer, coding: ContentCoding, raw: Int)
+    private let bodies = Mutex<[String: Task<Encoded, Never>]>([:])
+
+    /// The body for `acceptEncoding`, built by `build` by the first caller that asks.
+    func body(acceptEncoding: String, build: @escaping @Sendable () -> Encoded) async -> Encoded {
+        let task = bodies.withLock { bodies in
+            if let task = bodies[acceptEncoding] { return task }
+            let task = Task { build() }
+            bodies[acceptEncoding] = task
+            return task
+        }
+        return await task.value
     }
 }

@@ -45,7 +45,7 @@ struct PushService: Sendable {
         }
         if !plan.pendingIndexes.isEmpty {
             plan = try await append(plan, payloads: payloads, replica: replica, logger: logger)
-            hub.signal(plan.acceptedScopes)
+            hub.signal(heads: plan.acceptedHeads)
         }
         let results = plan.results
         metrics.recordPush(results)
@@ -205,5 +205,15 @@ extension PushPlan {
     /// The scopes that received accepted events.
     var acceptedScopes: [Scope] {
         Array(Set(acceptedIndexes.map { events[$0].scope })).sorted()
+    }
+
+    /// Each scope that received accepted events, with the highest seq accepted into it.
+    var acceptedHeads: [Scope: Int64] {
+        var heads: [Scope: Int64] = [:]
+        for index in acceptedIndexes {
+            guard case .accepted(let seq) = outcomes[index] else { continue }
+            heads[events[index].scope] = max(heads[events[index].scope] ?? 0, seq)
+        }
+        return heads
     }
 }

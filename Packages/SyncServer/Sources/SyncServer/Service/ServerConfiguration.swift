@@ -45,6 +45,10 @@ public struct ServerConfiguration: Sendable {
     /// events per folded stream, default 1.0), `SYNC_COMPACTION_BATCH_EVENTS` (events per transaction,
     /// default 2000). Only a domain with a `StreamFolder` is compacted.
     public var compaction = CompactionPolicy()
+    /// How many connections may wait to be accepted (`SYNC_LISTEN_BACKLOG`, default 4096; the kernel caps it
+    /// at `net.core.somaxconn`). A burst of devices connecting at once past it waits for TCP's retransmit,
+    /// a second or more.
+    public var listenBacklog: Int = 4096
     /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
     public var logLevel: String = "info"
 
@@ -84,6 +88,7 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_GZIP_LEVEL", 1...9) { gzipLevel = Int32(value) }
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
+        if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }
         if let value = try integer("SYNC_EVICTION_HORIZON_SECONDS", 1...Int.max) { evictionHorizonSeconds = value }
         if let value = try integer("SYNC_STABLE_POINT_REFRESH_MS", 0...3_600_000) {
             stablePointRefreshMilliseconds = value

@@ -25,6 +25,11 @@ final class ServerMetrics: Sendable {
     let compactedEvents: Counter
     /// Snapshot events compaction wrote.
     let compactionSnapshots: Counter
+    /// Pull reads of the database, and pulls that joined an identical read instead (`ReadCollapser`).
+    private let pullReadsRun: Counter
+    private let pullReadsJoined: Counter
+    /// Long-polls that began waiting without a read (their cursor at the heads the hub knew).
+    private let waitsWithoutRead: Counter
     private let routes = Mutex([RouteKey: (Counter, Timer)]())
 
     struct RouteKey: Hashable {
@@ -53,7 +58,18 @@ final class ServerMetrics: Sendable {
         longPolls = Gauge(label: "sync_longpolls_active", factory: factory)
         compactedEvents = Counter(label: "sync_compaction_folded_events_total", factory: factory)
         compactionSnapshots = Counter(label: "sync_compaction_snapshots_total", factory: factory)
+        pullReadsRun = Counter(label: "sync_pull_reads_total", dimensions: [("kind", "database")], factory: factory)
+        pullReadsJoined = Counter(label: "sync_pull_reads_total", dimensions: [("kind", "joined")], factory: factory)
+        waitsWithoutRead = Counter(label: "sync_longpoll_waits_without_read_total", factory: factory)
     }
+
+    /// A pull's read: run against the database, or `shared` with an identical one.
+    func recordPullRead(shared: Bool) {
+        (shared ? pullReadsJoined : pullReadsRun).increment()
+    }
+
+    /// A long-poll that began waiting without reading.
+    func recordWaitWithoutRead() { waitsWithoutRead.increment() }
 
     /// One answered request, by route template (`/v1/pull`, not the query), method and status.
     func recordRequest(route: String, method: String, status: Int, nanoseconds: Int64) {

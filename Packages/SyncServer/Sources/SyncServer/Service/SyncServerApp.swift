@@ -64,7 +64,7 @@ public struct SyncServerApp: Sendable {
                 database: database, limits: configuration.limits, hub: hub,
                 evictionHorizonSeconds: configuration.evictionHorizonSeconds,
                 stablePoints: StablePointCache(
-                    maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds))),
+                    maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds)), metrics: metrics),
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
 
@@ -89,7 +89,9 @@ public struct SyncServerApp: Sendable {
         let onListening = self.onListening
         var app = Application(
             router: router,
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil,
+                backlog: configuration.listenBacklog),
             services: services,
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

@@ -7,7 +7,8 @@ import SyncProtocol
 /// The SQL of the event log: locking scope heads, finding stored ids and stream versions, writing a batch,
 /// and reading pages. Every method runs on the connection it is given, so the caller owns transactions.
 struct EventRepository: Sendable {
-    /// The NOTIFY channel a commit signals with the names of the scopes it appended to.
+    /// The NOTIFY channel a commit signals on: one notification per scope it appended to, `scope head` (the
+    /// scope's name, a space, its new head; see `LongPollHub.notification`).
     static let channel = "sync_events"
 
     /// A scope's head row.
@@ -184,7 +185,8 @@ struct EventRepository: Sendable {
                 ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version)
                 RETURNING 1
             ), woken AS (
-                SELECT pg_notify(\(Self.channel), s) FROM unnest(\(headScopes)::text[]) AS s
+                SELECT pg_notify(\(Self.channel), h.scope || ' ' || h.head)
+                FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
             )
             SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved), (SELECT count(*) FROM versions),
                    (SELECT count(*) FROM woken)

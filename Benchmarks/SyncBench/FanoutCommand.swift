@@ -1,0 +1,346 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import SyncEngine
+import SyncEngineHTTPClient
+import SyncModels
+import SyncProtocol
+import SyncServer
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `sync-bench fanout`: many devices long-polling, woken by pushes.
+///
+/// Opens `--devices` waiting devices from this process, each with its own token (minted from `--jwt-secret`)
+/// and its own connection, spread over `--scopes` scopes, each long-polling `GET /v1/pull?wait=` through
+/// `HTTPClientTransport` as a device's engine does. Once the server reports them all waiting
+/// (`sync_longpolls_active`), it pushes: one event into the first scope (`--duration 0`), or one event a
+/// second into each of `--push-scopes` scopes for `--duration` seconds. It reports how many of the waiters
+/// that should get each event got it, the latency from the push to each waiter's answer (p50/p99/max),
+/// errors by kind, the time the connect burst took, and with `--server-pid` the server's RSS (before, with
+/// everyone waiting, per waiting connection) and CPU.
+struct FanoutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fanout",
+        abstract: "Open many long-polling devices, push, and measure how many are woken with the event and how fast.")
+
+    @Option(help: "Base URL of the server.") var server: String = "http://127.0.0.1:8080"
+    @Option(help: "The server's JWT secret, to mint a token per device (or SYNC_JWT_SECRET).") var jwtSecret: String?
+    @Option(help: "Waiting devices.") var devices: Int = 1000
+    @Option(help: "Scopes the devices are spread over (device i waits on scope i mod scopes).") var scopes: Int = 1
+    @Option(help: "Seconds each long-poll waits (the server caps it at its SYNC_MAX_WAIT_SECONDS).") var wait: Int = 60
+    @Option(help: "Seconds of pushes, one a second per push scope (0: a single push into the first scope).")
+    var duration: Int = 0
+    @Option(help: "Scopes pushed into each second (with --duration).") var pushScopes: Int = 100
+    @Option(help: "Seconds to give the devices to be waiting before pushing anyway.") var connectTimeout: Int = 120
+    @Option(help: "The server's process id, to report its memory and CPU.") var serverPid: Int32?
+    @Option(help: "Prefix of the scopes (a fresh one per run by default, so every scope starts empty).")
+    var scopePrefix: String?
+    @Flag(help: "Print one JSON object instead of text.") var json = false
+
+    func validate() throws {
+        guard devices > 0, scopes > 0, wait > 0, duration >= 0, pushScopes > 0, pushScopes <= scopes else {
+            throw ValidationError("counts must be positive, and --push-scopes at most --scopes")
+        }
+    }
+
+    func run() async throws {
+        guard let secret = jwtSecret ?? ProcessInfo.processInfo.environment["SYNC_JWT_SECRET"] else {
+            throw ValidationError("pass --jwt-secret or set SYNC_JWT_SECRET (the server's)")
+        }
+        FileLimit.raise()
+        let base = server.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        let prefix = scopePrefix ?? "fanout-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+        let scopeList = try (0..<scopes).map { try Scope("\(prefix)-\($0)") }
+        let verifier = await TokenVerifier(secret: secret)
+        var tokens: [String] = []
+        tokens.reserveCapacity(devices)
+        for index in 0..<devices {
+            tokens.append(
+                try await verifier.mint(
+                    subject: "fanout-device-\(index)", scopes: [scopeList[index % scopes].name], ttl: 3600))
+        }
+        let pusherToken = try await verifier.mint(
+            subject: "fanout-pusher", scopes: scopeList.prefix(max(1, pushScopes)).map(\.name), ttl: 3600)
+
+        // One connection per waiting device (a long-poll holds its connection), on NIO's event loops.
+        var configuration = HTTPClient.Configuration()
+        configuration.decompression = .disabled
+        configuration.connectionPool = .init(
+            idleTimeout: .seconds(Int64(wait) + 60), concurrentHTTP1ConnectionsPerHostSoftLimit: devices + 64)
+        configuration.timeout.connect = .seconds(30)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let record = FanoutRecord()
+        let serverBefore = serverPid.map { ProcessSample(pid: $0) }
+        let started = ContinuousClock.now
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<devices {
+                let transport = HTTPClientTransport(
+                    baseURL: URL(string: base)!, token: tokens[index], client: http,
+                    timeout: .seconds(Int64(wait) + 60))
+                let scope = scopeList[index % scopes]
+                group.addTask {
+                    await Self.waitLoop(
+                        transport: transport, scope: scope, wait: wait, record: record)
+                }
+            }
+            // Everyone waiting: the server's gauge, read from /metrics.
+            var waiting = 0
+            while ContinuousClock.now - started < .seconds(connectTimeout) {
+                waiting = try await Self.longPollsActive(base: base, http: http)
+                if waiting >= devices { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let connected = ContinuousClock.now - started
+            let serverWaiting = serverPid.map { ProcessSample(pid: $0) }
+            var expected = 0
+            if duration == 0 {
+                try await Self.push(
+                    into: scopeList[0], base: base, token: pusherToken, http: http, record: record, seed: 1)
+                expected = (0..<devices).filter { $0 % scopes == 0 }.count
+            } else {
+                var seed: UInt64 = 1
+                for second in 0..<duration {
+                    let tick = started + connected + .seconds(second)
+                    try await Task.sleep(until: tick, clock: .continuous)
+                    // The pushes of one second go out together, as independent devices' would.
+                    try await withThrowingTaskGroup(of: Void.self) { pushes in
+                        for scope in scopeList.prefix(pushScopes) {
+                            seed += 1
+                            let seed = seed
+                            pushes.addTask {
+                                try await Self.push(
+                                    into: scope, base: base, token: pusherToken, http: http, record: record, seed: seed)
+                            }
+                        }
+                        try await pushes.waitForAll()
+                    }
+                }
+                let perScope = (0..<scopes).map { scope in (0..<devices).filter { $0 % scopes == scope }.count }
+                expected = duration * perScope.prefix(pushScopes).reduce(0, +)
+            }
+            // Give the last answers time to arrive, then stop the waiters.
+            let settle = ContinuousClock.now + .seconds(10)
+            while record.delivered < expected, ContinuousClock.now < settle {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let serverAfter = serverPid.map { ProcessSample(pid: $0) }
+            record.stop()
+            group.cancelAll()
+            let report = record.report(
+                devices: devices, scopes: scopes, expected: expected, waiting: waiting, connectSeconds: connected,
+                server: (serverBefore, serverWaiting, serverAfter), pushes: duration == 0 ? 1 : duration * pushScopes)
+            if json {
+                print(String(decoding: try JSONEncoder.sortedKeys.encode(report), as: UTF8.self))
+            } else {
+                print(report.text)
+            }
+        }
+        try await http.shutdown()
+    }
+
+    /// One device: long-polls from the scope's start, recording every event it gets and every failure.
+    static func waitLoop(
+        transport: HTTPClientTransport, scope: Scope, wait: Int, record: FanoutRecord
+    ) async {
+        var cursor = ScopeCursor()
+        while !Task.isCancelled, !record.stopped {
+            do {
+                let page = try await transport.pull(PullRequest(cursor: cursor, scopes: [scope], wait: wait))
+                let received = ContinuousClock.now
+                record.received(page.events.map(\.id), at: received)
+                cursor = (try? ScopeCursor(encoded: page.cursor)) ?? cursor
+            } catch {
+                if record.stopped || Task.isCancelled { return }
+                record.failed(error)
+                var retryAfter: Duration = .seconds(1)
+                if case .retryable(_, let after) = error, let after { retryAfter = after }
+                try? await Task.sleep(for: retryAfter)
+            }
+        }
+    }
+
+    /// Pushes one new note into `scope`, remembering when the push was sent.
+    static func push(
+        into scope: Scope, base: String, token: String, http: HTTPClient, record: FanoutRecord, seed: UInt64
+    ) async throws {
+        var event = NotesWorkload(notes: 1, seed: seed &+ UInt64.random(in: 0...UInt64(UInt32.max)) << 16, scope: scope)
+            .events(count: 1)[0]
+        event.seq = nil
+        event.receivedAt = nil
+        var request = HTTPClientRequest(url: base + "/v1/push")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(
+            ByteBuffer(bytes: try WireCodec().encode(PushRequest(replica: event.dot.replica, events: [event]))))
+        record.pushed(event.id, at: ContinuousClock.now)
+        let response = try await http.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else {
+            throw ValidationError("push answered \(response.status.code): \(String(buffer: body))")
+        }
+    }
+
+    /// The server's `sync_longpolls_active` gauge.
+    static func longPollsActive(base: String, http: HTTPClient) async throws -> Int {
+        let response = try await http.execute(HTTPClientRequest(url: base + "/metrics"), timeout: .seconds(10))
+        let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
+        for line in text.split(separator: "\n") where line.hasPrefix("sync_longpolls_active") {
+            if let value = line.split(separator: " ").last.flatMap({ Double($0) }) { return Int(value) }
+        }
+        return 0
+    }
+}
+
+/// What the waiters saw: when each pushed event was sent, every delivery's latency, failures by kind.
+final class FanoutRecord: Sendable {
+    private struct State {
+        var pushedAt: [EventID: ContinuousClock.Instant] = [:]
+        var latencies: [Double] = []
+        var unexpected = 0
+        var errors: [String: Int] = [:]
+        var stopped = false
+    }
+    private let state = Mutex(State())
+
+    /// The measurement is over: waiters stop polling.
+    func stop() { state.withLock { $0.stopped = true } }
+    var stopped: Bool { state.withLock { $0.stopped } }
+
+    func pushed(_ id: EventID, at instant: ContinuousClock.Instant) {
+        state.withLock { $0.pushedAt[id] = instant }
+    }
+
+    func received(_ ids: [EventID], at instant: ContinuousClock.Instant) {
+        guard !ids.isEmpty else { return }
+        state.withLock { state in
+            for id in ids {
+                guard let sent = state.pushedAt[id] else {
+                    state.unexpected += 1
+                    continue
+                }
+                let elapsed = instant - sent
+                state.latencies.append(
+                    Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
+            }
+        }
+    }
+
+    func failed(_ failure: SyncFailure) {
+        let kind: String
+        switch failure {
+        case .retryable(let reason, _): kind = String(reason.prefix(60))
+        case .authentication(let code, _): kind = code
+        case .resetRequired: kind = "reset.required"
+        case .permanent(let code, _): kind = code
+        }
+        state.withLock { $0.errors[kind, default: 0] += 1 }
+    }
+
+    var delivered: Int { state.withLock { $0.latencies.count } }
+
+    func report(
+        devices: Int, scopes: Int, expected: Int, waiting: Int, connectSeconds: Duration,
+        server: (before: ProcessSample?, waiting: ProcessSample?, after: ProcessSample?), pushes: Int
+    ) -> FanoutReport {
+        state.withLock { state in
+            let sorted = state.latencies.sorted()
+            var report = FanoutReport(
+                devices: devices, scopes: scopes, pushes: pushes, waitingBeforePush: waiting,
+                connectSeconds: Double(connectSeconds.components.seconds) + Double(
+                    connectSeconds.components.attoseconds)
+                    / 1e18,
+                expectedDeliveries: expected, delivered: sorted.count, unexpected: state.unexpected,
+                p50Milliseconds: PushCommand.percentile(sorted, 0.5),
+                p99Milliseconds: PushCommand.percentile(sorted, 0.99), maxMilliseconds: sorted.last ?? 0,
+                errors: state.errors)
+            if let before = server.before, let waitingSample = server.waiting {
+                report.serverRSSBeforeBytes = before.rss
+                report.serverRSSWaitingBytes = waitingSample.rss
+                report.serverRSSPerWaiterBytes = (waitingSample.rss - before.rss) / max(1, waiting)
+                if let after = server.after { report.serverCPUSeconds = after.cpuSeconds - before.cpuSeconds }
+            }
+            return report
+        }
+    }
+}
+
+struct FanoutReport: Codable, Sendable {
+    var devices: Int
+    var scopes: Int
+    var pushes: Int
+    var waitingBeforePush: Int
+    var connectSeconds: Double
+    var expectedDeliveries: Int
+    var delivered: Int
+    var unexpected: Int
+    var p50Milliseconds: Double
+    var p99Milliseconds: Double
+    var maxMilliseconds: Double
+    var errors: [String: Int]
+    var serverRSSBeforeBytes: Int?
+    var serverRSSWaitingBytes: Int?
+    var serverRSSPerWaiterBytes: Int?
+    var serverCPUSeconds: Double?
+
+    var text: String {
+        var lines = [
+            "fanout: \(devices) devices over \(scopes) scope(s), \(pushes) push(es)",
+            String(format: "  connect burst: %d waiting after %.2f s", waitingBeforePush, connectSeconds),
+            "  woken with the event: \(delivered) of \(expectedDeliveries)\(unexpected > 0 ? " (\(unexpected) unexpected)" : "")",
+            String(
+                format: "  push → answer: p50 %.1f ms, p99 %.1f ms, max %.1f ms", p50Milliseconds, p99Milliseconds,
+                maxMilliseconds),
+            "  errors: \(errors.isEmpty ? "none" : errors.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))",
+        ]
+        if let before = serverRSSBeforeBytes, let waiting = serverRSSWaitingBytes, let per = serverRSSPerWaiterBytes {
+            lines.append(
+                String(
+                    format: "  server RSS: %.1f MiB before, %.1f MiB waiting, %.1f KiB per waiting connection",
+                    Double(before) / 1_048_576, Double(waiting) / 1_048_576, Double(per) / 1024))
+        }
+        if let cpu = serverCPUSeconds { lines.append(String(format: "  server CPU: %.2f s", cpu)) }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Another process's resident memory and CPU time, from `/proc` (Linux; zeros elsewhere).
+struct ProcessSample: Sendable {
+    var rss: Int
+    var cpuSeconds: Double
+
+    init(pid: Int32) {
+        rss = 0
+        cpuSeconds = 0
+        if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
+            for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+                rss = (line.split(separator: " ").dropFirst().first { Int($0) != nil }.flatMap { Int($0) } ?? 0) * 1024
+            }
+        }
+        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        {
+            // After the command's closing parenthesis: state is field 3, utime and stime fields 14 and 15.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) {
+                cpuSeconds = (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+            }
+        }
+    }
+}
+
+/// Raises this process's open-file limit to its hard limit: a waiting device holds a socket.
+enum FileLimit {
+    static func raise() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}

@@ -1,0 +1,149 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import SyncModels
+import SyncProtocol
+import SyncServerTesting
+import SyncTestSupport
+import Synchronization
+import Testing
+
+@testable import SyncServer
+
+/// Many devices waiting on one scope, each with its own token and connection, over real loopback HTTP: a
+/// push wakes them all with one database read, and a burst of them connecting costs the database nothing and
+/// refuses no push.
+@Suite(.serialized) struct FanoutTests {
+    /// A client with a connection per waiting device.
+    static func withClient(
+        devices: Int, configure: @Sendable @escaping (inout ServerConfiguration) -> Void,
+        _ body: @Sendable (HTTPClient, String, TestServer) async throws -> Void
+    ) async throws {
+        try await TestServer.run(live: true, configure: configure) { server in
+            var configuration = HTTPClient.Configuration()
+            configuration.decompression = .disabled
+            configuration.connectionPool = .init(
+                idleTimeout: .seconds(120), concurrentHTTP1ConnectionsPerHostSoftLimit: devices + 16)
+            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            do {
+                try await body(http, "http://127.0.0.1:\(server.client.port!)", server)
+                try await http.shutdown()
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+        }
+    }
+
+    /// One long-poll: its status and, when 200, its page.
+    static func poll(http: HTTPClient, base: String, token: String, scope: Scope, wait: Int) async throws -> (
+        Int, PullResponse?
+    ) {
+        var request = HTTPClientRequest(url: base + TestServer.uri(PullRequest(scopes: [scope], wait: wait)))
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        let response = try await http.execute(request, timeout: .seconds(Int64(wait) + 60))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else { return (Int(response.status.code), nil) }
+        return (200, try WireCodec().decode(PullResponse.self, from: Data(buffer: body)))
+    }
+
+    /// A value of `/metrics`: the sample whose name and labels start with `prefix`.
+    static func metric(_ prefix: String, http: HTTPClient, base: String) async throws -> Double {
+        let response = try await http.execute(HTTPClientRequest(url: base + "/metrics"), timeout: .seconds(30))
+        let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
+        for line in text.split(separator: "\n") where line.hasPrefix(prefix) {
+            return Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return 0
+    }
+
+    static func push(_ event: Event, http: HTTPClient, base: String, token: String) async throws -> Int {
+        var request = HTTPClientRequest(url: base + "/v1/push")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.body = .bytes(
+            ByteBuffer(bytes: try WireCodec().encode(PushRequest(replica: EventFixtures.replica, events: [event]))))
+        let response = try await http.execute(request, timeout: .seconds(60))
+        _ = try await response.body.collect(upTo: 1 << 20)
+        return Int(response.status.code)
+    }
+
+    @Test func oneThousandWaitersAreWokenWithTheEventByOneRead() async throws {
+        let devices = 1000
+        let scope: Scope = "fan"
+        // A database queue far smaller than the waiters: waiting must not take places in it.
+        try await Self.withClient(devices: devices, configure: { $0.databaseQueueLimit = 32 }) { http, base, server in
+            var tokens: [String] = []
+            for index in 0..<devices { tokens.append(try await server.token([scope.name], subject: "device-\(index)")) }
+            let readsAtStart = try await Self.metric(
+                #"sync_pull_reads_total{kind="database"}"#, http: http, base: base)
+            try await withThrowingTaskGroup(of: (Int, PullResponse?).self) { group in
+                for token in tokens {
+                    group.addTask { try await Self.poll(http: http, base: base, token: token, scope: scope, wait: 30) }
+                }
+                let deadline = ContinuousClock.now + .seconds(120)
+                while try await Self.metric("sync_longpolls_active", http: http, base: base) < Double(devices) {
+                    try #require(ContinuousClock.now < deadline, "the devices were not all waiting in time")
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let readsWaiting = try await Self.metric(
+                    #"sync_pull_reads_total{kind="database"}"#, http: http, base: base)
+                // The first polls read (together); the rest found the head known and waited without reading.
+                #expect(readsWaiting - readsAtStart < 50, "\(readsWaiting - readsAtStart) reads to start waiting")
+                #expect(try await Self.metric("sync_longpoll_waits_without_read_total", http: http, base: base) > 0)
+
+                let event = EventFixtures.event(scope: scope)
+                #expect(try await Self.push(event, http: http, base: base, token: tokens[0]) == 200)
+                var answers = 0
+                for try await (status, page) in group {
+                    #expect(status == 200)
+                    #expect(page?.events.map(\.id) == [event.id])
+                    answers += 1
+                }
+                #expect(answers == devices)
+                let readsAfter = try await Self.metric(
+                    #"sync_pull_reads_total{kind="database"}"#, http: http, base: base)
+                #expect(readsAfter - readsWaiting == 1, "the woken waiters read \(readsAfter - readsWaiting) times")
+            }
+        }
+    }
+
+    @Test func aBurstOfTwoThousandConnectsRefusesNoPush() async throws {
+        let devices = 2000
+        let scope: Scope = "burst"
+        try await Self.withClient(devices: devices, configure: { $0.databaseQueueLimit = 32 }) { http, base, server in
+            var tokens: [String] = []
+            for index in 0..<devices { tokens.append(try await server.token([scope.name], subject: "device-\(index)")) }
+            let pusher = try await server.token([scope.name], subject: "pusher")
+            let statuses = Tally()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // Every device connects at once and long-polls.
+                for token in tokens {
+                    group.addTask {
+                        let (status, _) = try await Self.poll(
+                            http: http, base: base, token: token, scope: scope, wait: 5)
+                        statuses.add(status)
+                    }
+                }
+                // Pushes arrive while the devices connect.
+                var pushStatuses: [Int] = []
+                for _ in 0..<5 {
+                    pushStatuses.append(
+                        try await Self.push(EventFixtures.event(scope: scope), http: http, base: base, token: pusher))
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(pushStatuses == Array(repeating: 200, count: 5))
+                try await group.waitForAll()
+            }
+            let answered = statuses.counts
+            #expect(answered.keys.allSatisfy { $0 < 500 }, "statuses: \(answered)")
+        }
+    }
+}
+
+/// Counts by key, shared by tasks.
+final class Tally: Sendable {
+    private let state = Mutex<[Int: Int]>([:])
+    func add(_ key: Int) { state.withLock { $0[key, default: 0] += 1 } }
+    var counts: [Int: Int] { state.withLock { $0 } }
+}
