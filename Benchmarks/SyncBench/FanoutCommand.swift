@@ -36,6 +36,8 @@ struct FanoutCommand: AsyncParsableCommand {
     @Option(help: "Seconds of pushes, one a second per push scope (0: a single push into the first scope).")
     var duration: Int = 0
     @Option(help: "Scopes pushed into each second (with --duration).") var pushScopes: Int = 100
+    @Flag(help: "Push into every push scope at the top of each second, instead of spread over the second.")
+    var together = false
     @Option(help: "Seconds to give the devices to be waiting before pushing anyway.") var connectTimeout: Int = 120
     @Option(help: "The server's process id, to report its memory and CPU.") var serverPid: Int32?
     @Option(help: "Prefix of the scopes (a fresh one per run by default, so every scope starts empty).")
@@ -43,7 +45,8 @@ struct FanoutCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object instead of text.") var json = false
 
     func validate() throws {
-        guard devices > 0, scopes > 0, wait > 0, duration >= 0, pushScopes > 0, pushScopes <= scopes else {
+        guard devices > 0, scopes > 0, wait > 0, duration >= 0, pushScopes > 0, duration == 0 || pushScopes <= scopes
+        else {
             throw ValidationError("counts must be positive, and --push-scopes at most --scopes")
         }
     }
@@ -74,6 +77,8 @@ struct FanoutCommand: AsyncParsableCommand {
             idleTimeout: .seconds(Int64(wait) + 60), concurrentHTTP1ConnectionsPerHostSoftLimit: devices + 64)
         configuration.timeout.connect = .seconds(30)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        // Pushes and /metrics on their own connections, never queued behind the waiters'.
+        let control = HTTPClient(eventLoopGroupProvider: .singleton)
         let record = FanoutRecord()
         let serverBefore = serverPid.map { ProcessSample(pid: $0) }
         let started = ContinuousClock.now
@@ -92,34 +97,38 @@ struct FanoutCommand: AsyncParsableCommand {
             // Everyone waiting: the server's gauge, read from /metrics.
             var waiting = 0
             while ContinuousClock.now - started < .seconds(connectTimeout) {
-                waiting = try await Self.longPollsActive(base: base, http: http)
+                waiting = (try? await Self.longPollsActive(base: base, http: control)) ?? waiting
                 if waiting >= devices { break }
                 try await Task.sleep(for: .milliseconds(100))
             }
             let connected = ContinuousClock.now - started
             let serverWaiting = serverPid.map { ProcessSample(pid: $0) }
+            let clientWaiting = ProcessSample(pid: getpid())
             var expected = 0
             if duration == 0 {
                 try await Self.push(
-                    into: scopeList[0], base: base, token: pusherToken, http: http, record: record, seed: 1)
+                    into: scopeList[0], base: base, token: pusherToken, http: control, record: record, seed: 1)
                 expected = (0..<devices).filter { $0 % scopes == 0 }.count
             } else {
                 var seed: UInt64 = 1
-                for second in 0..<duration {
-                    let tick = started + connected + .seconds(second)
-                    try await Task.sleep(until: tick, clock: .continuous)
-                    // The pushes of one second go out together, as independent devices' would.
-                    try await withThrowingTaskGroup(of: Void.self) { pushes in
-                        for scope in scopeList.prefix(pushScopes) {
-                            seed += 1
-                            let seed = seed
-                            pushes.addTask {
+                // Each push scope's writer pushes once a second, at its own offset into the second (spread
+                // evenly, as independent devices' pushes are) or all at the top of it (`--together`).
+                try await withThrowingTaskGroup(of: Void.self) { pushes in
+                    for (index, scope) in scopeList.prefix(pushScopes).enumerated() {
+                        let offset: Duration = together ? .zero : .seconds(1) * (Double(index) / Double(pushScopes))
+                        let first = seed
+                        seed += UInt64(duration)
+                        let start = started + connected
+                        pushes.addTask {
+                            for second in 0..<duration {
+                                try await Task.sleep(until: start + .seconds(second) + offset, clock: .continuous)
                                 try await Self.push(
-                                    into: scope, base: base, token: pusherToken, http: http, record: record, seed: seed)
+                                    into: scope, base: base, token: pusherToken, http: control, record: record,
+                                    seed: first + UInt64(second))
                             }
                         }
-                        try await pushes.waitForAll()
                     }
+                    try await pushes.waitForAll()
                 }
                 let perScope = (0..<scopes).map { scope in (0..<devices).filter { $0 % scopes == scope }.count }
                 expected = duration * perScope.prefix(pushScopes).reduce(0, +)
@@ -130,11 +139,13 @@ struct FanoutCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(50))
             }
             let serverAfter = serverPid.map { ProcessSample(pid: $0) }
+            let clientAfter = ProcessSample(pid: getpid())
             record.stop()
             group.cancelAll()
             let report = record.report(
                 devices: devices, scopes: scopes, expected: expected, waiting: waiting, connectSeconds: connected,
-                server: (serverBefore, serverWaiting, serverAfter), pushes: duration == 0 ? 1 : duration * pushScopes)
+                server: (serverBefore, serverWaiting, serverAfter), pushes: duration == 0 ? 1 : duration * pushScopes,
+                clientCPUSeconds: clientAfter.cpuSeconds - clientWaiting.cpuSeconds)
             if json {
                 print(String(decoding: try JSONEncoder.sortedKeys.encode(report), as: UTF8.self))
             } else {
@@ -142,6 +153,7 @@ struct FanoutCommand: AsyncParsableCommand {
             }
         }
         try await http.shutdown()
+        try await control.shutdown()
     }
 
     /// One device: long-polls from the scope's start, recording every event it gets and every failure.
@@ -247,7 +259,8 @@ final class FanoutRecord: Sendable {
 
     func report(
         devices: Int, scopes: Int, expected: Int, waiting: Int, connectSeconds: Duration,
-        server: (before: ProcessSample?, waiting: ProcessSample?, after: ProcessSample?), pushes: Int
+        server: (before: ProcessSample?, waiting: ProcessSample?, after: ProcessSample?), pushes: Int,
+        clientCPUSeconds: Double
     ) -> FanoutReport {
         state.withLock { state in
             let sorted = state.latencies.sorted()
@@ -259,12 +272,15 @@ final class FanoutRecord: Sendable {
                 expectedDeliveries: expected, delivered: sorted.count, unexpected: state.unexpected,
                 p50Milliseconds: PushCommand.percentile(sorted, 0.5),
                 p99Milliseconds: PushCommand.percentile(sorted, 0.99), maxMilliseconds: sorted.last ?? 0,
-                errors: state.errors)
+                errors: state.errors, clientPushCPUSeconds: clientCPUSeconds)
             if let before = server.before, let waitingSample = server.waiting {
                 report.serverRSSBeforeBytes = before.rss
                 report.serverRSSWaitingBytes = waitingSample.rss
                 report.serverRSSPerWaiterBytes = (waitingSample.rss - before.rss) / max(1, waiting)
-                if let after = server.after { report.serverCPUSeconds = after.cpuSeconds - before.cpuSeconds }
+                if let after = server.after {
+                    report.serverCPUSeconds = after.cpuSeconds - before.cpuSeconds
+                    report.serverPushCPUSeconds = after.cpuSeconds - waitingSample.cpuSeconds
+                }
             }
             return report
         }
@@ -284,10 +300,14 @@ struct FanoutReport: Codable, Sendable {
     var p99Milliseconds: Double
     var maxMilliseconds: Double
     var errors: [String: Int]
+    /// CPU this process spent from the first push to the end (receiving the answers).
+    var clientPushCPUSeconds: Double
     var serverRSSBeforeBytes: Int?
     var serverRSSWaitingBytes: Int?
     var serverRSSPerWaiterBytes: Int?
     var serverCPUSeconds: Double?
+    /// The server's CPU from the first push to the end (answering the waiters).
+    var serverPushCPUSeconds: Double?
 
     var text: String {
         var lines = [
@@ -305,7 +325,10 @@ struct FanoutReport: Codable, Sendable {
                     format: "  server RSS: %.1f MiB before, %.1f MiB waiting, %.1f KiB per waiting connection",
                     Double(before) / 1_048_576, Double(waiting) / 1_048_576, Double(per) / 1024))
         }
-        if let cpu = serverCPUSeconds { lines.append(String(format: "  server CPU: %.2f s", cpu)) }
+        if let cpu = serverCPUSeconds, let pushes = serverPushCPUSeconds {
+            lines.append(String(format: "  server CPU: %.2f s in all, %.2f s from the push on", cpu, pushes))
+        }
+        lines.append(String(format: "  this process's CPU from the push on: %.2f s", clientPushCPUSeconds))
         return lines.joined(separator: "\n")
     }
 }

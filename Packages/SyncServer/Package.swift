@@ -33,6 +33,7 @@ let package = Package(
                 .product(name: "SyncModels", package: "SyncModels"),
                 .product(name: "SyncProtocol", package: "SyncProtocol"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -2,6 +2,7 @@ import Foundation
 import JWTKit
 import SyncModels
 import SyncProtocol
+import Synchronization
 
 /// The claims of a sync bearer token: `sub` (the user), `scopes` (what the bearer may read and write)
 /// and `exp`.
@@ -40,6 +41,9 @@ public struct TokenIdentity: Sendable, Hashable {
 /// Error messages say what is wrong with a token but never contain the token or the secret.
 public struct TokenVerifier: Sendable {
     private let keys: JWTKeyCollection
+    /// Tokens verified lately: a device sends the same token with every request, and verifying it (HMAC,
+    /// base64, JSON) is most of what a long-poll that finds nothing costs.
+    private let verified = VerifiedTokens()
 
     /// - Parameter secret: the HS256 key (`SYNC_JWT_SECRET`).
     public init(secret: String) async {
@@ -68,7 +72,9 @@ public struct TokenVerifier: Sendable {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw SyncProtocolError(.authMissing, "the Authorization header must be Bearer <token>")
         }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        let token = Self.trimmingBlanks(parts[1])
+        let now = Date()
+        if let identity = verified.identity(for: token, at: now) { return identity }
         let claims: TokenClaims
         do {
             claims = try await keys.verify(token, as: TokenClaims.self)
@@ -86,6 +92,50 @@ public struct TokenVerifier: Sendable {
             }
             scopes.insert(scope)
         }
-        return TokenIdentity(subject: claims.sub.value, scopes: scopes)
+        let identity = TokenIdentity(subject: claims.sub.value, scopes: scopes)
+        verified.store(token, identity, expiresAt: claims.exp.value)
+        return identity
+    }
+}
+
+extension TokenVerifier {
+    /// `text` without leading and trailing spaces and tabs (Foundation's `trimmingCharacters` bridges
+    /// through `NSString`, a cost on every request).
+    static func trimmingBlanks(_ text: Substring) -> String {
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        let bytes = text.utf8
+        guard let first = bytes.firstIndex(where: { !blank($0) }), let last = bytes.lastIndex(where: { !blank($0) })
+        else { return "" }
+        return String(text[first...last])
+    }
+}
+
+/// Identities of tokens verified lately, until each token's expiry. Holds at most `capacity` tokens; when
+/// full, it starts over (a burst of new tokens costs one verification each again, nothing more).
+final class VerifiedTokens: Sendable {
+    private let entries = Mutex<[String: (identity: TokenIdentity, expiresAt: Date)]>([:])
+    let capacity: Int
+
+    init(capacity: Int = 65_536) {
+        self.capacity = capacity
+    }
+
+    /// The identity `token` proved, when it did so lately and has not expired since.
+    func identity(for token: String, at now: Date) -> TokenIdentity? {
+        entries.withLock { entries in
+            guard let entry = entries[token] else { return nil }
+            guard entry.expiresAt > now else {
+                entries[token] = nil
+                return nil
+            }
+            return entry.identity
+        }
+    }
+
+    func store(_ token: String, _ identity: TokenIdentity, expiresAt: Date) {
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[token] = (identity, expiresAt)
+        }
     }
 }

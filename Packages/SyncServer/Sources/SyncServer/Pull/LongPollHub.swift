@@ -21,7 +21,8 @@ final class LongPollHub: Service, Sendable {
     /// Whether the LISTEN connection is up: without it, commits of other servers go unsignalled, so no head
     /// is trusted (`knownHeads`).
     private let listening = Mutex(false)
-    /// How long a head found by a read is trusted while no signal comes.
+    /// How long a head found by a read is trusted while no signal comes (a bound against a LISTEN
+    /// connection that died without telling; notifications themselves are not lost while it lives).
     let headMaxAge: Duration
 
     /// Whether every commit, this server's and others', is signalled (the LISTEN connection is up).
@@ -47,13 +48,15 @@ final class LongPollHub: Service, Sendable {
     private let client: PostgresClient
     private let logger: Logger
     private let activeGauge: Gauge
+    private let listeningGauge: Gauge
     private let active = Mutex(0)
 
-    init(client: PostgresClient, logger: Logger, metrics: ServerMetrics, headMaxAge: Duration = .seconds(10)) {
+    init(client: PostgresClient, logger: Logger, metrics: ServerMetrics, headMaxAge: Duration = .seconds(600)) {
         self.client = client
         self.headMaxAge = headMaxAge
         self.logger = logger
         self.activeGauge = metrics.longPolls
+        self.listeningGauge = metrics.listening
     }
 
     /// Registers interest in `scopes`; nil when shutting down.
@@ -176,7 +179,11 @@ final class LongPollHub: Service, Sendable {
                         // Anything committed while not listening was missed: let every waiter re-read.
                         self.signalAll()
                         self.listening.withLock { $0 = true }
-                        defer { self.listening.withLock { $0 = false } }
+                        self.listeningGauge.record(1)
+                        defer {
+                            self.listening.withLock { $0 = false }
+                            self.listeningGauge.record(0)
+                        }
                         for try await notification in notifications {
                             guard let (scope, head) = Self.notification(notification.payload) else { continue }
                             self.signal(scope, head: head)

@@ -87,7 +87,8 @@ struct PullService: Sendable {
             let sharable = replica == nil
             page = try await sharedRead(
                 scopes: scopes, cursor: request.cursor, limit: limit, replica: replica,
-                acknowledged: request.acknowledged, exclude: sharable ? nil : request.exclude, logger: logger)
+                acknowledged: request.acknowledged, exclude: sharable ? nil : request.exclude,
+                lane: waiter == nil ? .work : .waiting, logger: logger)
             if sharable, let exclude = request.exclude { page = page.excluding(exclude) }
         }
         guard page.events.isEmpty, let waiter else { return page }
@@ -102,11 +103,12 @@ struct PullService: Sendable {
             // shared read names no replica; one that the purge check refuses without it reads as itself.
             do {
                 page = try await sharedRead(
-                    scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, record: false, logger: logger)
+                    scopes: scopes, cursor: request.cursor, limit: limit, replica: nil, record: false, lane: .waiting,
+                    logger: logger)
             } catch let error as SyncProtocolError where error.code == .resetRequired && replica != nil {
                 page = try await sharedRead(
                     scopes: scopes, cursor: request.cursor, limit: limit, replica: replica, record: false,
-                    logger: logger)
+                    lane: .waiting, logger: logger)
             }
             if let exclude = request.exclude { page = page.excluding(exclude) }
             if !page.events.isEmpty || over { return page }
@@ -128,7 +130,7 @@ struct PullService: Sendable {
     /// (`ReadCollapser`).
     func sharedRead(
         scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, record: Bool = true,
-        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, logger: Logger
+        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, lane: Database.Lane = .work, logger: Logger
     ) async throws -> Page {
         let key = ReadCollapser.Key(
             scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record, acknowledged: acknowledged,
@@ -139,7 +141,7 @@ struct PullService: Sendable {
             metrics?.recordPullRead(shared: false)
             var page = try await read(
                 scopes: scopes, cursor: cursor, limit: limit, replica: replica, record: record,
-                acknowledged: acknowledged, exclude: exclude, epoch: epoch, logger: logger)
+                acknowledged: acknowledged, exclude: exclude, epoch: epoch, lane: lane, logger: logger)
             page.body = SharedBody()
             return page
         }
@@ -158,10 +160,11 @@ struct PullService: Sendable {
     /// `reset.required`, and so does a request that does not name its replica.
     func read(
         scopes: [Scope], cursor: ScopeCursor, limit: Int, replica: ReplicaID?, record: Bool = true,
-        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, epoch: ScopeEpoch? = nil, logger: Logger
+        acknowledged: ScopeCursor? = nil, exclude: ReplicaID? = nil, epoch: ScopeEpoch? = nil,
+        lane: Database.Lane = .work, logger: Logger
     ) async throws -> Page {
         let epoch = epoch ?? hub.epoch(scopes)
-        return try await database.withConnection { [repository, hub] connection in
+        return try await database.withConnection(lane: lane) { [repository, hub] connection in
             let heads = try await repository.selectHeads(
                 scopes.map(\.name), lock: false, on: connection, logger: logger)
             hub.learn(heads.mapValues(\.head), of: scopes, at: epoch)

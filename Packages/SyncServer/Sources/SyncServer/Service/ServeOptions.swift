@@ -95,6 +95,9 @@ extension SyncServerApp {
     public static func serve(configuration: ServerConfiguration, domain: any SyncDomain) async throws {
         var logger = Logger(label: "sync-server")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        // Every waiting long-poll holds a socket: take all the descriptors the process may have.
+        let files = FileLimit.raiseToHardLimit()
+        logger.info("open-file limit", metadata: ["sync.files.limit": "\(files)"])
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let app = try await SyncServerApp(

@@ -49,6 +49,10 @@ public struct ServerConfiguration: Sendable {
     /// at `net.core.somaxconn`). A burst of devices connecting at once past it waits for TCP's retransmit,
     /// a second or more.
     public var listenBacklog: Int = 4096
+    /// Most client connections open at once (`SYNC_MAX_CONNECTIONS`; by default the process's open-file
+    /// limit less 256 for the database pool, the listener and files). Past it, new connections wait in the
+    /// listen backlog instead of failing for want of a file descriptor. Every waiting long-poll holds one.
+    public var maxConnections: Int? = nil
     /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
     public var logLevel: String = "info"
 
@@ -89,6 +93,7 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
         if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }
+        if let value = try integer("SYNC_MAX_CONNECTIONS", 1...Int.max) { maxConnections = value }
         if let value = try integer("SYNC_EVICTION_HORIZON_SECONDS", 1...Int.max) { evictionHorizonSeconds = value }
         if let value = try integer("SYNC_STABLE_POINT_REFRESH_MS", 0...3_600_000) {
             stablePointRefreshMilliseconds = value

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import PostgresNIO
 import Prometheus
@@ -49,7 +50,7 @@ public struct SyncServerApp: Sendable {
         let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let database = Database(
             client: client, queueLimit: configuration.databaseQueueLimit, acquireTimeout: acquireTimeout,
-            metrics: metrics)
+            metrics: metrics, waitingReads: max(1, configuration.databasePoolSize / 4))
         let hub = LongPollHub(client: client, logger: logger, metrics: metrics)
         let readiness = Readiness(database: database)
         let codec = WireCodec(limits: configuration.limits)
@@ -91,7 +92,9 @@ public struct SyncServerApp: Sendable {
             router: router,
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil,
-                backlog: configuration.listenBacklog),
+                backlog: configuration.listenBacklog,
+                availableConnectionsDelegate: MaximumAvailableConnections(
+                    configuration.maxConnections ?? FileLimit.connectionsDefault, logger: logger)),
             services: services,
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

@@ -18,8 +18,15 @@ final class Database: Sendable {
     private let inUseGauge: Gauge
     private let waitingGauge: Gauge
 
-    init(client: PostgresClient, queueLimit: Int, acquireTimeout: Duration, metrics: ServerMetrics) {
+    /// Long-polls' reads at a time (`Lane.waiting`).
+    let waitingLane: AsyncGate
+
+    init(
+        client: PostgresClient, queueLimit: Int, acquireTimeout: Duration, metrics: ServerMetrics,
+        waitingReads: Int = 4
+    ) {
         self.client = client
+        self.waitingLane = AsyncGate(width: waitingReads)
         self.queueLimit = queueLimit
         self.acquireTimeout = acquireTimeout
         self.inUseGauge = metrics.connectionsInUse
@@ -41,8 +48,19 @@ final class Database: Sendable {
     /// - Throws: `SyncProtocolError` `server.unavailable` when the database cannot serve, otherwise what
     ///   `body` throws.
     func withConnection<Result: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+        lane: Lane = .work, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
+        if lane == .waiting {
+            let queued = ContinuousClock.now
+            await waitingLane.acquire()
+            defer { waitingLane.release() }
+            // Queued past the time a lease may take: the database is not keeping up (or is down), and
+            // those behind in the line should not each wait that long again.
+            guard ContinuousClock.now - queued < acquireTimeout else {
+                throw SyncProtocolError(.serverUnavailable, "the server is saturated; retry later")
+            }
+            return try await leaseConnection(body)
+        }
         let count = admitted.withLock { count in
             count += 1
             return count
@@ -58,6 +76,23 @@ final class Database: Sendable {
         guard count <= queueLimit else {
             throw SyncProtocolError(.serverUnavailable, "the server is saturated; retry later")
         }
+        return try await leaseConnection(body)
+    }
+
+    /// Who an operation is for: work a client waits on (pushes, pulls), or a long-poll, which waits anyway.
+    enum Lane: Sendable {
+        /// Admitted up to `queueLimit` operations, then refused with 503.
+        case work
+        /// The reads of long-polls: never refused, but at most `waitingLane`'s width at a time, so that a
+        /// burst of devices connecting or timing out together queues here instead of filling the pool
+        /// and the work queue.
+        case waiting
+    }
+
+    /// Leases a connection and runs `body`, giving up with 503 after `acquireTimeout` without one.
+    private func leaseConnection<Result: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         let leased = LeaseFlag()
         do {
             return try await withThrowingTaskGroup(of: Result?.self) { group in
@@ -146,6 +181,52 @@ final class Database: Sendable {
 /// Another transaction stored one of this batch's ids between the lookup and the insert; the batch is
 /// rolled back and retried, which then sees it as a duplicate.
 struct AppendRace: Error {}
+
+/// At most `width` holders at a time; the rest wait in arrival order, however many.
+final class AsyncGate: Sendable {
+    private struct State {
+        var free: Int
+        var queue: [CheckedContinuation<Void, Never>] = []
+        var head = 0
+    }
+    private let state: Mutex<State>
+
+    init(width: Int) {
+        state = Mutex(State(free: max(1, width)))
+    }
+
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let admitted = state.withLock { state in
+                if state.free > 0 {
+                    state.free -= 1
+                    return true
+                }
+                state.queue.append(continuation)
+                return false
+            }
+            if admitted { continuation.resume() }
+        }
+    }
+
+    /// Hands the place to the next in line, or frees it.
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.head < state.queue.count else {
+                state.free += 1
+                return nil
+            }
+            let next = state.queue[state.head]
+            state.head += 1
+            if state.head == state.queue.count {
+                state.queue.removeAll(keepingCapacity: true)
+                state.head = 0
+            }
+            return next
+        }
+        next?.resume()
+    }
+}
 
 /// Set once a connection is leased; also counts leased connections for the gauge.
 final class LeaseFlag: Sendable {
