@@ -98,5 +98,10 @@ import Testing
         recorded.record = true
         _ = try await collapser.read(recorded, epoch: Self.at(1)) { Self.page(5) }
         #expect(try await !collapser.read(recorded, epoch: Self.at(1)) { Self.page(6) }.shared)
+        // Nor is a plain pull's (it must see what is in the database when it arrives).
+        var plain = Self.key
+        plain.record = true
+        _ = try await collapser.read(plain, epoch: Self.at(1)) { Self.page(7) }
+        #expect(try await !collapser.read(plain, epoch: Self.at(1)) { Self.page(8) }.shared)
     }
 }

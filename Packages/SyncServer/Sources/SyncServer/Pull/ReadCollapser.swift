@@ -10,9 +10,8 @@ import Synchronization
 /// A read may be shared only with callers it cannot leave behind: one that started at an epoch covering the
 /// caller's (`LongPollHub.epoch`, taken before the caller reads). Every commit signalled by then is visible
 /// to it, so a caller woken by a signal never joins a read that began before that signal. That holds after
-/// the read finished too, so a finished read is kept for `retention` (unless it failed, or recorded a
-/// replica's progress): waiters resumed one after another by a signal all find it, however long resuming
-/// them takes.
+/// the read finished too, so a finished read of woken long-polls is kept for `retention` (unless it
+/// failed): waiters resumed one after another by a signal all find it, however long resuming them takes.
 final class ReadCollapser: Sendable {
     /// Everything a read's result depends on.
     struct Key: Hashable, Sendable {
@@ -78,7 +77,10 @@ final class ReadCollapser: Sendable {
             state.flights[key] = flight
             return (flight, true)
         }
-        let keep = key.replica == nil
+        // Only the reads of woken long-polls (no replica, nothing recorded) are kept: a plain pull reads
+        // what is in the database when it arrives, even what changed there without a commit signalled
+        // (compaction, an operator's repair).
+        let keep = key.replica == nil && !key.record
         do {
             let page = try await flight.task.value
             if owner {
