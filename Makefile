@@ -3,7 +3,7 @@
 SWIFT ?= swift
 SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
 
-.PHONY: test run load build release lint format bootstrap postgres-start postgres-stop clean
+.PHONY: test run load chaos build release lint format bootstrap postgres-start postgres-stop clean
 
 test: bootstrap lint
 	scripts/with-postgres.sh $(SWIFT) test
@@ -15,6 +15,11 @@ run: bootstrap
 # (LOAD_ARGS adds sync-load options). The report is in .run/load/.
 load: bootstrap
 	scripts/load.sh
+
+# Faults under load behind nginx (two servers, one PostgreSQL): kill -9, SIGSTOP, PostgreSQL stopped and
+# killed, each with a verdict; regenerates the table of docs/RELIABILITY.md (CHAOS_QUICK=1: short runs).
+chaos: bootstrap
+	scripts/chaos.sh
 
 build: bootstrap
 	$(SWIFT) build

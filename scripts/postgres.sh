@@ -12,7 +12,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-run_dir="$root/.run/postgres"
+# SYNC_POSTGRES_DIR: another cluster's folder (`make chaos` stops and kills its own, beside the tests').
+run_dir="${SYNC_POSTGRES_DIR:-$root/.run/postgres}"
 data_dir="$run_dir/data"
 port_file="$run_dir/port"
 log_file="$run_dir/postgres.log"

@@ -129,7 +129,7 @@ import Testing
                 #expect(
                     applied.sorted() == [
                         "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "0004-compaction",
-                        "test-rule-0001",
+                        "0005-event-id-per-scope", "test-rule-0001",
                     ])
             }
             let again = try await TestServer.withClient(database) {
@@ -137,7 +137,7 @@ import Testing
             }
             #expect(again.isEmpty)
             let recorded = try await database.integers("SELECT count(*) FROM schema_migrations")
-            #expect(recorded == [5])
+            #expect(recorded == [6])
         }
     }
 }

@@ -56,7 +56,7 @@ struct PushService: Sendable {
     /// serialization failures.
     ///
     /// The optimistic attempt skips looking up which ids are already stored: retries are rare, and the
-    /// insert's `ON CONFLICT (event_id) DO NOTHING` count tells whether any was. If one was, or if any event
+    /// insert's `ON CONFLICT (scope, event_id) DO NOTHING` count tells whether any was. If one was, or if any event
     /// was rejected (a retried event could look like a stale version or a second creation before it is
     /// recognised as a duplicate), the attempt is rolled back and the careful attempt looks them up first.
     private func append(_ plan: PushPlan, payloads: [Int: String], replica: ReplicaID, logger: Logger)
@@ -142,7 +142,8 @@ struct PushService: Sendable {
         try await refuseIfBehindPurge(replica, heads: heads, on: connection, logger: logger)
         let candidates = plan.pendingIndexes.count
         if careful {
-            plan.markStored(try await repository.storedSeqs(plan.pendingIDs, on: connection, logger: logger))
+            let keys = plan.pendingIndexes.map { (scope: plan.events[$0].scope, id: plan.events[$0].id) }
+            plan.markStored(try await repository.storedSeqs(keys, on: connection, logger: logger))
         }
 
         let checked = plan.versionCheckedStreams(isCommutative: isCommutative)

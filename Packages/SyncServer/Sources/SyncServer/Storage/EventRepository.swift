@@ -77,14 +77,19 @@ struct EventRepository: Sendable {
         return heads
     }
 
-    /// The seqs of the given ids that are already stored.
-    func storedSeqs(_ ids: [EventID], on connection: PostgresConnection, logger: Logger) async throws
-        -> [EventID: Int64]
+    /// The seqs of the given events (scope and id) that are already stored.
+    func storedSeqs(_ keys: [(scope: Scope, id: EventID)], on connection: PostgresConnection, logger: Logger)
+        async throws -> [EventID: Int64]
     {
-        guard !ids.isEmpty else { return [:] }
-        let uuids = ids.map(\.uuid)
+        guard !keys.isEmpty else { return [:] }
+        let scopes = keys.map(\.scope.name)
+        let uuids = keys.map(\.id.uuid)
         let rows = try await connection.query(
-            "SELECT event_id, seq FROM events WHERE event_id = ANY(\(uuids)::uuid[])", logger: logger)
+            """
+            SELECT e.event_id, e.seq FROM events e
+            JOIN unnest(\(scopes)::text[], \(uuids)::uuid[]) AS k(scope, event_id)
+              ON e.scope = k.scope AND e.event_id = k.event_id
+            """, logger: logger)
         var stored: [EventID: Int64] = [:]
         for try await (id, seq) in rows.decode((UUID, Int64).self) {
             stored[EventID(uuid: id)] = seq
@@ -172,7 +177,7 @@ struct EventRepository: Sendable {
                             \(hlcs)::text[], \(replicas)::text[], \(counters)::int8[], \(payloads)::text[])
                   AS r(scope, seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica,
                        dot_counter, payload)
-                ON CONFLICT (event_id) DO NOTHING
+                ON CONFLICT (scope, event_id) DO NOTHING
                 RETURNING 1
             ), moved AS (
                 UPDATE scopes SET head = h.head

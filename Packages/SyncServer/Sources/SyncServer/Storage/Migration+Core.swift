@@ -90,6 +90,17 @@ extension Migration {
             """,
         ])
 
+    /// Event ids are unique per scope, not across the whole table: every unique index then includes
+    /// `scope`, which a table distributed by scope (Citus, docs/SCALING.md) requires. An event belongs to
+    /// one scope and a retry carries the same one, so deduplication is unchanged. Building the index reads
+    /// the whole log once; on a large one run it in a quiet hour.
+    static let eventIDPerScope = Migration(
+        id: "0005-event-id-per-scope",
+        statements: [
+            "CREATE UNIQUE INDEX events_scope_event_id_key ON events (scope, event_id)",
+            "DROP INDEX events_event_id_key",
+        ])
+
     /// The generic server's migrations, in order.
-    static let generic: [Migration] = [core, canonicalPayloads, progressByScope, compaction]
+    static let generic: [Migration] = [core, canonicalPayloads, progressByScope, compaction, eventIDPerScope]
 }

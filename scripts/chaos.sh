@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# `make chaos`: faults under load, each scenario ending in sync-load's verdict, and the table of
+# docs/RELIABILITY.md regenerated from the results.
+#
+# The stack: a PostgreSQL cluster of its own (.run/chaos/postgres, so that stopping and killing it touches no
+# other), two sync-server processes on one database, nginx in front of them (deploy/nginx/sync.conf), and
+# sync-load's devices going through nginx. In each scenario the devices write for a while, a fault is
+# injected a third of the way in and lifted, and the devices write on; sync-load then settles every device
+# and checks: nothing lost, nothing duplicated, every device equal to a fresh bootstrap, seqs gap-free.
+# A probe asks /readyz through nginx every 200 ms; the longest stretch it got no 200 within 1 s is the
+# scenario's time to recover.
+#
+# Environment:
+#   CHAOS_SCENARIOS  scenarios to run, space-separated (default: all of them, in this order):
+#                    server-kill-one  kill -9 one of the two servers, restart it 5 s later
+#                    server-kill-only kill -9 the only server running (the other stopped), restart it 3 s later
+#                    server-pause     SIGSTOP one of the two servers for 10 s, then SIGCONT
+#                    postgres-stop    stop PostgreSQL (fast shutdown), start it again 5 s later
+#                    postgres-kill    kill -9 PostgreSQL's postmaster, start it again 3 s later (crash recovery)
+#   CHAOS_QUICK=1    short runs (the CI version): 12 s of writing, 20 devices
+#   CHAOS_BIN        folder with sync-server and sync-load (default: a release build, built here)
+#   CHAOS_OUT        where results go (default .run/chaos/results); the table is written there as
+#                    RELIABILITY.md and, unless CHAOS_QUICK, copied into docs/RELIABILITY.md
+#   CHAOS_SEED       the first scenario's seed (default 1; each next scenario adds 1)
+# Exit status: 0 when every verdict passed.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+quick="${CHAOS_QUICK:-0}"
+scenarios="${CHAOS_SCENARIOS:-server-kill-one server-kill-only server-pause postgres-stop postgres-kill}"
+seed="${CHAOS_SEED:-1}"
+run="$root/.run/chaos"
+out="${CHAOS_OUT:-$run/results}"
+if [ "$quick" = 1 ]; then
+    devices=20 scopes=4 duration=12 ramp=2
+else
+    devices=60 scopes=6 duration=40 ramp=5
+fi
+mkdir -p "$run" "$out"
+rm -f "$out"/*.json
+
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || "$root/scripts/bootstrap.sh"
+nginx_bin="$(command -v nginx 2>/dev/null || echo /usr/sbin/nginx)"
+
+if [ -n "${CHAOS_BIN:-}" ]; then
+    bin="$CHAOS_BIN"
+else
+    echo "chaos: building sync-server and sync-load (release)…" >&2
+    swift build -c release --product sync-server >/dev/null
+    swift build -c release --product sync-load >/dev/null
+    bin="$(swift build -c release --show-bin-path)"
+fi
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# PostgreSQL of its own: SYNC_DATABASE_URL (a user's server, or the tests') is never stopped or killed.
+export SYNC_POSTGRES_DIR="$run/postgres"
+pg() { env -u SYNC_DATABASE_URL "$root/scripts/postgres.sh" "$@"; }
+postmaster_pid() { head -1 "$SYNC_POSTGRES_DIR/data/postmaster.pid" 2>/dev/null || true; }
+
+server_pids=("" "")
+ports=()
+nginx_pid=""
+probe_pid=""
+# Servers restarted by a fault run in the injector's subshell, not as this shell's children: they are
+# found by their port. SIGTERM, since a background job of a script starts with SIGINT ignored.
+cleanup() {
+    touch "$run/probe.stop"
+    [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true
+    for port in "${ports[@]}"; do
+        for pid in $(pgrep -f "sync-server --port $port" || true); do
+            kill -CONT "$pid" 2>/dev/null || true
+            kill -TERM "$pid" 2>/dev/null || true
+        done
+    done
+    for _ in $(seq 1 50); do
+        alive=""
+        for port in "${ports[@]}"; do pgrep -f "sync-server --port $port" >/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.2
+    done
+    for port in "${ports[@]}"; do pkill -KILL -f "sync-server --port $port" 2>/dev/null || true; done
+    pg stop >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+url="$(pg start)"
+admin="${url%/*}/postgres"
+psql "$admin" -qc "DROP DATABASE IF EXISTS sync_chaos WITH (FORCE)" >/dev/null
+psql "$admin" -qc "CREATE DATABASE sync_chaos" >/dev/null
+# The database's URL names the cluster's port, which a restart keeps (postgres.sh reuses a running
+# cluster's port file only while it runs, so restarts below go through pg_ctl with the same port).
+pg_port="$(cat "$SYNC_POSTGRES_DIR/port")"
+database_url="postgres://sync@127.0.0.1:$pg_port/sync_chaos"
+
+SYNC_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export SYNC_JWT_SECRET
+ports=("$(free_port)" "$(free_port)")
+lb_port="$(free_port)"
+
+start_server() {
+    local index="$1"
+    SYNC_DATABASE_URL="$database_url" SYNC_COMPACTION_INTERVAL_SECONDS=0 SYNC_LOG_LEVEL=warning \
+        SYNC_STARTUP_TIMEOUT_SECONDS=120 \
+        "$bin/sync-server" --port "${ports[$index]}" >>"$run/server-$index.log" 2>&1 &
+    server_pids[index]=$!
+    for _ in $(seq 1 300); do
+        curl -sf "http://127.0.0.1:${ports[$index]}/healthz" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "chaos: server $index did not start" >&2
+    tail -20 "$run/server-$index.log" >&2
+    return 1
+}
+
+# PostgreSQL again on the same port (the servers' URL names it).
+pg_ctl_bin="$(ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)"
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+pg_restart() {
+    as_postgres "$pg_ctl_bin" -D "$SYNC_POSTGRES_DIR/data" -l "$SYNC_POSTGRES_DIR/postgres.log" -w -t 120 start -o \
+        "-p $pg_port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$SYNC_POSTGRES_DIR' -c max_connections=300 -c shared_buffers=256MB" \
+        >/dev/null
+}
+pg_stop_fast() { as_postgres "$pg_ctl_bin" -D "$SYNC_POSTGRES_DIR/data" -m fast -w stop >/dev/null; }
+
+start_server 0
+start_server 1
+mkdir -p "$run/nginx"
+servers=""
+for port in "${ports[@]}"; do servers="${servers}server 127.0.0.1:$port max_fails=1 fail_timeout=2s; "; done
+sed -e "s|@RUN@|$run/nginx|g" -e "s|@PORT@|$lb_port|g" -e "s|@SERVERS@|$servers|" \
+    "$root/deploy/nginx/sync.conf" >"$run/nginx/nginx.conf"
+"$nginx_bin" -p "$run/nginx" -c "$run/nginx/nginx.conf" -e "$run/nginx/error.log" &
+nginx_pid=$!
+for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$lb_port/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+curl -sf "http://127.0.0.1:$lb_port/readyz" >/dev/null || { echo "chaos: nginx does not answer" >&2; exit 1; }
+echo "chaos: PostgreSQL :$pg_port, sync-server :${ports[0]} and :${ports[1]}, nginx :$lb_port" >&2
+
+# The probe: one line per answer, "<unix ms> <status>" (000: none within 1 s). It stops when its stop file
+# appears (no signals: a subshell carries this script's traps).
+start_probe() {
+    local file="$1"
+    rm -f "$run/probe.stop"
+    (
+        trap - EXIT
+        while [ ! -f "$run/probe.stop" ]; do
+            code="$(curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$lb_port/readyz" || true)"
+            echo "$(date +%s%3N) ${code:-000}"
+            sleep 0.2
+        done
+    ) >"$file" 2>/dev/null &
+    probe_pid=$!
+}
+stop_probe() {
+    touch "$run/probe.stop"
+    wait "$probe_pid" 2>/dev/null || true
+    probe_pid=""
+}
+
+# inject SCENARIO: runs in the background during the load; writes what it did to $out/SCENARIO.fault.
+inject() {
+    local scenario="$1" at="$2" note="$out/$scenario.fault"
+    trap - EXIT
+    sleep "$at"
+    case "$scenario" in
+        server-kill-one)
+            kill -9 "${server_pids[0]}"
+            echo "kill -9 of sync-server 1 of 2, restarted after 5 s" >"$note"
+            sleep 5
+            start_server 0
+            ;;
+        server-kill-only)
+            kill -9 "${server_pids[0]}"
+            echo "kill -9 of the only sync-server running, restarted after 3 s" >"$note"
+            sleep 3
+            start_server 0
+            ;;
+        server-pause)
+            kill -STOP "${server_pids[0]}"
+            echo "SIGSTOP of sync-server 1 of 2 for 10 s, then SIGCONT" >"$note"
+            sleep 10
+            kill -CONT "${server_pids[0]}"
+            ;;
+        postgres-stop)
+            pg_stop_fast
+            echo "PostgreSQL stopped (fast shutdown), started again after 5 s" >"$note"
+            sleep 5
+            pg_restart
+            ;;
+        postgres-kill)
+            kill -9 "$(postmaster_pid)"
+            echo "kill -9 of PostgreSQL's postmaster, started again after 3 s (crash recovery)" >"$note"
+            sleep 3
+            # The killed postmaster's backends exit on their own, and until they have, a new postmaster
+            # refuses the data folder (its shared memory is still in use): retry.
+            for attempt in $(seq 1 30); do
+                pg_restart 2>/dev/null && break
+                [ "$attempt" -eq 30 ] && { echo "chaos: PostgreSQL did not restart" >&2; return 1; }
+                sleep 1
+            done
+            ;;
+    esac
+}
+
+status=0
+for scenario in $scenarios; do
+    case "$scenario" in
+        server-kill-one | server-kill-only | server-pause | postgres-stop | postgres-kill) ;;
+        *) echo "chaos: unknown scenario $scenario" >&2; exit 2 ;;
+    esac
+    echo "chaos: $scenario (seed $seed)…" >&2
+    # "the only server": the second one is stopped for this scenario.
+    if [ "$scenario" = server-kill-only ]; then
+        kill -TERM "${server_pids[1]}"
+        # Killed outright if its graceful shutdown takes longer than 10 s.
+        (sleep 10 && kill -KILL "${server_pids[1]}" 2>/dev/null) &
+        watchdog=$!
+        wait "${server_pids[1]}" 2>/dev/null || true
+        kill "$watchdog" 2>/dev/null || true
+        server_pids[1]=""
+    fi
+    start_probe "$out/$scenario.probe"
+    started=$(date +%s%3N)
+    inject "$scenario" "$(python3 -c "print($ramp + $duration / 3)")" &
+    injector=$!
+    set +e
+    "$bin/sync-load" --server "http://127.0.0.1:$lb_port" --devices "$devices" --scopes "$scopes" \
+        --duration "$duration" --ramp-up "$ramp" --rate 2 --offline 0.1 --faults 0.02 --crash-interval 60 \
+        --seed "$seed" --scope-prefix "chaos-$scenario-$seed" --settle-timeout 180 --out "$out/$scenario" \
+        >"$out/$scenario.log" 2>&1
+    result=$?
+    set -e
+    wait "$injector" || { echo "chaos: injecting $scenario failed" >&2; result=1; }
+    finished=$(date +%s%3N)
+    stop_probe
+    # The fault's own processes, restarted in the injector's subshell, are not this shell's children:
+    # find them by port for the next scenario and for cleanup.
+    for index in 0 1; do
+        pid="$(pgrep -f "sync-server --port ${ports[$index]}" | head -1 || true)"
+        server_pids[index]="$pid"
+    done
+    if [ "$scenario" = server-kill-only ] && [ -z "${server_pids[1]}" ]; then start_server 1; fi
+    python3 - "$scenario" "$seed" "$started" "$finished" "$result" "$out" "$devices" <<'PY'
+import json, sys
+scenario, seed, started, finished, result, out, devices = sys.argv[1:]
+report = json.load(open(f"{out}/{scenario}/report.json"))
+step = report["steps"][0]
+verdict = step["verdict"]
+# The longest stretch of the probe without a 200.
+longest, down_since = 0, None
+for line in open(f"{out}/{scenario}.probe"):
+    at, code = line.split()
+    at = int(at)
+    if code != "200":
+        down_since = at if down_since is None else down_since
+    elif down_since is not None:
+        longest = max(longest, at - down_since)
+        down_since = None
+try:
+    fault = open(f"{out}/{scenario}.fault").read().strip()
+except FileNotFoundError:
+    fault = "not injected"
+row = {
+    "scenario": scenario, "seed": int(seed), "seconds": round((int(finished) - int(started)) / 1000, 1),
+    "devices": int(devices), "events": step["accepted"], "fault": fault,
+    "transportFaults": sum(step.get("faults", {}).values()), "crashes": step.get("crashes", 0),
+    "lost": verdict["lost"], "duplicated": verdict["duplicated"], "diverged": verdict["diverged"],
+    "gaps": verdict["gaps"], "passed": bool(verdict["passed"]) and result == "0",
+    "longestOutageSeconds": round(longest / 1000, 1),
+}
+json.dump(row, open(f"{out}/{scenario}.json", "w"))
+print(f"chaos: {scenario}: {'passed' if row['passed'] else 'FAILED'}; lost {row['lost']}, duplicated "
+      f"{row['duplicated']}, diverged {row['diverged']}, gaps {row['gaps']}; outage {row['longestOutageSeconds']} s",
+      file=sys.stderr)
+PY
+    [ "$result" -eq 0 ] || status=1
+    seed=$((seed + 1))
+done
+
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+python3 - "$out" "$commit" "$quick" <<'PY' >"$out/RELIABILITY.md"
+import json, sys, glob, datetime
+out, commit, quick = sys.argv[1:]
+rows = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/*.json"), key=lambda f: __import__("os").path.getmtime(f))]
+print("| scenario | fault | seed | seconds | devices | events | faults injected | lost | duplicated | diverged | gaps | longest time to recover | verdict |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    faults = f"1 + {r['transportFaults']} in transport, {r['crashes']} device crashes"
+    print(f"| {r['scenario']} | {r['fault']} | {r['seed']} | {r['seconds']} | {r['devices']} | {r['events']:,} | {faults} | "
+          f"{r['lost']} | {r['duplicated']} | {r['diverged']} | {r['gaps']} | {r['longestOutageSeconds']} s | "
+          f"{'pass' if r['passed'] else 'FAIL'} |")
+print()
+print(f"Measured {datetime.date.today().isoformat()} at {commit}{' (quick runs)' if quick == '1' else ''}.")
+PY
+cat "$out/RELIABILITY.md"
+if [ "$quick" != 1 ]; then
+    python3 - "$root/docs/RELIABILITY.md" "$out/RELIABILITY.md" <<'PY'
+import sys
+doc, table = sys.argv[1:]
+text = open(doc).read()
+start, end = "<!-- chaos:begin -->", "<!-- chaos:end -->"
+before, rest = text.split(start, 1)
+_, after = rest.split(end, 1)
+open(doc, "w").write(before + start + "\n" + open(table).read() + end + after)
+PY
+fi
+exit "$status"
