@@ -17,6 +17,8 @@
 #                    server-pause     SIGSTOP one of the two servers for 10 s, then SIGCONT
 #                    postgres-stop    stop PostgreSQL (fast shutdown), start it again 5 s later
 #                    postgres-kill    kill -9 PostgreSQL's postmaster, start it again 3 s later (crash recovery)
+#                    clock-skew       no process fault: 1 device in 5 has its clock an hour ahead, 1 in 5 an hour
+#                                     behind, for the whole run (the HLC clamps what is too far ahead)
 #   CHAOS_QUICK=1    short runs (the CI version): 12 s of writing, 20 devices
 #   CHAOS_BIN        folder with sync-server and sync-load (default: a release build, built here)
 #   CHAOS_OUT        where results go (default .run/chaos/results); the table is written there as
@@ -28,7 +30,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 quick="${CHAOS_QUICK:-0}"
-scenarios="${CHAOS_SCENARIOS:-server-kill-one server-kill-only server-pause postgres-stop postgres-kill}"
+scenarios="${CHAOS_SCENARIOS:-server-kill-one server-kill-only server-pause postgres-stop postgres-kill clock-skew}"
 seed="${CHAOS_SEED:-1}"
 run="$root/.run/chaos"
 out="${CHAOS_OUT:-$run/results}"
@@ -205,13 +207,16 @@ inject() {
                 sleep 1
             done
             ;;
+        clock-skew)
+            echo "device clocks wrong all run: 1 in 5 an hour ahead, 1 in 5 an hour behind" >"$note"
+            ;;
     esac
 }
 
 status=0
 for scenario in $scenarios; do
     case "$scenario" in
-        server-kill-one | server-kill-only | server-pause | postgres-stop | postgres-kill) ;;
+        server-kill-one | server-kill-only | server-pause | postgres-stop | postgres-kill | clock-skew) ;;
         *) echo "chaos: unknown scenario $scenario" >&2; exit 2 ;;
     esac
     echo "chaos: $scenario (seed $seed)…" >&2
@@ -229,8 +234,10 @@ for scenario in $scenarios; do
     started=$(date +%s%3N)
     inject "$scenario" "$(python3 -c "print($ramp + $duration / 3)")" &
     injector=$!
+    skew=0
+    [ "$scenario" = clock-skew ] && skew=3600
     set +e
-    "$bin/sync-load" --server "http://127.0.0.1:$lb_port" --devices "$devices" --scopes "$scopes" \
+    "$bin/sync-load" --clock-skew "$skew" --server "http://127.0.0.1:$lb_port" --devices "$devices" --scopes "$scopes" \
         --duration "$duration" --ramp-up "$ramp" --rate 2 --offline 0.1 --faults 0.02 --crash-interval 60 \
         --seed "$seed" --scope-prefix "chaos-$scenario-$seed" --settle-timeout 180 --out "$out/$scenario" \
         >"$out/$scenario.log" 2>&1

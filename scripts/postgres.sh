@@ -14,6 +14,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # SYNC_POSTGRES_DIR: another cluster's folder (`make chaos` stops and kills its own, beside the tests').
 run_dir="${SYNC_POSTGRES_DIR:-$root/.run/postgres}"
+case "$run_dir" in /*) ;; *) run_dir="$PWD/$run_dir" ;; esac
 data_dir="$run_dir/data"
 port_file="$run_dir/port"
 log_file="$run_dir/postgres.log"

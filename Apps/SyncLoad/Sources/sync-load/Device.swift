@@ -17,6 +17,8 @@ final class Device: Sendable {
         var scope: String
         var subject: String
         var path: String
+        /// How far this device's clock is off, in milliseconds (`--clock-skew`; absent: none).
+        var clockSkewMilliseconds: Int64? = nil
     }
 
     let plan: Plan
@@ -46,7 +48,7 @@ final class Device: Sendable {
 
     /// Opens the store on the device's file: small caches and no checkpoint thread, so that a thousand of
     /// them fit one process.
-    static func openClient(path: String) throws -> NotesClient {
+    static func openClient(path: String, clockSkewMilliseconds skew: Int64 = 0) throws -> NotesClient {
         var storage = StorageConfiguration()
         storage.cacheSizeKiB = 1024
         storage.maximumReaderCount = 2
@@ -54,12 +56,13 @@ final class Device: Sendable {
         return NotesClient(
             store: try EventStore(
                 path: path, projections: [NotesProjection(workers: 1, cachedNotes: 256)],
-                validators: [NotesValidator()], configuration: storage))
+                validators: [NotesValidator()], configuration: storage,
+                wallClock: { UInt64(max(0, Int64(HybridLogicalClock.systemMilliseconds()) + skew)) }))
     }
 
     /// Opens (or reopens) the replica from its file; does not start syncing.
     func open() throws {
-        let client = try Self.openClient(path: plan.path)
+        let client = try Self.openClient(path: plan.path, clockSkewMilliseconds: plan.clockSkewMilliseconds ?? 0)
         var configuration = SyncEngine.Configuration(scopes: [scope])
         configuration.longPoll = longPoll
         configuration.interval = .seconds(30)

@@ -33,6 +33,8 @@ struct StepConfiguration: Codable, Sendable {
     var scopePrefix: String
     var dataDirectory: String
     var settleTimeout: Double
+    /// Seconds by which 1 device in 5 runs ahead, and 1 in 5 behind (absent or 0: every clock is right).
+    var clockSkew: Double? = nil
 }
 
 /// What the devices of a step are: written to `manifest.json` in the data directory, so that
@@ -49,10 +51,12 @@ struct Manifest: Codable, Sendable {
         return Manifest(
             configuration: configuration,
             devices: (0..<configuration.devices).map { index in
-                Device.Plan(
+                let skew = Int64((configuration.clockSkew ?? 0) * 1000)
+                return Device.Plan(
                     index: index, scope: "\(configuration.scopePrefix)-s\(index % scopes)",
                     subject: "\(configuration.scopePrefix)-d\(index)",
-                    path: directory.appendingPathComponent("device-\(index).sqlite").path)
+                    path: directory.appendingPathComponent("device-\(index).sqlite").path,
+                    clockSkewMilliseconds: skew == 0 ? nil : [skew, -skew, 0, 0, 0][index % 5])
             })
     }
 }

@@ -118,7 +118,10 @@ struct RunReport: Codable, Sendable {
                 + "\(Int(configuration.offlineFraction * 100))% offline in spells of \(configuration.offlineMin)–\(configuration.offlineMax) s; "
                 + "faults on \(Int(configuration.faultRate * 100))% of requests; "
                 + (configuration.crashInterval > 0
-                    ? "a crash per device every \(Int(configuration.crashInterval)) s" : "no crashes"),
+                    ? "a crash per device every \(Int(configuration.crashInterval)) s" : "no crashes")
+                + ((configuration.clockSkew ?? 0) != 0
+                    ? "; 1 device in 5 with its clock \(Int(configuration.clockSkew ?? 0)) s ahead, 1 in 5 as far behind"
+                    : ""),
             "", "## Steps", "",
             "| devices | scopes | accepted/s | push p50 / p99 | write-to-visible p50 / p99 | catch-up p99 | label | verdict |",
             "|---:|---:|---:|---:|---:|---:|---|---|",

@@ -74,6 +74,8 @@ struct RunCommand: AsyncParsableCommand {
     var longPoll = 25
     @Option(help: "Milliseconds a device waits after a local write before it pushes (the engine's debounce).")
     var debounce = 250
+    @Option(help: "Seconds by which 1 device in 5 has its clock ahead, and 1 in 5 behind (0: every clock is right).")
+    var clockSkew = 0.0
     @Option(help: "The run's seed (workload, offline spells, faults).") var seed: UInt64 = 1
     @Option(help: "Scope names start with this (default: load-<random>).") var scopePrefix: String?
     @Option(help: "Where device files go (default: a temporary folder, deleted after a passing run).")
@@ -99,7 +101,7 @@ struct RunCommand: AsyncParsableCommand {
             weights: try WorkloadWeights(parsing: weights).description, offlineFraction: offline,
             offlineMin: offlineMin, offlineMax: max(offlineMin, offlineMax), faultRate: faults,
             crashInterval: crashInterval, longPoll: longPoll, debounce: debounce, seed: seed, scopePrefix: prefix,
-            dataDirectory: base.path, settleTimeout: settleTimeout)
+            dataDirectory: base.path, settleTimeout: settleTimeout, clockSkew: clockSkew == 0 ? nil : clockSkew)
         let steps = try Self.steps(first, sweep: sweep, base: base)
         var watched: [String: Int32] = [:]
         for entry in watch {

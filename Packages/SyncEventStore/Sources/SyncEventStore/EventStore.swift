@@ -64,11 +64,12 @@ public final class EventStore: Sendable {
     /// Opens (creating if needed) a store on the SQLite file at `path`.
     public convenience init(
         path: String, projections: [any Projection] = [], validators: [any EventValidator] = [],
-        configuration: StorageConfiguration = StorageConfiguration()
+        configuration: StorageConfiguration = StorageConfiguration(),
+        wallClock: @escaping @Sendable () -> UInt64 = HybridLogicalClock.systemMilliseconds
     ) throws {
         try self.init(
             database: SyncDatabase(path: path, configuration: configuration), projections: projections,
-            validators: validators)
+            validators: validators, wallClock: wallClock)
     }
 
     // MARK: - Append
