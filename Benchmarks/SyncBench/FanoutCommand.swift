@@ -55,7 +55,8 @@ struct FanoutCommand: AsyncParsableCommand {
         guard let secret = jwtSecret ?? ProcessInfo.processInfo.environment["SYNC_JWT_SECRET"] else {
             throw ValidationError("pass --jwt-secret or set SYNC_JWT_SECRET (the server's)")
         }
-        FileLimit.raise()
+        // A waiting device holds a socket.
+        FileLimit.raiseToHardLimit()
         let base = server.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         let prefix = scopePrefix ?? "fanout-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
         let scopeList = try (0..<scopes).map { try Scope("\(prefix)-\($0)") }
@@ -339,13 +340,8 @@ struct ProcessSample: Sendable {
     var cpuSeconds: Double
 
     init(pid: Int32) {
-        rss = 0
+        rss = ProcessMemory.bytes("VmRSS", pid: String(pid))
         cpuSeconds = 0
-        if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
-            for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-                rss = (line.split(separator: " ").dropFirst().first { Int($0) != nil }.flatMap { Int($0) } ?? 0) * 1024
-            }
-        }
         if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
         {
@@ -355,15 +351,5 @@ struct ProcessSample: Sendable {
                 cpuSeconds = (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
             }
         }
-    }
-}
-
-/// Raises this process's open-file limit to its hard limit: a waiting device holds a socket.
-enum FileLimit {
-    static func raise() {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 }

@@ -2,9 +2,10 @@ import Foundation
 
 /// Resident memory of this process, from `/proc/self/status` (Linux; zero elsewhere).
 enum ProcessMemory {
-    /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`), or 0 when unavailable.
-    static func bytes(_ field: String) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    /// A field of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`), of this process by default, or 0 when
+    /// unavailable.
+    static func bytes(_ field: String, pid: String = "self") -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
         for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
             let kilobytes = line.split(separator: " ").dropFirst().first { Int($0) != nil }
             return (kilobytes.flatMap { Int($0) } ?? 0) * 1024

@@ -36,7 +36,6 @@ final class ReadCollapser: Sendable {
         var flights: [Key: Flight] = [:]
         var nextID = 0
         var shared = 0
-        var reads = 0
     }
     private let state = Mutex(State())
     let retention: Duration
@@ -50,8 +49,6 @@ final class ReadCollapser: Sendable {
 
     /// Reads that joined another's read instead of their own.
     var sharedReads: Int { state.withLock { $0.shared } }
-    /// Reads that ran.
-    var reads: Int { state.withLock { $0.reads } }
 
     /// The result of `read`, or of an identical read in flight or just finished that started at an epoch
     /// covering `epoch`. `shared` tells whether this caller joined another's read.
@@ -71,7 +68,6 @@ final class ReadCollapser: Sendable {
                 return (flight, false)
             }
             state.nextID += 1
-            state.reads += 1
             if state.flights.count >= capacity { Self.prune(&state.flights, now: now, retention: retention) }
             let flight = Flight(epoch: epoch, id: state.nextID, task: Task { try await read() }, finished: nil)
             state.flights[key] = flight

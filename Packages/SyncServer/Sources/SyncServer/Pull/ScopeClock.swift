@@ -25,7 +25,8 @@ struct ScopeClock {
     private var versions: [Scope: Int] = [:]
     /// The highest head signalled per scope (`noteSignalled`).
     private var signalledHeads: [Scope: Int64] = [:]
-    private var heads: [Scope: (head: Int64, version: Int, generation: Int, at: ContinuousClock.Instant)] = [:]
+    /// Cleared whole by `signalAll`, so an entry is always of the current generation.
+    private var heads: [Scope: (head: Int64, version: Int, at: ContinuousClock.Instant)] = [:]
 
     /// The epoch of `scopes`, in their order.
     func epoch(_ scopes: [Scope]) -> ScopeEpoch {
@@ -65,7 +66,7 @@ struct ScopeClock {
             let head = found[scope] ?? 0
             // Reads that overlap may finish out of order; the higher head of one epoch is the newer read.
             if let known = heads[scope], known.version == version, known.head >= head { continue }
-            heads[scope] = (head, version, generation, now)
+            heads[scope] = (head, version, now)
         }
     }
 
@@ -73,7 +74,7 @@ struct ScopeClock {
     func knownHeads(_ scopes: [Scope], maxAge: Duration, now: ContinuousClock.Instant) -> [Scope: Int64]? {
         var found: [Scope: Int64] = [:]
         for scope in scopes {
-            guard let known = heads[scope], known.generation == generation, now - known.at < maxAge else { return nil }
+            guard let known = heads[scope], now - known.at < maxAge else { return nil }
             found[scope] = known.head
         }
         return found

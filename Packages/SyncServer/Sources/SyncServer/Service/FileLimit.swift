@@ -4,13 +4,14 @@
     import Darwin
 #endif
 
-/// The process's open-file limit: each client connection takes a descriptor.
-enum FileLimit {
+/// The process's open-file limit: each client connection takes a descriptor. Public for the tools that
+/// open many connections to a server (`sync-bench fanout`).
+public enum FileLimit {
     /// Descriptors kept for everything but client connections: the database pool, the listener, files.
     static let reserved = 256
 
     /// The soft limit now (`Int.max` when unlimited).
-    static var current: Int {
+    public static var current: Int {
         var limit = rlimit()
         guard getrlimit(Self.resource, &limit) == 0 else { return 1024 }
         return limit.rlim_cur >= rlim_t(Int.max) ? Int.max : Int(limit.rlim_cur)
@@ -21,7 +22,7 @@ enum FileLimit {
 
     /// Raises the soft limit to the hard limit; returns the soft limit after.
     @discardableResult
-    static func raiseToHardLimit() -> Int {
+    public static func raiseToHardLimit() -> Int {
         var limit = rlimit()
         if getrlimit(Self.resource, &limit) == 0, limit.rlim_cur < limit.rlim_max {
             limit.rlim_cur = limit.rlim_max
