@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "sync-agent", targets: ["sync-agent"]),
         .executable(name: "sync-bench", targets: ["SyncBench"]),
         .executable(name: "sync-load", targets: ["sync-load"]),
+        .executable(name: "sync-fault-proxy", targets: ["sync-fault-proxy"]),
     ],
     dependencies: [
         .package(path: "Packages/SyncModels"),
@@ -154,12 +155,44 @@ let package = Package(
             ],
             path: "Apps/SyncLoad/Sources/sync-load"
         ),
+        // sync-fault-proxy: a TCP proxy that injects network faults (latency, bandwidth caps, resets, black
+        // holes) between sync-load's devices and nginx in `make chaos`.
+        .target(
+            name: "FaultProxy",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Apps/SyncFaultProxy/Sources/FaultProxy"
+        ),
+        .executableTarget(
+            name: "sync-fault-proxy",
+            dependencies: [
+                "FaultProxy",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Apps/SyncFaultProxy/Sources/sync-fault-proxy"
+        ),
+        .testTarget(
+            name: "FaultProxyTests",
+            dependencies: [
+                "FaultProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Apps/SyncFaultProxy/Tests/FaultProxyTests"
+        ),
         // End-to-end: PostgreSQL, sync-server and sync-agent as real processes on loopback; sync-bench run as
         // its users run it.
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "sync-server", "sync-agent", "SyncBench", "sync-load",
+                "sync-server", "sync-agent", "SyncBench", "sync-load", "sync-fault-proxy",
                 .product(name: "NotesStore", package: "NotesDomain"),
                 .product(name: "SyncEngine", package: "SyncEngine"),
                 .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
