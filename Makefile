@@ -3,7 +3,7 @@
 SWIFT ?= swift
 SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
 
-.PHONY: test run load chaos build release lint format bootstrap postgres-start postgres-stop clean
+.PHONY: test run load chaos bench bench-quick build release lint format bootstrap postgres-start postgres-stop clean
 
 test: bootstrap lint
 	scripts/with-postgres.sh $(SWIFT) test
@@ -20,6 +20,15 @@ load: bootstrap
 # killed, each with a verdict; regenerates the table of docs/RELIABILITY.md (CHAOS_QUICK=1: short runs).
 chaos: bootstrap
 	scripts/chaos.sh
+
+# The performance suite: every scenario against real processes, each with its in-run baseline, and a report
+# with charts in Benchmarks/results/<date>-<commit>/ compared with Benchmarks/results/baseline.json (about
+# 25 minutes here). bench-quick: every scenario at small size (about 3 minutes; CI runs it through make test).
+bench: bootstrap
+	scripts/bench.sh
+
+bench-quick: bootstrap
+	BENCH_QUICK=1 scripts/bench.sh
 
 build: bootstrap
 	$(SWIFT) build

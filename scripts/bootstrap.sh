@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what the stack needs to build and test: a Swift toolchain, PostgreSQL's server
-# binaries, nginx (the load balancer of `make chaos` and its test), the Debian -dev packages SwiftPM links
-# against, and docker-compose (used only to validate docker-compose.yml; no Docker engine is needed).
+# binaries, nginx (the load balancer of `make chaos` and its test), gnuplot (the charts of `make bench`), the
+# Debian -dev packages SwiftPM links against, and docker-compose (used only to validate docker-compose.yml; no
+# Docker engine is needed).
 # Installs what is missing with apt-get when it can, otherwise prints the one command that would.
 set -euo pipefail
 
-packages=(libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev zlib1g-dev postgresql nginx docker-compose)
+packages=(libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev zlib1g-dev postgresql nginx gnuplot-nox docker-compose)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -32,6 +32,9 @@ struct RebuildCommand: AsyncParsableCommand {
         var workers: Int
         var runs: Int
         var rebuild_ms: Double
+        /// The fastest and slowest timed rebuilds: their spread is the noise of this run.
+        var rebuild_ms_min: Double
+        var rebuild_ms_max: Double
         var events_per_s: Double
         var baseline_insert_ms: Double
         var rebuild_to_baseline: Double
@@ -103,6 +106,7 @@ struct RebuildCommand: AsyncParsableCommand {
         let baseline = median(baselines)
         let result = Result(
             events: logCount, notes: notes, workers: projection.workers, runs: runs, rebuild_ms: rebuild,
+            rebuild_ms_min: rebuilds.min() ?? rebuild, rebuild_ms_max: rebuilds.max() ?? rebuild,
             events_per_s: Double(logCount) / (rebuild / 1000), baseline_insert_ms: baseline,
             rebuild_to_baseline: rebuild / baseline, incremental_10_ms: median(incrementals),
             database_bytes: try store.database.maintenance.statistics().fileBytes)

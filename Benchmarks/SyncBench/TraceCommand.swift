@@ -34,6 +34,9 @@ struct TraceCommand: AsyncParsableCommand {
         var runs: Int
         var replay_ms_median: Double
         var replay_ms_min: Double
+        /// The in-run baseline (sequential traces): the same patches applied to a plain array of scalars.
+        var plain_replay_ms: Double?
+        var replay_to_plain: Double?
         var ops_per_s: Double
         var generate_ms: Double?
         var peak_rss_bytes: Int
@@ -65,6 +68,7 @@ struct TraceCommand: AsyncParsableCommand {
         let elementOps: Int
         var generateMilliseconds: Double?
         let replay: () -> FugueText
+        var plainReplay: (() -> Int)?
         if concurrent {
             let history = try EditingTraces.concurrent(at: url)
             endContent = history.endContent
@@ -87,6 +91,14 @@ struct TraceCommand: AsyncParsableCommand {
                 SequentialTrace.replay(patches, into: &text)
                 return text
             }
+            plainReplay = {
+                var scalars: [Unicode.Scalar] = []
+                for patch in patches {
+                    scalars.replaceSubrange(
+                        patch.position..<(patch.position + patch.deleteCount), with: patch.insert)
+                }
+                return scalars.count
+            }
         }
 
         _ = replay()  // warm-up
@@ -102,6 +114,17 @@ struct TraceCommand: AsyncParsableCommand {
         }
         let peak = ProcessMemory.peak
         let matches = text.text == endContent
+        var plainTimes: [Double] = []
+        var plainMatches = true
+        if let plainReplay {
+            _ = plainReplay()  // warm-up
+            for _ in 0..<max(1, runs) {
+                let start = ContinuousClock.now
+                let count = plainReplay()
+                plainTimes.append(milliseconds(ContinuousClock.now - start))
+                plainMatches = plainMatches && count == endContent.unicodeScalars.count
+            }
+        }
 
         var encodeTimes: [Double] = []
         var decodeTimes: [Double] = []
@@ -127,6 +150,8 @@ struct TraceCommand: AsyncParsableCommand {
         let result = Result(
             trace: url.lastPathComponent, kind: concurrent ? "concurrent" : "sequential", ops: ops,
             element_ops: elementOps, runs: times.count, replay_ms_median: medianTime, replay_ms_min: times.min() ?? 0,
+            plain_replay_ms: plainTimes.isEmpty ? nil : median(plainTimes),
+            replay_to_plain: plainTimes.isEmpty ? nil : medianTime / median(plainTimes),
             ops_per_s: Double(ops) / (medianTime / 1000), generate_ms: generateMilliseconds, peak_rss_bytes: peak,
             rss_before_replay_bytes: residentBefore, document_bytes: text.memoryFootprint, final_utf8_bytes: finalBytes,
             encoded_bytes: encoded.count,
@@ -140,7 +165,7 @@ struct TraceCommand: AsyncParsableCommand {
             tombstones_after_compaction: compacted.totalCount - compacted.count, runs_before_compaction: text.runCount,
             runs_after_compaction: compacted.runCount, history_entries_before_compaction: text.historyCount,
             history_entries_after_compaction: compacted.historyCount,
-            matches_end_content: matches && decodedMatches && compactionKeepsText)
+            matches_end_content: matches && decodedMatches && compactionKeepsText && plainMatches)
 
         let megabyte = 1024.0 * 1024.0
         print(
@@ -153,6 +178,9 @@ struct TraceCommand: AsyncParsableCommand {
                 format: "  %@: %.2f ms median of %d (min %.2f ms), %.0f ops/s",
                 concurrent ? "merge into a fresh replica" : "replay", medianTime, times.count, result.replay_ms_min,
                 result.ops_per_s))
+        if let plain = result.plain_replay_ms, let ratio = result.replay_to_plain {
+            print(String(format: "  baseline: the same patches into a plain array %.2f ms (CRDT %.2f×)", plain, ratio))
+        }
         print(
             String(
                 format:

@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+
+/// `make bench-quick` end to end, as CI runs it: every scenario at small size against real processes, then the
+/// report. No timing is judged: the report must be complete (every scenario, every chart), every verdict must
+/// pass, and a comparison with a baseline must flag a figure that got worse beyond the noise.
+@Suite struct BenchSuiteTests {
+    struct Figure: Decodable {
+        var id: String
+        var value: Double
+        var ratio: Double?
+    }
+    struct Verdict: Decodable {
+        var passed: Bool
+        var detail: String
+    }
+    struct Results: Decodable {
+        var mode: String
+        var scenarios: [String]
+        var missing: [String]
+        var figures: [Figure]
+        var verdicts: [Verdict]
+        var charts: [String]
+    }
+
+    @Test func theQuickSuiteWritesACompleteReportWithChartsAndPassingVerdicts() throws {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let result = try Stack.runCapturing(
+            "/usr/bin/env", ["bash", Stack.repositoryRoot.appendingPathComponent("scripts/bench.sh").path],
+            environment: [
+                "BENCH_QUICK": "1", "BENCH_BIN": Stack.productsDirectory.path, "BENCH_OUT": out.path,
+                "BENCH_PORT": String(try Stack.freePort()),
+            ])
+        #expect(result.status == 0, "\(result.stderr.suffix(4000))\n\(result.stdout.suffix(2000))")
+        // Progress went to standard error, scenario by scenario.
+        #expect(result.stderr.contains("[bench 6/6"), "\(result.stderr.suffix(2000))")
+
+        let results = try JSONDecoder().decode(
+            Results.self, from: Data(contentsOf: out.appendingPathComponent("results.json")))
+        #expect(results.mode == "quick")
+        #expect(results.scenarios == ["throughput", "latency", "rebuild", "storage", "bootstrap", "crdt"])
+        #expect(results.missing.isEmpty, "\(results.missing)")
+        #expect(!results.verdicts.isEmpty && results.verdicts.allSatisfy(\.passed), "\(results.verdicts.map(\.detail))")
+        let ids = Set(results.figures.map(\.id))
+        for id in [
+            "throughput.bulk", "throughput.devices", "bootstrap.pull", "bootstrap.agent", "bootstrap.compaction",
+        ] {
+            #expect(ids.contains(id), "\(id) missing from \(ids.sorted())")
+        }
+        // Every figure with an in-run baseline has its ratio.
+        #expect(results.figures.first { $0.id == "throughput.bulk" }?.ratio ?? 0 > 0)
+        #expect(results.figures.contains { $0.id.hasPrefix("rebuild.") && ($0.ratio ?? 0) > 0 })
+        #expect(results.figures.contains { $0.id.hasPrefix("crdt.") && ($0.ratio ?? 0) > 0 })
+
+        let expectedCharts = [
+            "throughput-vs-devices.svg", "latency-vs-devices.svg", "rebuild-vs-events.svg", "storage-vs-operations.svg",
+        ]
+        #expect(Set(results.charts) == Set(expectedCharts))
+        let html = try String(contentsOf: out.appendingPathComponent("report.html"), encoding: .utf8)
+        for chart in expectedCharts {
+            let svg = try String(contentsOf: out.appendingPathComponent(chart), encoding: .utf8)
+            #expect(svg.contains("<svg") && svg.contains("<path"), "\(chart) has no drawing")
+        }
+        // Self-contained: the charts inline, nothing fetched.
+        #expect(html.components(separatedBy: "<svg").count - 1 == expectedCharts.count)
+        #expect(!html.contains("src=\"http") && !html.contains("href=\"http"))
+        for csv in ["throughput", "latency", "rebuild", "storage", "bootstrap", "crdt"] {
+            let text = try String(contentsOf: out.appendingPathComponent("\(csv).csv"), encoding: .utf8)
+            #expect(text.split(separator: "\n").count >= 2, "\(csv).csv is empty")
+        }
+        let markdown = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
+        for section in [
+            "## Headlines", "## Verdicts", "## Against the baseline", "## Sync throughput", "## Latency under load",
+            "## Projection rebuild", "## Storage under churn", "## Bootstrap", "## CRDT editing traces",
+        ] {
+            #expect(markdown.contains(section), "report.md lacks \(section)")
+        }
+
+        // Against a baseline of the same mode in which the bulk ratio was twice as good: flagged as worse;
+        // a figure left as it was: within the noise.
+        var object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: out.appendingPathComponent("results.json")))
+                as? [String: Any])
+        var figures = try #require(object["figures"] as? [[String: Any]])
+        let index = try #require(figures.firstIndex { $0["id"] as? String == "throughput.bulk" })
+        figures[index]["ratio"] = (figures[index]["ratio"] as? Double ?? 1) * 2
+        object["figures"] = figures
+        let baseline = out.appendingPathComponent("baseline.json")
+        try JSONSerialization.data(withJSONObject: object).write(to: baseline)
+        let report = try Stack.runCapturing(
+            Stack.productsDirectory.appendingPathComponent("sync-bench").path,
+            ["report", "--directory", out.path, "--baseline", baseline.path])
+        #expect(report.status == 0, "\(report.stdout)\(report.stderr)")
+        #expect(report.stdout.contains("for the worse: throughput.bulk"), "\(report.stdout)")
+        let compared = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
+        let bulkRow = compared.split(separator: "\n").first {
+            $0.hasPrefix("| Bulk clients: events/s") && $0.hasSuffix("|") && $0.contains("ratio")
+        }
+        #expect(bulkRow?.contains("**worse**") == true, "\(compared)")
+        let encodedRow = compared.split(separator: "\n").first {
+            $0.contains(": encoded size |") && $0.contains("ratio")
+        }
+        #expect(encodedRow?.hasSuffix("| = |") == true, "\(String(describing: encodedRow))")
+    }
+}
