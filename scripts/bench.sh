@@ -59,7 +59,7 @@ else
     push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30
     sweep="devices=10,100,1000" sweep_seconds=45 sweep_ramp=15
     rebuild_sizes="5000 100000 1000000" rebuild_runs=3
-    churn_notes=10000 churn_operations=1000000 churn_checkpoints="100000,250000,500000,1000000" churn_cost=100000
+    churn_notes=10000 churn_operations=500000 churn_checkpoints="50000,100000,250000,500000" churn_cost=50000
     bootstrap_events=1000000
     trace_runs=5
 fi

@@ -432,7 +432,7 @@ struct ChurnRun: Sendable {
 
     func vacuum() async throws {
         try await withPostgres { connection in
-            try await connection.query("VACUUM (ANALYZE) events", logger: Logger(label: "churn-postgres"))
+            _ = try await connection.query("VACUUM (ANALYZE) events", logger: Logger(label: "churn-postgres"))
         }
     }
 
