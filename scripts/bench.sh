@@ -31,7 +31,9 @@ cd "$root"
 quick="${BENCH_QUICK:-0}"
 scenarios="${BENCH_SCENARIOS:-throughput latency rebuild storage bootstrap crdt}"
 commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null || true)" ]; then commit="$commit-dirty"; fi
+# "-dirty" when the code measured differs from the commit (documentation and other scripts do not count).
+if [ -n "$(git status --porcelain --untracked-files=no -- Packages Apps Benchmarks/SyncBench Package.swift \
+    Package.resolved scripts/bench.sh 2>/dev/null || true)" ]; then commit="$commit-dirty"; fi
 stamp="$(date -u +%Y-%m-%d)"
 mode=full
 [ "$quick" = 1 ] && mode=quick
