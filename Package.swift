@@ -164,6 +164,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                // SplitMix64: the seeded draws.
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
             ],
             path: "Apps/SyncFaultProxy/Sources/FaultProxy"
         ),
@@ -180,6 +182,7 @@ let package = Package(
             name: "FaultProxyTests",
             dependencies: [
                 "FaultProxy",
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

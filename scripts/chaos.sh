@@ -10,6 +10,11 @@
 # A probe asks /readyz through nginx every 200 ms; the longest stretch it got no 200 within 1 s is the
 # scenario's time to recover.
 #
+# Network scenarios (net-*) put sync-fault-proxy (Apps/SyncFaultProxy) between the devices and nginx, since
+# the kernel's netem is not available here: the devices and the probe go through the proxy, and the fault is
+# set and lifted through its control endpoint (POST /fault). Its statistics (GET /stats, kept as
+# SCENARIO/proxy-stats.json) fill the "faults injected" column.
+#
 # Environment:
 #   CHAOS_SCENARIOS  scenarios to run, space-separated (default: all of them, in this order):
 #                    server-kill-one  kill -9 one of the two servers, restart it 5 s later
@@ -19,8 +24,15 @@
 #                    postgres-kill    kill -9 PostgreSQL's postmaster, start it again 3 s later (crash recovery)
 #                    clock-skew       no process fault: 1 device in 5 has its clock an hour ahead, 1 in 5 an hour
 #                                     behind, for the whole run (the HLC clamps what is too far ahead)
+#                    net-latency      through the proxy: 300 ms ± 100 ms added each way for 15 s
+#                    net-bandwidth    through the proxy: 64 KiB/s per connection and direction for 15 s
+#                    net-reset        through the proxy: 1 connection in 5 reset (RST) mid-response for 15 s,
+#                                     after the server answered
+#                    net-blackhole    through the proxy: a black hole for 10 s (connections accepted, nothing
+#                                     forwarded, open ones stall), then lifted
+#                    (in quick runs every network fault lasts 5 s)
 #   CHAOS_QUICK=1    short runs (the CI version): 12 s of writing, 20 devices
-#   CHAOS_BIN        folder with sync-server and sync-load (default: a release build, built here)
+#   CHAOS_BIN        folder with sync-server, sync-load and sync-fault-proxy (default: a release build, built here)
 #   CHAOS_OUT        where results go (default .run/chaos/results); the table is written there as
 #                    RELIABILITY.md and, unless CHAOS_QUICK, copied into docs/RELIABILITY.md
 #   CHAOS_SEED       the first scenario's seed (default 1; each next scenario adds 1)
@@ -30,14 +42,16 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 quick="${CHAOS_QUICK:-0}"
-scenarios="${CHAOS_SCENARIOS:-server-kill-one server-kill-only server-pause postgres-stop postgres-kill clock-skew}"
+all_scenarios="server-kill-one server-kill-only server-pause postgres-stop postgres-kill clock-skew"
+all_scenarios="$all_scenarios net-latency net-bandwidth net-reset net-blackhole"
+scenarios="${CHAOS_SCENARIOS:-$all_scenarios}"
 seed="${CHAOS_SEED:-1}"
 run="$root/.run/chaos"
 out="${CHAOS_OUT:-$run/results}"
 if [ "$quick" = 1 ]; then
-    devices=20 scopes=4 duration=12 ramp=2
+    devices=20 scopes=4 duration=12 ramp=2 net_window=5 blackhole_window=5
 else
-    devices=60 scopes=6 duration=40 ramp=5
+    devices=60 scopes=6 duration=40 ramp=5 net_window=15 blackhole_window=10
 fi
 mkdir -p "$run" "$out"
 rm -f "$out"/*.json
@@ -48,9 +62,10 @@ nginx_bin="$(command -v nginx 2>/dev/null || echo /usr/sbin/nginx)"
 if [ -n "${CHAOS_BIN:-}" ]; then
     bin="$CHAOS_BIN"
 else
-    echo "chaos: building sync-server and sync-load (release)…" >&2
+    echo "chaos: building sync-server, sync-load and sync-fault-proxy (release)…" >&2
     swift build -c release --product sync-server >/dev/null
     swift build -c release --product sync-load >/dev/null
+    swift build -c release --product sync-fault-proxy >/dev/null
     bin="$(swift build -c release --show-bin-path)"
 fi
 
@@ -67,10 +82,12 @@ server_pids=("" "")
 ports=()
 nginx_pid=""
 probe_pid=""
+proxy_pid=""
 # Servers restarted by a fault run in the injector's subshell, not as this shell's children: they are
 # found by their port. SIGTERM, since a background job of a script starts with SIGINT ignored.
 cleanup() {
     touch "$run/probe.stop"
+    [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
     [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true
     for port in "${ports[@]}"; do
         for pid in $(pgrep -f "sync-server --port $port" || true); do
@@ -102,6 +119,8 @@ SYNC_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export SYNC_JWT_SECRET
 ports=("$(free_port)" "$(free_port)")
 lb_port="$(free_port)"
+proxy_port="$(free_port)"
+control_port="$(free_port)"
 
 start_server() {
     local index="$1"
@@ -144,15 +163,42 @@ done
 curl -sf "http://127.0.0.1:$lb_port/readyz" >/dev/null || { echo "chaos: nginx does not answer" >&2; exit 1; }
 echo "chaos: PostgreSQL :$pg_port, sync-server :${ports[0]} and :${ports[1]}, nginx :$lb_port" >&2
 
+# The fault proxy, for a network scenario: between the devices (and the probe) and nginx, with no fault
+# until the injector sets one. Stopped after the scenario, its statistics kept first.
+start_proxy() {
+    local scenario="$1" scenario_seed="$2"
+    "$bin/sync-fault-proxy" --port "$proxy_port" --control-port "$control_port" --upstream "127.0.0.1:$lb_port" \
+        --seed "$scenario_seed" >"$out/$scenario.proxy.log" 2>&1 &
+    proxy_pid=$!
+    for _ in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$control_port/fault" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "chaos: sync-fault-proxy did not start" >&2
+    cat "$out/$scenario.proxy.log" >&2
+    return 1
+}
+stop_proxy() {
+    local scenario="$1"
+    mkdir -p "$out/$scenario"
+    curl -sf "http://127.0.0.1:$control_port/stats" >"$out/$scenario/proxy-stats.json" ||
+        echo "chaos: no statistics from sync-fault-proxy" >&2
+    kill -TERM "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+    proxy_pid=""
+}
+# Sets the proxy's faults (a spec, `none` lifts them).
+proxy_fault() { curl -sf -d "$1" "http://127.0.0.1:$control_port/fault" >/dev/null; }
+
 # The probe: one line per answer, "<unix ms> <status>" (000: none within 1 s). It stops when its stop file
-# appears (no signals: a subshell carries this script's traps).
+# appears (no signals: a subshell carries this script's traps). It asks the address the devices use.
 start_probe() {
-    local file="$1"
+    local file="$1" port="$2"
     rm -f "$run/probe.stop"
     (
         trap - EXIT
         while [ ! -f "$run/probe.stop" ]; do
-            code="$(curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$lb_port/readyz" || true)"
+            code="$(curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true)"
             echo "$(date +%s%3N) ${code:-000}"
             sleep 0.2
         done
@@ -210,6 +256,31 @@ inject() {
         clock-skew)
             echo "device clocks wrong all run: 1 in 5 an hour ahead, 1 in 5 an hour behind" >"$note"
             ;;
+        net-latency)
+            proxy_fault "latency=300ms jitter=100ms"
+            echo "300 ms ± 100 ms added each way by the proxy for $net_window s" >"$note"
+            sleep "$net_window"
+            proxy_fault none
+            ;;
+        net-bandwidth)
+            proxy_fault "bandwidth=64KiB"
+            echo "64 KiB/s per connection and direction through the proxy for $net_window s" >"$note"
+            sleep "$net_window"
+            proxy_fault none
+            ;;
+        net-reset)
+            proxy_fault "reset=0.2"
+            echo "1 connection in 5 reset (RST) by the proxy mid-response for $net_window s" >"$note"
+            sleep "$net_window"
+            proxy_fault none
+            ;;
+        net-blackhole)
+            proxy_fault "blackhole=on"
+            echo "black hole in the proxy for $blackhole_window s (nothing forwarded either way), then lifted" \
+                >"$note"
+            sleep "$blackhole_window"
+            proxy_fault none
+            ;;
     esac
 }
 
@@ -217,6 +288,7 @@ status=0
 for scenario in $scenarios; do
     case "$scenario" in
         server-kill-one | server-kill-only | server-pause | postgres-stop | postgres-kill | clock-skew) ;;
+        net-latency | net-bandwidth | net-reset | net-blackhole) ;;
         *) echo "chaos: unknown scenario $scenario" >&2; exit 2 ;;
     esac
     echo "chaos: $scenario (seed $seed)…" >&2
@@ -230,14 +302,22 @@ for scenario in $scenarios; do
         kill "$watchdog" 2>/dev/null || true
         server_pids[1]=""
     fi
-    start_probe "$out/$scenario.probe"
+    # Network scenarios: the devices and the probe go through the fault proxy.
+    target_port="$lb_port"
+    case "$scenario" in
+        net-*)
+            start_proxy "$scenario" "$seed"
+            target_port="$proxy_port"
+            ;;
+    esac
+    start_probe "$out/$scenario.probe" "$target_port"
     started=$(date +%s%3N)
     inject "$scenario" "$(python3 -c "print($ramp + $duration / 3)")" &
     injector=$!
     skew=0
     [ "$scenario" = clock-skew ] && skew=3600
     set +e
-    "$bin/sync-load" --clock-skew "$skew" --server "http://127.0.0.1:$lb_port" --devices "$devices" --scopes "$scopes" \
+    "$bin/sync-load" --clock-skew "$skew" --server "http://127.0.0.1:$target_port" --devices "$devices" --scopes "$scopes" \
         --duration "$duration" --ramp-up "$ramp" --rate 2 --offline 0.1 --faults 0.02 --crash-interval 60 \
         --seed "$seed" --scope-prefix "chaos-$scenario-$seed" --settle-timeout 180 --out "$out/$scenario" \
         >"$out/$scenario.log" 2>&1
@@ -246,6 +326,7 @@ for scenario in $scenarios; do
     wait "$injector" || { echo "chaos: injecting $scenario failed" >&2; result=1; }
     finished=$(date +%s%3N)
     stop_probe
+    [ -n "$proxy_pid" ] && stop_proxy "$scenario"
     # The fault's own processes, restarted in the injector's subshell, are not this shell's children:
     # find them by port for the next scenario and for cleanup.
     for index in 0 1; do
@@ -273,6 +354,18 @@ try:
     fault = open(f"{out}/{scenario}.fault").read().strip()
 except FileNotFoundError:
     fault = "not injected"
+# A network scenario's faults, counted by the proxy: the one its fault injects.
+proxy_faults, proxy_text = None, None
+try:
+    stats = json.load(open(f"{out}/{scenario}/proxy-stats.json"))
+    key, unit = {
+        "net-latency": ("bytesDelayed", "bytes delayed"), "net-bandwidth": ("bytesThrottled", "bytes throttled"),
+        "net-reset": ("connectionsReset", "connections reset"),
+        "net-blackhole": ("connectionsBlackholed", "connections black-holed"),
+    }[scenario]
+    proxy_faults, proxy_text = stats[key], f"{stats[key]:,} {unit}"
+except (FileNotFoundError, KeyError, ValueError):
+    pass
 row = {
     "scenario": scenario, "seed": int(seed), "seconds": round((int(finished) - int(started)) / 1000, 1),
     "devices": int(devices), "events": step["accepted"], "fault": fault,
@@ -280,6 +373,7 @@ row = {
     "lost": verdict["lost"], "duplicated": verdict["duplicated"], "diverged": verdict["diverged"],
     "gaps": verdict["gaps"], "passed": bool(verdict["passed"]) and result == "0",
     "longestOutageSeconds": round(longest / 1000, 1),
+    "proxyFaults": proxy_faults, "proxyFaultsText": proxy_text,
 }
 json.dump(row, open(f"{out}/{scenario}.json", "w"))
 print(f"chaos: {scenario}: {'passed' if row['passed'] else 'FAILED'}; lost {row['lost']}, duplicated "
@@ -298,7 +392,8 @@ rows = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/*.json"), key=lambd
 print("| scenario | fault | seed | seconds | devices | events | faults injected | lost | duplicated | diverged | gaps | longest time to recover | verdict |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    faults = f"1 + {r['transportFaults']} in transport, {r['crashes']} device crashes"
+    injected = r.get("proxyFaultsText") or "1"
+    faults = f"{injected} + {r['transportFaults']} in transport, {r['crashes']} device crashes"
     print(f"| {r['scenario']} | {r['fault']} | {r['seed']} | {r['seconds']} | {r['devices']} | {r['events']:,} | {faults} | "
           f"{r['lost']} | {r['duplicated']} | {r['diverged']} | {r['gaps']} | {r['longestOutageSeconds']} s | "
           f"{'pass' if r['passed'] else 'FAIL'} |")

@@ -2,7 +2,8 @@ import Foundation
 import Testing
 
 /// The quick version of `make chaos`: two sync-servers behind a real nginx, sync-load's devices through it,
-/// one server killed and PostgreSQL killed under load; every verdict must pass.
+/// one server killed, PostgreSQL killed, and connections reset mid-response by sync-fault-proxy under load;
+/// every verdict must pass.
 @Suite struct ChaosTests {
     struct Row: Decodable {
         var scenario: String
@@ -13,12 +14,14 @@ import Testing
         var gaps: Int
         var passed: Bool
         var fault: String
+        /// The faults the proxy counted, in a network scenario.
+        var proxyFaults: Int?
     }
 
-    @Test func aServerAndPostgreSQLKilledUnderLoadLoseNothing() throws {
+    @Test func aServerAndPostgreSQLKilledAndConnectionsResetUnderLoadLoseNothing() throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-\(UUID())")
         defer { try? FileManager.default.removeItem(at: out) }
-        let scenarios = ["server-kill-one", "postgres-kill"]
+        let scenarios = ["server-kill-one", "postgres-kill", "net-reset"]
         let result = try Stack.runCapturing(
             "/usr/bin/env", ["bash", Stack.repositoryRoot.appendingPathComponent("scripts/chaos.sh").path],
             environment: [
@@ -32,7 +35,12 @@ import Testing
             #expect(row.passed, "\(scenario): \(String(decoding: data, as: UTF8.self))")
             #expect(row.events > 0 && row.lost == 0 && row.duplicated == 0 && row.diverged == 0 && row.gaps == 0)
             // The fault was really injected, during the load.
-            #expect(row.fault.contains("kill -9"), "\(row.fault)")
+            if scenario.hasPrefix("net-") {
+                #expect(row.fault.contains("reset"), "\(row.fault)")
+                #expect((row.proxyFaults ?? 0) > 0, "the proxy reset no connection")
+            } else {
+                #expect(row.fault.contains("kill -9"), "\(row.fault)")
+            }
             #expect(result.stdout.contains("| \(scenario) |"))
         }
     }

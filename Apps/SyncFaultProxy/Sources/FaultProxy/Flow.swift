@@ -51,7 +51,7 @@ final class Flow {
         var delay = TimeAmount(settings.latency)
         if settings.jitter > .zero {
             let jitter = TimeAmount(settings.jitter).nanoseconds
-            delay = delay + .nanoseconds(Int64((connection.random.unit() * 2 - 1) * Double(jitter)))
+            delay = delay + .nanoseconds(Int64(Double.random(in: -1...1, using: &connection.random) * Double(jitter)))
         }
         delay = max(delay, .zero)
         let release = max(NIODeadline.now() + delay, lastRelease)

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import SyncTestSupport
 
 /// One client's connection through the proxy and its connection to the upstream, on one event loop: two
 /// ``Flow``s, one per direction, and the decisions that concern both (when to read, the reset).
@@ -12,7 +13,7 @@ final class ProxyConnection {
     let eventLoop: any EventLoop
     let index: UInt64
     /// This connection's draws: jitter, whether it is reset, after how many bytes.
-    var random: SeededRandom
+    var random: SplitMix64
     /// The connection is reset while the reset probability is above this draw.
     let resetDraw: Double
     /// Where in `1...resetAfterMax` bytes of the response the reset falls.
@@ -33,9 +34,11 @@ final class ProxyConnection {
         self.eventLoop = eventLoop
         let (index, settings) = proxy.admit()
         self.index = index
-        var random = SeededRandom(seed: proxy.seed, stream: index)
-        resetDraw = random.unit()
-        resetFraction = random.unit()
+        // One stream per connection: the seed mixed with the connection's index.
+        var mixer = SplitMix64(seed: proxy.seed ^ (index &* 0xD6E8_FEB8_6659_FD93))
+        var random = SplitMix64(seed: mixer.next())
+        resetDraw = Double.random(in: 0..<1, using: &random)
+        resetFraction = Double.random(in: 0..<1, using: &random)
         self.random = random
         toUpstream = Flow(connection: self, destination: .upstream)
         toClient = Flow(connection: self, destination: .client)

@@ -1,6 +1,7 @@
 import FaultProxy
 import NIOCore
 import NIOPosix
+import SyncTestSupport
 
 /// Real sockets on loopback for the proxy's tests: an echo server as the upstream, and clients that send
 /// bytes and collect what comes back until enough did, the connection closed, or time ran out.
@@ -74,7 +75,7 @@ enum Loopback {
 
     /// Seeded bytes, so that a failure can be reproduced.
     static func payload(_ count: Int, seed: UInt64) -> [UInt8] {
-        var random = SeededRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         return (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
     }
 }
