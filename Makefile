@@ -17,7 +17,8 @@ load: bootstrap
 	scripts/load.sh
 
 # Faults under load behind nginx (two servers, one PostgreSQL): kill -9, SIGSTOP, PostgreSQL stopped and
-# killed, each with a verdict; regenerates the table of docs/RELIABILITY.md (CHAOS_QUICK=1: short runs).
+# killed, clocks off, network faults through sync-fault-proxy (latency, bandwidth cap, resets, black hole),
+# each with a verdict; regenerates the table of docs/RELIABILITY.md (CHAOS_QUICK=1: short runs).
 chaos: bootstrap
 	scripts/chaos.sh
 
