@@ -86,6 +86,11 @@ progress() {
     for s in $scenarios; do
         [ -f "$work/done-$s" ] || remaining=$((remaining + ${expected[$s]:-60}))
     done
+    # The running scenario's part already spent (at most its whole expectation).
+    local spent=$((now - ${scenario_started:-$now}))
+    [ "$spent" -gt "${expected[${scenario_running:-none}]:-0}" ] && spent=${expected[${scenario_running:-none}]:-0}
+    [ -f "$work/done-${scenario_running:-none}" ] && spent=0
+    remaining=$((remaining - spent))
     scale=100
     [ "$done_expected" -gt 0 ] && scale=$((done_actual * 100 / done_expected))
     [ "$scale" -lt 50 ] && scale=50
@@ -274,6 +279,8 @@ failed=""
 for scenario in $scenarios; do
     scenario_index=$((scenario_index + 1))
     started=$(date +%s)
+    scenario_started=$started
+    scenario_running=$scenario
     # A subshell per scenario, so that set -e stops the scenario at its first failure (and stops its server)
     # without stopping the suite.
     set +e
@@ -297,7 +304,7 @@ done
 
 progress "report"
 status=0
-report_args=(--directory "$out" --require-complete)
+report_args=(--directory "$out" --require-complete --scenarios "$scenarios")
 [ -f "$baseline" ] && report_args+=(--baseline "$baseline")
 "$bin/sync-bench" report "${report_args[@]}" || status=$?
 [ -n "$failed" ] && status=1

@@ -22,11 +22,14 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(help: "The gnuplot program that draws the charts.") var gnuplot = "gnuplot"
     @Flag(help: "Exit non-zero unless every scenario is there, every verdict passed and every chart was drawn.")
     var requireComplete = false
+    @Option(help: "The scenarios the run was asked for, space-separated (default: all of them).")
+    var scenarios: String?
 
     func run() async throws {
         let folder = URL(fileURLWithPath: directory)
         let raw = RawOutputs(folder: folder.appendingPathComponent("raw"))
         var builder = try ReportBuilder(raw: raw, folder: folder, gnuplot: gnuplot)
+        if let scenarios { builder.expected = scenarios.split(separator: " ").map(String.init) }
         if let baseline {
             builder.baseline = try? JSONDecoder().decode(
                 BenchResults.self, from: Data(contentsOf: URL(fileURLWithPath: baseline)))
@@ -207,6 +210,8 @@ struct ReportBuilder {
     var charts: [String] = []
     var sections: [String: [String]] = [:]
     var comparisons: [BenchComparison] = []
+    /// The scenarios asked for: one of them without output counts as missing.
+    var expected = ReportBuilder.scenarioOrder
 
     init(raw: RawOutputs, folder: URL, gnuplot: String) throws {
         self.raw = raw
@@ -229,7 +234,7 @@ struct ReportBuilder {
         let results = BenchResults(
             commit: info.commit, startedAt: info.startedAt, mode: info.mode, machine: info.machine,
             configuration: info.configuration, seconds: timings(), scenarios: present,
-            missing: Self.scenarioOrder.filter { sections[$0] == nil } + missingCharts(), figures: figures,
+            missing: expected.filter { sections[$0] == nil } + missingCharts(), figures: figures,
             verdicts: verdicts, charts: charts)
         compare(results)
         try writeResults(results)
