@@ -12,8 +12,9 @@
 #
 # Network scenarios (net-*) put sync-fault-proxy (Apps/SyncFaultProxy) between the devices and nginx, since
 # the kernel's netem is not available here: the devices and the probe go through the proxy, and the fault is
-# set and lifted through its control endpoint (POST /fault). Its statistics (GET /stats, kept as
-# SCENARIO/proxy-stats.json) fill the "faults injected" column.
+# set and lifted through its control endpoint (POST /fault). It draws (jitter, which connections are reset and
+# where) from the scenario's seed. Its statistics (GET /stats, kept as SCENARIO/proxy-stats.json) fill the
+# "faults injected" column. A full run of every scenario takes about 10 minutes.
 #
 # Environment:
 #   CHAOS_SCENARIOS  scenarios to run, space-separated (default: all of them, in this order):
