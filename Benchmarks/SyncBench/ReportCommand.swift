@@ -357,7 +357,10 @@ struct ReportBuilder {
             set ylabel "events/s accepted"
             set logscale x
             set yrange [0:*]
-            plot DATA using 1:3 with linespoints lw 2 pt 7 title "accepted"
+            set offsets graph 0.06, graph 0.06, graph 0.12, 0
+            set key top left
+            plot DATA using 1:3 with linespoints lw 2 pt 7 title "accepted", \\
+                 DATA using 1:3:8 with labels offset char 0,1.2 notitle
             """)
         chart(
             "latency-vs-devices", csv: "latency",
