@@ -23,10 +23,10 @@ import Testing
         var charts: [String]
     }
 
-    @Test func theQuickSuiteWritesACompleteReportWithChartsAndPassingVerdicts() throws {
+    @Test func theQuickSuiteWritesACompleteReportWithChartsAndPassingVerdicts() async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID())")
         defer { try? FileManager.default.removeItem(at: out) }
-        let result = try Stack.runCapturing(
+        let result = try await Stack.runCapturingOffPool(
             "/usr/bin/env", ["bash", Stack.repositoryRoot.appendingPathComponent("scripts/bench.sh").path],
             environment: [
                 "BENCH_QUICK": "1", "BENCH_BIN": Stack.productsDirectory.path, "BENCH_OUT": out.path,
@@ -88,7 +88,7 @@ import Testing
         object["figures"] = figures
         let baseline = out.appendingPathComponent("baseline.json")
         try JSONSerialization.data(withJSONObject: object).write(to: baseline)
-        let report = try Stack.runCapturing(
+        let report = try await Stack.runCapturingOffPool(
             Stack.productsDirectory.appendingPathComponent("sync-bench").path,
             ["report", "--directory", out.path, "--baseline", baseline.path])
         #expect(report.status == 0, "\(report.stdout)\(report.stderr)")

@@ -61,7 +61,7 @@ import Testing
         let scopes = (0..<2).map { "bench-\($0)" } + ["bench-outbox"]
         let token = try stack.token(sub: "bench", scopes: scopes)
         let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
-        let output = try Stack.run(
+        let output = try await Stack.runOffPool(
             bench,
             [
                 "bootstrap", "--server", stack.serverURL, "--token", token, "--events", "3000", "--scopes", "2",
@@ -106,7 +106,7 @@ import Testing
         let scopes = (0..<2).map { "churn-\($0)" }
         let token = try stack.token(sub: "bench", scopes: scopes)
         let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
-        let output = try Stack.run(
+        let output = try await Stack.runOffPool(
             bench,
             [
                 "churn", "--server", stack.serverURL, "--token", token, "--database-url", stack.databaseURL,

@@ -18,11 +18,11 @@ import Testing
         var proxyFaults: Int?
     }
 
-    @Test func aServerAndPostgreSQLKilledAndConnectionsResetUnderLoadLoseNothing() throws {
+    @Test func aServerAndPostgreSQLKilledAndConnectionsResetUnderLoadLoseNothing() async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-\(UUID())")
         defer { try? FileManager.default.removeItem(at: out) }
         let scenarios = ["server-kill-one", "postgres-kill", "net-reset"]
-        let result = try Stack.runCapturing(
+        let result = try await Stack.runCapturingOffPool(
             "/usr/bin/env", ["bash", Stack.repositoryRoot.appendingPathComponent("scripts/chaos.sh").path],
             environment: [
                 "CHAOS_QUICK": "1", "CHAOS_BIN": Stack.productsDirectory.path, "CHAOS_OUT": out.path,

@@ -44,10 +44,10 @@ import Testing
         try await Stack(noteQuota: noteQuota, serverEnvironment: ["SYNC_COMPACTION_INTERVAL_SECONDS": "0"])
     }
 
-    func run(_ stack: Stack, _ arguments: [String], command: String = "run") throws -> (
+    func run(_ stack: Stack, _ arguments: [String], command: String = "run") async throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        try Stack.runCapturing(
+        try await Stack.runCapturingOffPool(
             Self.load, [command, "--server", stack.serverURL, "--jwt-secret", Stack.secret] + arguments)
     }
 
@@ -56,7 +56,7 @@ import Testing
     @Test func twentyDevicesWithFaultsPassTheVerdictAndWriteTheirReports() async throws {
         let stack = try await Self.stack(noteQuota: 2)
         let out = stack.directory.appendingPathComponent("report")
-        let result = try run(
+        let result = try await run(
             stack,
             [
                 "--devices", "20", "--scopes", "4", "--duration", "6", "--ramp-up", "1", "--rate", "2",
@@ -101,8 +101,8 @@ import Testing
         var findings: [String: [Finding]]
     }
 
-    func verify(_ stack: Stack, _ devices: URL) throws -> (status: Int32, verdict: VerdictJSON, stderr: String) {
-        let result = try run(stack, ["--data-dir", devices.path], command: "verify")
+    func verify(_ stack: Stack, _ devices: URL) async throws -> (status: Int32, verdict: VerdictJSON, stderr: String) {
+        let result = try await run(stack, ["--data-dir", devices.path], command: "verify")
         guard let verdict = try? JSONDecoder().decode(VerdictJSON.self, from: Data(result.stdout.utf8)) else {
             throw Stack.StackError("sync-load verify printed no verdict (exit \(result.status)): \(result.stderr)")
         }
@@ -112,7 +112,7 @@ import Testing
     @Test func theVerifierCatchesALostEventADuplicateAndADivergedDevice() async throws {
         let stack = try await Self.stack()
         let devices = stack.directory.appendingPathComponent("devices")
-        let result = try run(
+        let result = try await run(
             stack,
             [
                 "--devices", "6", "--scopes", "2", "--duration", "3", "--ramp-up", "0.5", "--rate", "3",
@@ -120,7 +120,7 @@ import Testing
                 "--data-dir", devices.path,
             ])
         #expect(result.status == 0, "\(result.stderr.suffix(3000))")
-        let clean = try verify(stack, devices)
+        let clean = try await verify(stack, devices)
         #expect(clean.status == 0 && clean.verdict.passed, "\(clean.stderr)")
 
         // An accepted event deleted from PostgreSQL behind the server's back: lost, and named. (Then put
@@ -133,12 +133,12 @@ import Testing
                 DELETE FROM events WHERE event_id = (SELECT event_id FROM tampered) RETURNING event_id
                 """
             ).first { $0.count == 36 })
-        let lost = try verify(stack, devices)
+        let lost = try await verify(stack, devices)
         #expect(lost.status != 0 && lost.verdict.lost == 1)
         #expect(lost.verdict.findings["lost"]?.first?.event == deleted, "\(lost.verdict.findings)")
         #expect(lost.stderr.contains(deleted))
         _ = try stack.sql("INSERT INTO events SELECT * FROM tampered; DROP TABLE tampered")
-        let restored = try verify(stack, devices)
+        let restored = try await verify(stack, devices)
         #expect(restored.status == 0 && restored.verdict.passed, "\(restored.verdict.findings)")
 
         // One device's state corrupted (a note dropped from its table): diverged, naming the device.
@@ -150,7 +150,7 @@ import Testing
                 "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('DELETE FROM notes WHERE rowid = (SELECT min(rowid) FROM notes WHERE deleted = 0)'); c.commit()",
                 file,
             ])
-        let diverged = try verify(stack, devices)
+        let diverged = try await verify(stack, devices)
         #expect(diverged.status != 0 && diverged.verdict.diverged == 1 && diverged.verdict.lost == 0)
         #expect(diverged.verdict.findings["diverged"]?.first?.device == 0, "\(diverged.verdict.findings)")
 
@@ -164,7 +164,7 @@ import Testing
             INSERT INTO events SELECT * FROM copy;
             SELECT 1
             """)
-        let duplicated = try verify(stack, devices)
+        let duplicated = try await verify(stack, devices)
         #expect(duplicated.status != 0 && duplicated.verdict.duplicated >= 1)
         #expect(duplicated.verdict.findings["duplicated"]?.first?.scope == "tamper-s1")
     }

@@ -174,6 +174,29 @@ final class Stack: @unchecked Sendable {
         return result.stdout
     }
 
+    /// `run` on a thread of its own, for processes that run for a while (sync-load, the chaos and bench
+    /// scripts): waiting for them must not hold a thread of Swift's cooperative pool, which has one per
+    /// core and is shared by every async test of this process; two such waits on 2 cores starved the
+    /// others until their timeouts fired.
+    static func runOffPool(_ executable: String, _ arguments: [String], environment: [String: String] = [:])
+        async throws -> String
+    {
+        try await offPool { try run(executable, arguments, environment: environment) }
+    }
+
+    /// `runCapturing` on a thread of its own (see `runOffPool`).
+    static func runCapturingOffPool(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:]
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await offPool { try runCapturing(executable, arguments, environment: environment) }
+    }
+
+    private static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
+    }
+
     static func runCapturing(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
         -> (status: Int32, stdout: String, stderr: String)
     {
