@@ -99,29 +99,23 @@ final class LongPollHub: Service, Sendable {
     }
 
     private func waitForSignal(_ id: Int, until deadline: ContinuousClock.Instant) async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let (action, startExpiring) = self.state.withLock { state in
-                    let action = state.wait(id, continuation, deadline: deadline)
-                    return (action, state.claimExpiring())
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        if case .resumeNow = self.state.withLock({ $0.wait(id, continuation) }) {
+                            continuation.resume()
+                        }
+                    }
+                } onCancel: {
+                    self.state.withLock { $0.stopWaiting(id) }?.resume()
                 }
-                if startExpiring { Task { await self.expireDeadlines() } }
-                if case .resumeNow = action { continuation.resume() }
             }
-        } onCancel: {
-            self.state.withLock { $0.stopWaiting(id) }?.resume()
-        }
-    }
-
-    /// Ends waits at their deadlines while any is suspended; looks at least every 50 ms, so a wait ends at
-    /// most that late (and a wait that starts meanwhile with an earlier deadline is not missed).
-    private func expireDeadlines() async {
-        while true {
-            let now = ContinuousClock.now
-            let (woken, next) = state.withLock { $0.expire(now: now) }
-            for continuation in woken { continuation.resume() }
-            guard let next else { return }
-            try? await Task.sleep(until: min(next, now + .milliseconds(50)), clock: .continuous)
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+            }
+            await group.next()
+            group.cancelAll()
         }
     }
 

@@ -11,8 +11,6 @@ struct LongPollState<Continuation> {
         var scopes: Set<Scope>
         var pending = false
         var continuation: Continuation?
-        /// When a suspended wait ends without a signal (`expire`).
-        var deadline: ContinuousClock.Instant?
     }
 
     enum WaitAction {
@@ -27,13 +25,6 @@ struct LongPollState<Continuation> {
     private var byScope: [Scope: Set<Int>] = [:]
     private(set) var closed = false
     private var nextID = 0
-    /// The deadlines of suspended waits, earliest first. One task (`expire`) ends them all, instead of a
-    /// timer and a task group per waiter: ten thousand waiters woken by one push then cost ten thousand
-    /// resumptions, not thirty thousand task switches and as many timers cancelled. Entries whose waiter
-    /// was woken, left or waits again are skipped when they come up.
-    private var deadlines = DeadlineHeap()
-    /// Whether a task is ending deadlines: one runs while any wait with a deadline is suspended.
-    private(set) var expiring = false
 
     /// Registers a waiter for `scopes`; nil once the hub is closed (shutting down).
     mutating func register(_ scopes: Set<Scope>) -> Int? {
@@ -54,11 +45,8 @@ struct LongPollState<Continuation> {
         return waiter.continuation
     }
 
-    /// Suspends `id` with `continuation` unless a signal is pending or the hub is closed; with a `deadline`,
-    /// `expire` resumes it then if nothing else did.
-    mutating func wait(_ id: Int, _ continuation: Continuation, deadline: ContinuousClock.Instant? = nil)
-        -> WaitAction
-    {
+    /// Suspends `id` with `continuation` unless a signal is pending or the hub is closed.
+    mutating func wait(_ id: Int, _ continuation: Continuation) -> WaitAction {
         guard !closed, var waiter = waiters[id] else { return .resumeNow }
         if waiter.pending {
             waiter.pending = false
@@ -66,52 +54,13 @@ struct LongPollState<Continuation> {
             return .resumeNow
         }
         waiter.continuation = continuation
-        waiter.deadline = deadline
         waiters[id] = waiter
-        if let deadline { deadlines.push(deadline, id) }
         return .suspended
     }
 
-    /// True once when a task must start ending deadlines (`expire`): some are pending and none runs.
-    mutating func claimExpiring() -> Bool {
-        guard !expiring, !deadlines.isEmpty else { return false }
-        expiring = true
-        return true
-    }
-
-    /// Ends the suspended waits whose deadline is at or before `now`: returns their continuations, and the
-    /// next deadline to look at, or nil when none is left (the expiring task stops; `claimExpiring` starts
-    /// another).
-    mutating func expire(now: ContinuousClock.Instant) -> (woken: [Continuation], next: ContinuousClock.Instant?) {
-        var woken: [Continuation] = []
-        while let (deadline, id) = deadlines.first {
-            let waiter = waiters[id]
-            let current = waiter?.continuation != nil && waiter?.deadline == deadline
-            guard !current || deadline <= now else { break }
-            deadlines.pop()
-            if current, var waiter, let continuation = waiter.continuation {
-                waiter.continuation = nil
-                waiter.deadline = nil
-                waiters[id] = waiter
-                woken.append(continuation)
-            }
-        }
-        guard let next = deadlines.first?.deadline else {
-            expiring = false
-            return (woken, nil)
-        }
-        return (woken, next)
-    }
-
-    /// Takes back a suspended waiter's continuation (it was cancelled). A waiter cancelled before it
-    /// suspended finds the signal pending, so that it does not suspend after all.
+    /// Takes back a suspended waiter's continuation (its timeout passed or it was cancelled).
     mutating func stopWaiting(_ id: Int) -> Continuation? {
-        guard var waiter = waiters[id] else { return nil }
-        guard let continuation = waiter.continuation else {
-            waiter.pending = true
-            waiters[id] = waiter
-            return nil
-        }
+        guard var waiter = waiters[id], let continuation = waiter.continuation else { return nil }
         waiter.continuation = nil
         waiters[id] = waiter
         return continuation
@@ -144,7 +93,6 @@ struct LongPollState<Continuation> {
     /// Shutting down: wakes everyone and refuses new waiters.
     mutating func close() -> [Continuation] {
         closed = true
-        deadlines = DeadlineHeap()
         var woken: [Continuation] = []
         for (id, var waiter) in waiters {
             if let continuation = waiter.continuation { woken.append(continuation) }
@@ -153,42 +101,5 @@ struct LongPollState<Continuation> {
             waiters[id] = waiter
         }
         return woken
-    }
-}
-
-/// A binary min-heap of (deadline, waiter id).
-struct DeadlineHeap {
-    private var entries: [(deadline: ContinuousClock.Instant, id: Int)] = []
-
-    var isEmpty: Bool { entries.isEmpty }
-    var count: Int { entries.count }
-    var first: (deadline: ContinuousClock.Instant, id: Int)? { entries.first }
-
-    mutating func push(_ deadline: ContinuousClock.Instant, _ id: Int) {
-        entries.append((deadline, id))
-        var child = entries.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard entries[child].deadline < entries[parent].deadline else { break }
-            entries.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !entries.isEmpty else { return }
-        entries.swapAt(0, entries.count - 1)
-        entries.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < entries.count, entries[left].deadline < entries[smallest].deadline { smallest = left }
-            if right < entries.count, entries[right].deadline < entries[smallest].deadline { smallest = right }
-            guard smallest != parent else { return }
-            entries.swapAt(parent, smallest)
-            parent = smallest
-        }
     }
 }
