@@ -69,17 +69,19 @@ import Testing
         let (proxy, port, upstream) = try await Loopback.proxiedEcho(settings)
         defer { upstream.close(promise: nil) }
         let payload = Loopback.payload(64 * 1024, seed: 4)
-        let outcome = try await Loopback.echo(payload, port: port, timeout: .seconds(10))
+        let outcome = try await Loopback.echo(payload, port: port, timeout: .seconds(60))
         #expect(!outcome.timedOut)
         #expect(outcome.closed && outcome.failed, "the client sees an error, not an orderly close")
         #expect(outcome.errno == ECONNRESET, "\(String(describing: outcome.errno))")
-        #expect((1...1000).contains(outcome.bytes.count), "\(outcome.bytes.count) bytes before the reset")
+        // At most the reset point's bytes; on a loaded machine the RST can overtake the last of them, which
+        // the client then never reads.
+        #expect(outcome.bytes.count <= 1000, "\(outcome.bytes.count) bytes before the reset")
         #expect(outcome.bytes == Array(payload.prefix(outcome.bytes.count)))
         #expect(proxy.stats.connectionsReset == 1)
         await proxy.shutdown()
     }
 
-    /// Which connections are reset, and after how many bytes, follows from the seed and the order of the
+    /// Which connections are reset follows from the seed and the order of the
     /// connections: the same seed gives the same run, another seed another.
     @Test func resetsFollowTheSeed() async throws {
         var settings = FaultSettings()
@@ -91,14 +93,16 @@ import Testing
             var received: [Int] = []
             for index in 0..<16 {
                 let outcome = try await Loopback.echo(
-                    Loopback.payload(4096, seed: UInt64(index)), port: port, timeout: .seconds(10))
-                received.append(outcome.bytes.count)
+                    Loopback.payload(4096, seed: UInt64(index)), port: port, timeout: .seconds(60))
+                // Whether it was reset (its reset point is at most 1,000 bytes in): how many bytes the client
+                // read before the RST also depends on timing.
+                received.append(outcome.bytes.count == 4096 ? 1 : 0)
             }
             await proxy.shutdown()
             return received
         }
         let first = try await run(seed: 7)
-        #expect(first.contains(4096) && first.contains { $0 < 4096 }, "\(first)")
+        #expect(first.contains(1) && first.contains(0), "\(first)")
         #expect(try await run(seed: 7) == first)
         #expect(try await run(seed: 8) != first)
     }
@@ -112,14 +116,14 @@ import Testing
         let clock = ContinuousClock()
         let start = clock.now
         // Opened during the black hole, waiting past it.
-        let held = try await Loopback.Client.connect(port: port, expecting: ping.count, timeout: .seconds(20))
+        let held = try await Loopback.Client.connect(port: port, expecting: ping.count, timeout: .seconds(120))
         try await held.send(ping)
         // A client that gives up after a second gets nothing.
         let stalled = try await Loopback.echo(ping, port: port, timeout: .seconds(1))
         #expect(stalled.timedOut && stalled.bytes.isEmpty && !stalled.closed)
 
         proxy.update(.none)
-        let restored = try await Loopback.echo(ping, port: port, timeout: .seconds(10))
+        let restored = try await Loopback.echo(ping, port: port, timeout: .seconds(60))
         #expect(!restored.timedOut && restored.bytes == ping)
         // The connection held through the black hole resumes where it stopped.
         let resumed = try await held.outcome.get()
@@ -138,7 +142,7 @@ import Testing
             var request = HTTPClientRequest(url: "http://127.0.0.1:\(control)\(path)")
             request.method = method
             if let body { request.body = .bytes(ByteBuffer(string: body)) }
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
             let bytes = try await response.body.collect(upTo: 1 << 20)
             return (response.status.code, String(buffer: bytes))
         }
