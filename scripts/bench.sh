@@ -61,7 +61,7 @@ else
     push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30
     sweep="devices=10,100,1000" sweep_seconds=45 sweep_ramp=15
     rebuild_sizes="5000 100000 1000000" rebuild_runs=3
-    churn_notes=10000 churn_operations=500000 churn_checkpoints="50000,100000,250000,500000" churn_cost=50000
+    churn_notes=10000 churn_operations=1000000 churn_checkpoints="100000,250000,500000,1000000" churn_cost=100000
     bootstrap_events=1000000
     trace_runs=5
 fi
@@ -72,7 +72,7 @@ declare -A expected
 if [ "$quick" = 1 ]; then
     expected=([throughput]=25 [latency]=50 [rebuild]=15 [storage]=30 [bootstrap]=20 [crdt]=25)
 else
-    expected=([throughput]=90 [latency]=330 [rebuild]=240 [storage]=600 [bootstrap]=300 [crdt]=120)
+    expected=([throughput]=60 [latency]=240 [rebuild]=150 [storage]=780 [bootstrap]=180 [crdt]=10)
 fi
 suite_start=$(date +%s)
 done_expected=0

@@ -460,14 +460,14 @@ struct ReportBuilder {
             let live = Double(last.liveStateBytes)
             add(
                 BenchFigure(
-                    id: "storage.server.\(label)", scenario: "storage",
+                    id: "storage.server.\(label).\(last.operations)", scenario: "storage",
                     name:
                         "Server bytes after \(last.operations.formatted()) operations, \(label == "none" ? "no compaction" : "compaction")",
                     value: Double(last.serverBytes), unit: "bytes", baselineName: "live state", baselineValue: live,
                     ratio: Double(last.serverBytes) / live, higherIsBetter: false, noise: 0.05))
             add(
                 BenchFigure(
-                    id: "storage.device.\(label)", scenario: "storage",
+                    id: "storage.device.\(label).\(last.operations)", scenario: "storage",
                     name:
                         "Device bytes after \(last.operations.formatted()) operations, \(label == "none" ? "no compaction" : "compaction")",
                     value: Double(last.deviceBytes), unit: "bytes", baselineName: "live state", baselineValue: live,
@@ -531,7 +531,7 @@ struct ReportBuilder {
             )
             add(
                 BenchFigure(
-                    id: "bootstrap.pull", scenario: "bootstrap",
+                    id: "bootstrap.pull.\(device.events)", scenario: "bootstrap",
                     name: "Fresh device: \(device.events.formatted()) events pulled and applied, events/s",
                     value: device.eventsPerSecond, unit: "events/s", baselineName: "plain HTTP client, same pages",
                     baselineValue: pull.baseline.eventsPerSecond,
@@ -547,7 +547,7 @@ struct ReportBuilder {
             )
             add(
                 BenchFigure(
-                    id: "bootstrap.agent", scenario: "bootstrap",
+                    id: "bootstrap.agent.\(agent.events)", scenario: "bootstrap",
                     name: "Fresh sync-agent process: \(agent.events.formatted()) events, events/s", value: rate,
                     unit: "events/s", baselineName: "plain HTTP client, same pages",
                     baselineValue: pull.baseline.eventsPerSecond,
@@ -566,7 +566,7 @@ struct ReportBuilder {
             )
             add(
                 BenchFigure(
-                    id: "bootstrap.compaction", scenario: "bootstrap",
+                    id: "bootstrap.compaction.\(off.events)", scenario: "bootstrap",
                     name: "Fresh device reaching the churn history's state, with compaction", value: on.seconds,
                     unit: "s",
                     baselineName: "the same without compaction", baselineValue: off.seconds,
@@ -772,7 +772,9 @@ struct ReportBuilder {
             "storage.device.compaction",
         ]
         for id in headlines {
-            guard let figure = figures.first(where: { $0.id == id }) else { continue }
+            // Figures whose size varies carry it in their id (`storage.server.compaction.1000000`): a run
+            // of another size is then not compared with this one.
+            guard let figure = figures.first(where: { $0.id == id || $0.id.hasPrefix(id + ".") }) else { continue }
             lines.append(
                 "| \(figure.name) | \(Fmt.value(figure.value, figure.unit)) | \(figure.baselineValue.map { "\(Fmt.value($0, figure.unit)) (\(figure.baselineName ?? ""))" } ?? "–") | \(figure.ratio.map(Fmt.ratio) ?? "–") |"
             )
