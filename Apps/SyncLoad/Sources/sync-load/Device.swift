@@ -27,6 +27,7 @@ final class Device: Sendable {
     private let metrics: LoadMetrics
     private let longPoll: Duration?
     private let debounce: Duration
+    private let pollLinger: Duration
     private struct Replica: Sendable {
         var client: NotesClient
         var engine: SyncEngine
@@ -36,9 +37,10 @@ final class Device: Sendable {
 
     init(
         plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?,
-        debounce: Duration = .milliseconds(250)
+        debounce: Duration = .milliseconds(250), pollLinger: Duration = .milliseconds(100)
     ) throws {
         self.debounce = debounce
+        self.pollLinger = pollLinger
         self.plan = plan
         self.scope = try Scope(plan.scope)
         self.transport = transport
@@ -67,6 +69,7 @@ final class Device: Sendable {
         configuration.longPoll = longPoll
         configuration.interval = .seconds(30)
         configuration.debounce = debounce
+        configuration.longPollLinger = pollLinger
         // The verdict reads each device's own events from its log: keep them.
         configuration.autoCompactAfter = nil
         configuration.backoff = BackoffPolicy(base: .milliseconds(200), cap: .seconds(5))

@@ -28,6 +28,9 @@ struct StepConfiguration: Codable, Sendable {
     var longPoll: Int
     /// Milliseconds a device waits after a local write before it pushes (a burst of edits makes one push).
     var debounce: Int = 250
+    /// Milliseconds a device waits after a long-poll brought others' events before it polls again (absent in
+    /// manifests of earlier versions: the engine's default, 100).
+    var pollLinger: Int? = nil
     var seed: UInt64
     /// Scope names are this, then `-s<k>`.
     var scopePrefix: String
@@ -95,7 +98,8 @@ struct LoadRun {
                 try Device(
                     plan: plan, transport: transport, metrics: metrics,
                     longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
-                    debounce: .milliseconds(configuration.debounce)))
+                    debounce: .milliseconds(configuration.debounce),
+                    pollLinger: .milliseconds(configuration.pollLinger ?? 100)))
         }
         let cpuBefore = watched.mapValues(ProcessStats.cpuSeconds(tree:))
         let ownBefore = ProcessStats.ownCPUSeconds()

@@ -74,6 +74,11 @@ struct RunCommand: AsyncParsableCommand {
     var longPoll = 25
     @Option(help: "Milliseconds a device waits after a local write before it pushes (the engine's debounce).")
     var debounce = 250
+    @Option(
+        help:
+            "Milliseconds a device waits after a long-poll brought others' events before it polls again (the engine's long-poll linger)."
+    )
+    var pollLinger = 100
     @Option(help: "Seconds by which 1 device in 5 has its clock ahead, and 1 in 5 behind (0: every clock is right).")
     var clockSkew = 0.0
     @Option(help: "The run's seed (workload, offline spells, faults).") var seed: UInt64 = 1
@@ -100,7 +105,8 @@ struct RunCommand: AsyncParsableCommand {
             server: server.server, devices: devices, scopes: scopes, seconds: duration, rampUp: rampUp, rate: rate,
             weights: try WorkloadWeights(parsing: weights).description, offlineFraction: offline,
             offlineMin: offlineMin, offlineMax: max(offlineMin, offlineMax), faultRate: faults,
-            crashInterval: crashInterval, longPoll: longPoll, debounce: debounce, seed: seed, scopePrefix: prefix,
+            crashInterval: crashInterval, longPoll: longPoll, debounce: debounce, pollLinger: pollLinger, seed: seed,
+            scopePrefix: prefix,
             dataDirectory: base.path, settleTimeout: settleTimeout, clockSkew: clockSkew == 0 ? nil : clockSkew)
         let steps = try Self.steps(first, sweep: sweep, base: base)
         var watched: [String: Int32] = [:]

@@ -222,6 +222,16 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
         try saveSnapshot(in: db)
     }
 
+    /// Deleted notes: a stable fold purges them, and no edit can follow a delete every replica has seen.
+    public func retiredStreams(in db: Database) throws -> Set<String> {
+        var streams: Set<String> = []
+        let ids = try String.fetchCursor(db, sql: "SELECT id FROM notes WHERE deleted = 1")
+        while let id = try ids.next() {
+            if let note = NoteID(id) { streams.insert(note.stream) }
+        }
+        return streams
+    }
+
     public func discardSnapshot(in db: Database) throws {
         cache.clear()
         // Marking rows changed copies them into notes_snapshot first (the trigger); then none is kept.

@@ -71,4 +71,58 @@ import Testing
         _ = try await b.store.prune(stablePoints: ["team-1": stable])
         #expect(try await b.exportState() == before)
     }
+
+    /// The versions the store keeps for local appends (`streams`), by stream.
+    static func versions(_ client: NotesClient) async throws -> [String: Int64] {
+        try await client.store.database.writer.read { db in
+            Dictionary(
+                try Row.fetchAll(db, sql: "SELECT stream, version FROM streams").map { ($0[0], $0[1]) },
+                uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    /// A device that churns through notes keeps a version for each live stream, not for every stream it ever
+    /// saw: a stable prune forgets the streams of the deleted notes it purges, but only once the log holds
+    /// none of their events.
+    @Test func aStablePruneForgetsTheVersionsOfDeletedNotes() async throws {
+        let directory = try TemporaryDirectory()
+        let (a, b) = try NotesClientTests.pair(directory)
+        let c = try NotesClient.open(path: directory.path("c.sqlite"))
+        var ids: [NoteID] = []
+        for index in 0..<4 {
+            ids.append(try await a.create(scope: "team-1", title: "note \(index)", body: "body \(index)"))
+        }
+        var seq: Int64 = 0
+        var seqOfC: Int64 = 0
+        try await NotesClientTests.exchange(a, b, seq: &seq)
+        try await NotesClientTests.exchange(a, c, seq: &seqOfC)
+        let beforeDelete = seq
+        // c edits note 1 before it hears of its delete; the server orders the edit after the delete.
+        try await c.setTitle(ids[1], "edited on c")
+        try await a.delete(ids[0])
+        try await a.delete(ids[1])
+        try await NotesClientTests.exchange(a, b, seq: &seq)
+        let deletesAt = seq
+        try await NotesClientTests.exchange(c, b, seq: &seq)
+        #expect(seq == deletesAt + 1)
+        #expect(Set(try await Self.versions(b).keys) == Set(ids.map(\.stream)))
+        let versionOfEdited = try #require(try await Self.versions(b)[ids[1].stream])
+
+        // Stable only up to the creations: the deletes are still in the log, every version stays.
+        _ = try await b.store.prune(stablePoints: ["team-1": beforeDelete])
+        #expect(Set(try await Self.versions(b).keys) == Set(ids.map(\.stream)))
+
+        // Stable up to the deletes: note 0's version goes; note 1's stays while the log holds c's edit of it.
+        _ = try await b.store.prune(stablePoints: ["team-1": deletesAt])
+        let versions = try await Self.versions(b)
+        #expect(Set(versions.keys) == Set(ids[1...].map(\.stream)), "the deleted note's version is gone")
+        #expect(versions[ids[1].stream] == versionOfEdited)
+
+        // Local appends go on as before, and a rebuild still ends where the log says.
+        try await b.setTitle(ids[3], "edited on b")
+        let state = try await b.exportState()
+        try await b.store.rebuildAll()
+        #expect(try await b.exportState() == state)
+        #expect(try await Self.versions(b)[ids[3].stream] ?? 0 > 0)
+    }
 }

@@ -81,23 +81,41 @@ public struct SyncJournal: Sendable {
     /// Records entries in one write.
     func record(_ entries: [(kind: String, detail: String)]) async {
         guard !entries.isEmpty else { return }
+        let rows = rows(entries)
         let bounds = bounds
         let now = now()
-        let at = RFC3339.string(from: now)
+        // The journal must never break a sync: a failed write is dropped.
+        try? await database.writer.write { [rows] db in try Self.insert(rows, db, bounds: bounds, now: now) }
+    }
+
+    /// Records entries inside the caller's write transaction (the store's transaction for a server answer,
+    /// so that an answer costs one commit, not two). A failed insert is dropped, as in `record`, and leaves
+    /// the caller's transaction as it was (SQLite undoes the one statement).
+    func write(_ entries: [(kind: String, detail: String)], in db: Database) {
+        guard !entries.isEmpty else { return }
+        try? Self.insert(rows(entries), db, bounds: bounds, now: now())
+    }
+
+    /// The rows for `entries`, stamped now, after the held entry if there is one (which is taken).
+    private func rows(_ entries: [(kind: String, detail: String)]) -> [(at: String, kind: String, detail: String)] {
+        let at = RFC3339.string(from: now())
         var rows = entries.map { (at: at, kind: $0.kind, detail: $0.detail) }
         if let (time, kind, detail) = held.entry.withLock({ entry in
             defer { entry = nil }; return entry
         }) {
             rows.insert((RFC3339.string(from: time), kind, detail), at: 0)
         }
-        // The journal must never break a sync: a failed write is dropped.
-        try? await database.writer.write { [rows] db in
-            for (at, kind, detail) in rows {
-                try db.cachedStatement(sql: "INSERT INTO sync_journal (at, kind, detail) VALUES (?, ?, ?)")
-                    .execute(arguments: [at, kind, detail])
-                let last = db.lastInsertedRowID
-                if last % Self.trimInterval == 0 { try Self.trim(db, last: last, bounds: bounds, now: now) }
-            }
+        return rows
+    }
+
+    private static func insert(
+        _ rows: [(at: String, kind: String, detail: String)], _ db: Database, bounds: Bounds, now: Date
+    ) throws {
+        for (at, kind, detail) in rows {
+            try db.cachedStatement(sql: "INSERT INTO sync_journal (at, kind, detail) VALUES (?, ?, ?)")
+                .execute(arguments: [at, kind, detail])
+            let last = db.lastInsertedRowID
+            if last % Self.trimInterval == 0 { try Self.trim(db, last: last, bounds: bounds, now: now) }
         }
     }
 

@@ -37,6 +37,13 @@ public protocol Projection: Sendable {
     /// projection may then purge what no later event can need (tombstones, deleted records). The default
     /// saves as `saveSnapshot(in:)` does.
     func saveSnapshot(in db: Database, stable: Bool) throws
+    /// The streams a stable fold ends for good (a deleted note: nothing can be appended to it any more, and
+    /// every replica has seen its end), asked inside a stable prune's transaction with the projection
+    /// holding exactly the folded state, before `saveSnapshot(in:stable:)` purges them. The store then
+    /// forgets their versions (its `streams` table), so that what a device keeps grows with its live
+    /// streams rather than with every stream it ever saw. A stream the log still holds events of keeps its
+    /// version. The default: none.
+    func retiredStreams(in db: Database) throws -> Set<String>
     /// Forgets the saved snapshot, so that restoring empties the tables (a reset drops the history the
     /// snapshot folded).
     func discardSnapshot(in db: Database) throws
@@ -59,6 +66,8 @@ extension Projection {
     public func saveSnapshot(in db: Database, stable: Bool) throws {
         try saveSnapshot(in: db)
     }
+
+    public func retiredStreams(in db: Database) throws -> Set<String> { [] }
 
     public var replayOrder: ReplayOrder { .canonical }
 

@@ -14,6 +14,8 @@ public struct CompactionReport: Sendable, Codable, Hashable {
     public var bytesAfter: [String: Int64]
     /// Whether a `VACUUM (ANALYZE)` of the compacted tables followed.
     public var vacuumed: Bool
+    /// The indexes rebuilt after the `VACUUM` because folds had left them mostly empty (`IndexReclaimer`).
+    public var reindexed: [IndexReclaimer.Rebuilt] = []
     public var seconds: Double
 }
 
@@ -24,8 +26,9 @@ extension SyncServerApp {
     ]
 
     /// One compaction pass over `scopes` (every scope with events past its last fold when nil), each up to
-    /// its stable point whatever the policy says, then optionally a `VACUUM (ANALYZE)`: what
-    /// `sync-server compact` runs. Applies pending migrations first.
+    /// its stable point whatever the policy says, then optionally a `VACUUM (ANALYZE)` and a rebuild of the
+    /// indexes folds left bloated (`IndexReclaimer`): what `sync-server compact` runs. Applies pending
+    /// migrations first.
     ///
     /// Space: deleted rows become free space inside the tables once vacuumed; autovacuum does that on its
     /// own after a fold, and `vacuum` does it at once. Neither gives space back to the file system
@@ -68,9 +71,10 @@ extension SyncServerApp {
                     }
                 }
             }
+            let reindexed = vacuum ? try await IndexReclaimer(database: database, logger: logger).reclaim() : []
             let after = try await space(database, logger: logger)
             return CompactionReport(
-                scopes: reports, bytesBefore: before, bytesAfter: after, vacuumed: vacuum,
+                scopes: reports, bytesBefore: before, bytesAfter: after, vacuumed: vacuum, reindexed: reindexed,
                 seconds: (ContinuousClock.now - started) / .seconds(1))
         }
     }
@@ -110,7 +114,7 @@ public struct CompactOptions: ParsableArguments {
     @Option(name: .customLong("scope"), help: "A scope to compact (repeatable; default: every scope with news).")
     public var scopes: [String] = []
 
-    @Flag(help: "Run VACUUM (ANALYZE) on the compacted tables afterwards.")
+    @Flag(help: "Run VACUUM (ANALYZE) on the compacted tables afterwards, and rebuild the indexes folds left bloated.")
     public var vacuum = false
 
     public init() {}

@@ -26,9 +26,11 @@ public struct CompactionPolicy: Sendable, Hashable {
 
 /// Compaction as a service of the server's `ServiceGroup`: every `intervalSeconds`, each scope where
 /// folding pays (`CompactionPolicy.pays`) is compacted up to its stable point. Errors are logged and the
-/// next round tries again; a graceful shutdown stops it between windows.
+/// next round tries again; a graceful shutdown stops it between windows. After a round that folded
+/// something, bloated indexes are rebuilt (`IndexReclaimer`).
 struct CompactionService: Service {
     let compactor: Compactor
+    let reclaimer: IndexReclaimer
     let policy: CompactionPolicy
     let metrics: ServerMetrics
     let logger: Logger
@@ -59,6 +61,10 @@ struct CompactionService: Service {
             metrics.compactedEvents.increment(by: Int64(report.foldedEvents))
             metrics.compactionSnapshots.increment(by: Int64(report.snapshots))
             reports.append(report)
+        }
+        if reports.contains(where: { $0.foldedEvents > 0 }) {
+            try Task.checkCancellation()
+            try await reclaimer.reclaim()
         }
         return reports
     }

@@ -80,6 +80,7 @@ public struct SyncServerApp: Sendable {
                     compactor: Compactor(
                         database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
                         evictionHorizonSeconds: configuration.evictionHorizonSeconds, logger: logger),
+                    reclaimer: IndexReclaimer(database: database, logger: logger),
                     policy: configuration.compaction, metrics: metrics, logger: logger))
         }
 
