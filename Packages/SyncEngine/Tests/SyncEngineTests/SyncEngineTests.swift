@@ -206,7 +206,10 @@ import Testing
         for _ in 0..<300 where await server.events(in: "team-1").count < 2 {
             try await Task.sleep(for: .milliseconds(10))
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // The cycle is counted once its answer is applied, which a loaded machine may delay past the push:
+        // wait for it, then long enough for a second one to show if the poll made one.
+        for _ in 0..<500 where b.status.cycles < cycles + 1 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(300))
         #expect(b.status.cycles == cycles + 1)
         running.cancel()
         await running.value

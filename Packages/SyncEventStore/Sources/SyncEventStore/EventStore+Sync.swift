@@ -122,6 +122,7 @@ extension EventStore {
         var result = ConfirmedPageResult(inserted: 0, confirmedLocal: 0, alreadyKnown: 0)
         var inserted: [StoredEvent] = []
         var restoredStreams: Set<String> = []
+        var versions: [String: Int64] = [:]
         for event in page {
             guard let seq = event.seq else {
                 throw EventStoreError(code: "event.invalid", message: "a confirmed event has no seq")
@@ -131,35 +132,38 @@ extension EventStore {
             } catch let error as SyncModelsError {
                 throw EventStoreError.from(error)
             }
+            // Most pulled events are new: insert first, and look at the row only when the id was there.
+            if let position = try Self.insertRow(event, status: .confirmed, ifNew: true, db) {
+                inserted.append(StoredEvent(position: position, event: event, status: .confirmed))
+                versions[event.stream] = max(versions[event.stream] ?? 0, event.streamVersion)
+                result.inserted += 1
+                continue
+            }
             let existing = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT status FROM events WHERE event_id = ?"),
                 arguments: [event.id.description])
-            if let existing {
-                let status = SyncStatus(rawValue: existing["status"]) ?? .pending
-                if status == .confirmed {
-                    // Confirmed from a push result earlier: the pull brings the time the server received it.
-                    try db.cachedStatement(
-                        sql: "UPDATE events SET received_at = ? WHERE event_id = ? AND received_at IS NULL"
-                    ).execute(arguments: [event.receivedAt.map(RFC3339.string(from:)), event.id.description])
-                    result.alreadyKnown += 1
-                    continue
-                }
+            let status = existing.flatMap { SyncStatus(rawValue: $0["status"]) } ?? .pending
+            if status == .confirmed {
+                // Confirmed from a push result earlier: the pull brings the time the server received it.
                 try db.cachedStatement(
-                    sql: """
-                        UPDATE events SET status = 'confirmed', seq = ?, received_at = ?, reject_code = NULL,
-                            reject_message = NULL
-                        WHERE event_id = ?
-                        """
-                ).execute(arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.id.description])
-                result.confirmedLocal += 1
-                // The server's word wins: an event refused earlier but accepted now takes effect again.
-                if status == .rejected { restoredStreams.insert(event.stream) }
-            } else {
-                let position = try Self.insert(event, status: .confirmed, db)
-                inserted.append(StoredEvent(position: position, event: event, status: .confirmed))
-                result.inserted += 1
+                    sql: "UPDATE events SET received_at = ? WHERE event_id = ? AND received_at IS NULL"
+                ).execute(arguments: [event.receivedAt.map(RFC3339.string(from:)), event.id.description])
+                result.alreadyKnown += 1
+                continue
             }
+            try db.cachedStatement(
+                sql: """
+                    UPDATE events SET status = 'confirmed', seq = ?, received_at = ?, reject_code = NULL,
+                        reject_message = NULL
+                    WHERE event_id = ?
+                    """
+            ).execute(arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.id.description])
+            result.confirmedLocal += 1
+            // The server's word wins: an event refused earlier but accepted now takes effect again.
+            if status == .rejected { restoredStreams.insert(event.stream) }
         }
+        // One version update per stream of the page, not one per event.
+        for (stream, version) in versions { try Self.raiseVersion(of: stream, to: version, db) }
         try Self.count(.confirmed, result.inserted, db)
         try fault?(.pulledInserted)
         if let newest = page.map(\.hlc).max() {

@@ -291,27 +291,40 @@ public final class EventStore: Sendable {
     /// Inserts one event row and raises its stream's version. The caller adds the row to `event_counts`
     /// (`count`), once for all the rows of its transaction.
     static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> Int64 {
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
-                    dot_replica, dot_counter, status, seq, received_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(
+        guard let position = try insertRow(event, status: status, ifNew: false, db) else {
+            preconditionFailure("an insert without ON CONFLICT inserts or throws")
+        }
+        try raiseVersion(of: event.stream, to: event.streamVersion, db)
+        return position
+    }
+
+    /// Inserts `event`'s row without touching `streams`; with `ifNew`, an event whose id the log holds
+    /// already is left as it is and nil comes back (any other constraint still throws).
+    static func insertRow(_ event: Event, status: SyncStatus, ifNew: Bool, _ db: Database) throws -> Int64? {
+        let sql = """
+            INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
+                dot_replica, dot_counter, status, seq, received_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        try db.cachedStatement(sql: ifNew ? sql + " ON CONFLICT (event_id) DO NOTHING" : sql).execute(
             arguments: [
                 event.id.description, event.scope.name, event.stream, event.streamVersion, event.type,
                 event.schemaVersion, try PayloadCodec.encode(event.payload), event.hlc.description,
                 event.dot.replica.description, Int64(event.dot.counter), status.rawValue, event.seq,
                 event.receivedAt.map(RFC3339.string(from:)),
             ])
-        let position = db.lastInsertedRowID
+        guard !ifNew || db.changesCount > 0 else { return nil }
+        return db.lastInsertedRowID
+    }
+
+    /// Raises the stream's version (what the next local append builds on) to `version` if it is below.
+    static func raiseVersion(of stream: String, to version: Int64, _ db: Database) throws {
         try db.cachedStatement(
             sql: """
                 INSERT INTO streams (stream, version) VALUES (?, ?)
                 ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version)
                 """
-        ).execute(arguments: [event.stream, event.streamVersion])
-        return position
+        ).execute(arguments: [stream, version])
     }
 
     /// Adds `delta` inserted rows of `status` to `event_counts`.
