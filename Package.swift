@@ -200,6 +200,7 @@ let package = Package(
                 .product(name: "SyncEngine", package: "SyncEngine"),
                 .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
                 .product(name: "SyncModels", package: "SyncModels"),
+                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
             ],
             path: "Tests/EndToEndTests"
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 /// A real stack for one test: a fresh PostgreSQL database on the test PostgreSQL server, a `sync-server`
@@ -209,12 +210,27 @@ final class Stack: @unchecked Sendable {
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        // Both pipes at once, so that a child filling one while the other is read never blocks; reads
+        // retried on EINTR (`readAllRetryingInterrupts`).
+        let errors = ErrorOutput()
+        let reader = Thread {
+            errors.data = err.fileHandleForReading.readAllRetryingInterrupts()
+            errors.done.signal()
+        }
+        reader.start()
+        let stdout = out.fileHandleForReading.readAllRetryingInterrupts()
+        errors.done.wait()
+        let stderr = errors.data
         process.waitUntilExit()
         return (
             process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
         )
+    }
+
+    /// What a reader thread collected from a child's standard error; `done` signals when it has all of it.
+    private final class ErrorOutput: @unchecked Sendable {
+        var data = Data()
+        let done = DispatchSemaphore(value: 0)
     }
 
     static func freePort() throws -> Int {
