@@ -30,10 +30,22 @@ import Testing
         let id = state.register(["a"])!
         #expect(state.wait(id, "w") == .suspended)
         #expect(state.stopWaiting(id) == "w")
-        #expect(state.stopWaiting(id) == nil)
         #expect(state.wait(id, "w2") == .suspended)
         #expect(state.unregister(id) == "w2")
         #expect(state.waiters.isEmpty)
+    }
+
+    /// The hub's wait races its deadline: when the timeout (or a cancellation) takes the continuation back
+    /// before the waiter has suspended, the wait that follows must not suspend, since nothing would ever
+    /// resume it. This hung a long-poll, and the test waiting on it, about once a full test run on a loaded
+    /// machine.
+    @Test func aTimeoutBeforeTheWaitSuspendsDoesNotStrandIt() {
+        var state = LongPollState<String>()
+        let id = state.register(["a"])!
+        #expect(state.stopWaiting(id) == nil)
+        #expect(state.wait(id, "w") == .resumeNow)
+        #expect(state.wait(id, "w2") == .suspended)
+        #expect(state.stopWaiting(id) == "w2")
     }
 
     @Test func closingWakesEveryoneAndRefusesNewWaiters() {

@@ -58,9 +58,16 @@ struct LongPollState<Continuation> {
         return .suspended
     }
 
-    /// Takes back a suspended waiter's continuation (its timeout passed or it was cancelled).
+    /// Takes back a suspended waiter's continuation (its timeout passed or it was cancelled). A waiter that
+    /// has not suspended yet is marked so that its `wait` returns at once: the timeout or the cancellation
+    /// came first, and nothing would resume it afterwards (the long-poll would hang with no deadline left).
     mutating func stopWaiting(_ id: Int) -> Continuation? {
-        guard var waiter = waiters[id], let continuation = waiter.continuation else { return nil }
+        guard var waiter = waiters[id] else { return nil }
+        guard let continuation = waiter.continuation else {
+            waiter.pending = true
+            waiters[id] = waiter
+            return nil
+        }
         waiter.continuation = nil
         waiters[id] = waiter
         return continuation
