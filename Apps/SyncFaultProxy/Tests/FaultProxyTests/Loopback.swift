@@ -65,7 +65,7 @@ enum Loopback {
     }
 
     /// Sends `bytes` through a new connection and collects as many back (an echo).
-    static func echo(_ bytes: [UInt8], port: Int, timeout: TimeAmount = .seconds(60)) async throws -> Outcome {
+    static func echo(_ bytes: [UInt8], port: Int, timeout: TimeAmount = .seconds(300)) async throws -> Outcome {
         let client = try await Client.connect(port: port, expecting: bytes.count, timeout: timeout)
         try await client.send(bytes)
         let outcome = try await client.outcome.get()

@@ -169,7 +169,8 @@ import Testing
             _ = try await client.push([event])
             let (page, elapsed) = try await waiting.value
             #expect(page.events.map(\.id) == [event.id])
-            #expect(elapsed < .seconds(10), "the long-poll was not woken: \(elapsed)")
+            // Woken, not answered at its 20-second deadline (a loaded machine can take seconds to get there).
+            #expect(elapsed < .seconds(19), "the long-poll was not woken: \(elapsed)")
         }
     }
 
@@ -193,7 +194,8 @@ import Testing
             try await server.database.execute("NOTIFY sync_events, 'nx'")
             let (page, elapsed) = try await waiting.value
             #expect(page.events.map(\.seq) == [1])
-            #expect(elapsed < .seconds(10))
+            // Woken by the NOTIFY, not answered at its 20-second deadline.
+            #expect(elapsed < .seconds(19), "the long-poll was not woken: \(elapsed)")
         }
     }
 

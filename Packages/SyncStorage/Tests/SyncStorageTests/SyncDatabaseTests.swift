@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import GRDB
 import SyncTestSupport
+import Synchronization
 import Testing
 
 @testable import SyncStorage
@@ -47,11 +48,12 @@ import Testing
             try db.execute(sql: "CREATE TABLE t (x INTEGER)")
             try db.execute(sql: "INSERT INTO t VALUES (1)")
         }
-        let readerInside = DispatchSemaphore(value: 0)
+        let readerInside = Atomic(false)
         let writerDone = DispatchSemaphore(value: 0)
         let writer = database.writer
         let writes = Task.detached {
-            readerInside.wait()
+            // Waits without holding one of the few threads of the cooperative pool.
+            while !readerInside.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(5)) }
             for value in 2...100 {
                 try await writer.write { db in try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [value]) }
             }
@@ -59,8 +61,9 @@ import Testing
         }
         let (first, second, writerFinishedWhileReading) = try await database.writer.read { (db: Database) throws in
             let first = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
-            readerInside.signal()
-            let finished = writerDone.wait(timeout: .now() + 30) == .success
+            readerInside.store(true, ordering: .releasing)
+            // Generous: the writer's tasks share the machine with the whole test run.
+            let finished = writerDone.wait(timeout: .now() + 300) == .success
             let second = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
             return (first, second, finished)
         }
