@@ -50,9 +50,11 @@ seed="${CHAOS_SEED:-1}"
 run="$root/.run/chaos"
 out="${CHAOS_OUT:-$run/results}"
 if [ "$quick" = 1 ]; then
-    devices=20 scopes=4 duration=12 ramp=2 net_window=5 blackhole_window=5
+    # The quick run's reset window is short: one connection in two, so that some connection carries a
+    # response through it even on a loaded machine.
+    devices=20 scopes=4 duration=12 ramp=2 net_window=8 blackhole_window=5 reset_odds=2
 else
-    devices=60 scopes=6 duration=40 ramp=5 net_window=15 blackhole_window=10
+    devices=60 scopes=6 duration=40 ramp=5 net_window=15 blackhole_window=10 reset_odds=5
 fi
 mkdir -p "$run" "$out"
 rm -f "$out"/*.json
@@ -270,8 +272,8 @@ inject() {
             proxy_fault none
             ;;
         net-reset)
-            proxy_fault "reset=0.2"
-            echo "1 connection in 5 reset (RST) by the proxy mid-response for $net_window s" >"$note"
+            proxy_fault "reset=$(python3 -c "print(1 / $reset_odds)")"
+            echo "1 connection in $reset_odds reset (RST) by the proxy mid-response for $net_window s" >"$note"
             sleep "$net_window"
             proxy_fault none
             ;;
