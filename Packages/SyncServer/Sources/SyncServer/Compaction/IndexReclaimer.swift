@@ -66,8 +66,11 @@ public struct IndexReclaimer: Sendable {
                     "SELECT pg_advisory_unlock(hashtextextended('sync.index-maintenance', 0))", logger: logger)
                 return rebuilt
             } catch {
-                _ = try? await connection.query(
-                    "SELECT pg_advisory_unlock(hashtextextended('sync.index-maintenance', 0))", logger: logger)
+                // Not on a closed connection (see `PostgresConnection.transaction`): the lock went with it.
+                if !connection.isClosed {
+                    _ = try? await connection.query(
+                        "SELECT pg_advisory_unlock(hashtextextended('sync.index-maintenance', 0))", logger: logger)
+                }
                 throw error
             }
         }

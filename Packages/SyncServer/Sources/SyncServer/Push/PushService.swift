@@ -67,7 +67,7 @@ struct PushService: Sendable {
         while true {
             do {
                 let decided = try await database.withConnection { [self, careful] connection in
-                    try await connection.withTransaction(logger: logger) { connection in
+                    try await connection.transaction(logger: logger) { connection in
                         try await self.decide(
                             plan, payloads: payloads, replica: replica, careful: careful, on: connection,
                             logger: logger)
@@ -125,11 +125,7 @@ struct PushService: Sendable {
     }
 
     static func needsCareful(_ error: any Error) -> Bool {
-        if error is NeedsCarefulAppend { return true }
-        if let transaction = error as? PostgresTransactionError, transaction.closureError is NeedsCarefulAppend {
-            return true
-        }
-        return false
+        error is NeedsCarefulAppend
     }
 
     /// The body of the push transaction.

@@ -127,7 +127,7 @@ final class Database: Sendable {
         logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         try await withConnection { connection in
-            try await connection.withTransaction(logger: logger) { connection in
+            try await connection.transaction(logger: logger) { connection in
                 try await body(connection)
             }
         }
@@ -140,11 +140,6 @@ final class Database: Sendable {
         // PostgresNIO surfaces some pool failures (e.g. its connection circuit breaker) as
         // `_ConnectionPoolModule.ConnectionPoolError`, a type of an underscored module: matched by name.
         if String(describing: type(of: error)) == "ConnectionPoolError" { return unavailable }
-        if let transaction = error as? PostgresTransactionError {
-            if let closure = transaction.closureError { return classify(closure) }
-            if let begin = transaction.beginError { return classify(begin) }
-            if let commit = transaction.commitError { return classify(commit) }
-        }
         if let error = error as? PSQLError {
             switch error.code {
             case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed, .uncleanShutdown,
@@ -167,15 +162,40 @@ final class Database: Sendable {
     /// deadlock, both rolled back by PostgreSQL).
     static func isRetryable(_ error: any Error) -> Bool {
         if error is AppendRace { return true }
-        if let transaction = error as? PostgresTransactionError, let closure = transaction.closureError {
-            return isRetryable(closure)
-        }
         guard let error = error as? PSQLError, error.code == .server else { return false }
         let state = error.serverInfo?[.sqlState] ?? ""
         return state == "40001" || state == "40P01"
     }
 
     static let unavailable = SyncProtocolError(.serverUnavailable, "the database is unavailable; retry later")
+}
+
+extension PostgresConnection {
+    /// `BEGIN`, `body`, then `COMMIT`, or `ROLLBACK` when `body` throws; what fails is rethrown as it is.
+    ///
+    /// Unlike PostgresNIO's `withTransaction`, it writes nothing to a connection that has closed. Once a
+    /// connection's channel has closed, NIO removes its handlers, and a query written after that is never
+    /// answered: its `await` never returns. PostgresNIO's `withTransaction` sends `ROLLBACK` after any error,
+    /// including the error of the connection closing, so a request whose connection closed under it
+    /// (PostgreSQL terminated the backend, or the pool force-closed it when the server was cancelled) waited
+    /// forever, and so did the server's shutdown. A closed connection's transaction is gone with it: nothing
+    /// to roll back; a `COMMIT` it can no longer send means the transaction did not commit.
+    func transaction<Result>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> sending Result
+    ) async throws -> sending Result {
+        guard !isClosed else { throw Database.unavailable }
+        try await query("BEGIN", logger: logger)
+        let value: Result
+        do {
+            value = try await body(self)
+        } catch {
+            if !isClosed { _ = try? await query("ROLLBACK", logger: logger) }
+            throw error
+        }
+        guard !isClosed else { throw Database.unavailable }
+        try await query("COMMIT", logger: logger)
+        return value
+    }
 }
 
 /// Another transaction stored one of this batch's ids between the lookup and the insert; the batch is

@@ -39,7 +39,10 @@ public struct Migrator: Sendable {
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return applied
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                // Not on a closed connection (see `PostgresConnection.transaction`): the lock went with it.
+                if !connection.isClosed {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                }
                 throw error
             }
         }
@@ -70,7 +73,7 @@ public struct Migrator: Sendable {
         }
         var done: [String] = []
         for migration in migrations where !applied.contains(migration.id) {
-            try await connection.withTransaction(logger: logger) { connection in
+            try await connection.transaction(logger: logger) { connection in
                 for statement in migration.statements {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
