@@ -3,12 +3,17 @@
 /// A batch holds at most `maxEvents` events and `maxBytes` of encoded events (the first event always fits,
 /// so one oversized event still goes, alone). No local write waits longer than `maxAge` for its push: the
 /// engine's debounce of local writes never exceeds it.
+///
+/// 1,000 events by default: a device back with 100,000 events made offline pushes them in 4.4 s (one push
+/// in flight, as the server's order of one replica's events requires), against 5.4 s in batches of 500,
+/// while its user's edits wait at most one acknowledgement transaction (p99 15 ms; `sync-bench bootstrap
+/// --outbox 100000`).
 public struct PushBatchPolicy: Sendable, Hashable {
     public var maxEvents: Int
     public var maxBytes: Int
     public var maxAge: Duration
 
-    public init(maxEvents: Int = 500, maxBytes: Int = 1 << 20, maxAge: Duration = .seconds(2)) {
+    public init(maxEvents: Int = 1000, maxBytes: Int = 1 << 20, maxAge: Duration = .seconds(2)) {
         precondition(maxEvents > 0 && maxBytes > 0, "batch bounds must be positive")
         self.maxEvents = maxEvents
         self.maxBytes = maxBytes

@@ -221,6 +221,12 @@ public final class SyncEngine: Sendable {
         await updateStatus { $0.inFlight = firstBatch }
         var lastApply: Duration? = nil
         for _ in 0..<configuration.maxRoundsPerCycle {
+            // While the answer travels, read the batch that follows this one: it does not depend on the
+            // answer (which confirms or rejects only events of this batch), so the next request goes out as
+            // soon as the answer is in. Read before the answer is applied, the outbox's acknowledged position
+            // can only be older than after it: the replica vouches for less, never for more.
+            let upcoming = readOutbox(after: plan.lastPosition, pushing: pushing)
+            defer { upcoming.cancel() }
             let waitStart = ContinuousClock.now
             let (exchange, roundTrip) = try await fetch.value.get()
             let waited = ContinuousClock.now - waitStart
@@ -233,8 +239,8 @@ public final class SyncEngine: Sendable {
             limit = nextPageSize(
                 after: limit, full: response.hasMore && response.events.count >= plan.limit,
                 lastApply: lastApply)
-            let next = try await makePlan(
-                after: plan.lastPosition, cursor: response.cursor, fromStore: false, limit: limit, pushing: pushing)
+            let next = try await upcoming.value.get().plan(
+                after: plan.lastPosition, cursor: response.cursor, limit: limit, excludeOwn: pushing)
             let more = !next.batch.isEmpty || response.hasMore
             if more { fetch = send(next) }
             // More pages follow: projections may keep this one in memory (see `projectionLag`).
@@ -312,20 +318,47 @@ public final class SyncEngine: Sendable {
     private func makePlan(after: Int64, cursor: String?, fromStore: Bool, limit: Int, pushing: Bool = true)
         async throws(SyncFailure) -> Plan
     {
-        try await local { () async throws -> Plan in
-            // One read for all three.
-            let snapshot = try await self.store.outboxSnapshot(
-                after: after, limit: pushing ? self.configuration.batch.maxEvents : 0)
-            let pending = snapshot.pending
-            // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes): close enough
-            // to bound a batch, without encoding every event a second time.
-            let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
-            let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
-            let cursor = fromStore ? snapshot.cursor : cursor
-            let acknowledged = snapshot.acknowledged
-            return Plan(
-                batch: Array(pending.prefix(first)), after: after, cursor: cursor, limit: limit,
-                acknowledged: acknowledged, excludeOwn: pushing)
+        let outbox = try await readOutbox(after: after, pushing: pushing).value.get()
+        return outbox.plan(
+            after: after, cursor: fromStore ? outbox.storedCursor : cursor, limit: limit, excludeOwn: pushing)
+    }
+
+    /// What a request takes from the store: the next batch of the outbox, the stored cursor and the
+    /// acknowledged position, read in one snapshot.
+    struct OutboxRead: Sendable {
+        var batch: [StoredEvent]
+        var storedCursor: String?
+        var acknowledged: String?
+
+        func plan(after: Int64, cursor: String?, limit: Int, excludeOwn: Bool) -> Plan {
+            Plan(
+                batch: batch, after: after, cursor: cursor, limit: limit, acknowledged: acknowledged,
+                excludeOwn: excludeOwn)
+        }
+    }
+
+    /// Reads the pending events after `after`, cut by the push policy (none when not `pushing`), in a task
+    /// of its own.
+    private func readOutbox(after: Int64, pushing: Bool) -> Task<Result<OutboxRead, SyncFailure>, Never> {
+        Task {
+            do throws(SyncFailure) {
+                return .success(
+                    try await local { () async throws -> OutboxRead in
+                        // One read for all three.
+                        let snapshot = try await self.store.outboxSnapshot(
+                            after: after, limit: pushing ? self.configuration.batch.maxEvents : 0)
+                        let pending = snapshot.pending
+                        // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes):
+                        // close enough to bound a batch, without encoding every event a second time.
+                        let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
+                        let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
+                        return OutboxRead(
+                            batch: Array(pending.prefix(first)), storedCursor: snapshot.cursor,
+                            acknowledged: snapshot.acknowledged)
+                    })
+            } catch {
+                return .failure(error)
+            }
         }
     }
 
