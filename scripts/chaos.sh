@@ -58,6 +58,7 @@ else
 fi
 mkdir -p "$run" "$out"
 rm -f "$out"/*.json
+rm -rf "$out"/*.devices
 
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || "$root/scripts/bootstrap.sh"
 nginx_bin="$(command -v nginx 2>/dev/null || echo /usr/sbin/nginx)"
@@ -323,9 +324,12 @@ for scenario in $scenarios; do
     "$bin/sync-load" --clock-skew "$skew" --server "http://127.0.0.1:$target_port" --devices "$devices" --scopes "$scopes" \
         --duration "$duration" --ramp-up "$ramp" --rate 2 --offline 0.1 --faults 0.02 --crash-interval 60 \
         --seed "$seed" --scope-prefix "chaos-$scenario-$seed" --settle-timeout 180 --out "$out/$scenario" \
-        >"$out/$scenario.log" 2>&1
+        --data-dir "$out/$scenario.devices" >"$out/$scenario.log" 2>&1
     result=$?
     set -e
+    # The devices' files are kept beside the results when the verdict fails (`sync-load verify` reopens
+    # them), in this run's own folder: a failed run must not leave a folder that stops the next one.
+    [ "$result" -ne 0 ] || rm -rf "$out/$scenario.devices"
     wait "$injector" || { echo "chaos: injecting $scenario failed" >&2; result=1; }
     finished=$(date +%s%3N)
     stop_probe
@@ -375,6 +379,13 @@ row = {
     "transportFaults": sum(step.get("faults", {}).values()), "crashes": step.get("crashes", 0),
     "lost": verdict["lost"], "duplicated": verdict["duplicated"], "diverged": verdict["diverged"],
     "gaps": verdict["gaps"], "passed": bool(verdict["passed"]) and result == "0",
+    # Why a verdict failed when nothing was lost: devices that never settled, events the server holds
+    # though it rejected them, scopes a fresh device could not bootstrap, the first findings of each kind,
+    # sync-load's exit status.
+    "unsettled": verdict.get("unsettled", 0), "rejectedOnServer": verdict.get("rejectedOnServer", 0),
+    "bootstrapFailures": verdict.get("bootstrap", 0),
+    "findings": {kind: [f.get("detail", "") for f in found[:2]] for kind, found in verdict.get("findings", {}).items()},
+    "exitStatus": int(result),
     "longestOutageSeconds": round(longest / 1000, 1),
     "proxyFaults": proxy_faults, "proxyFaultsText": proxy_text,
 }

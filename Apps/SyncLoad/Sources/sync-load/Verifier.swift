@@ -237,7 +237,8 @@ struct Verifier {
             var configuration = SyncEngine.Configuration(scopes: [try Scope(scope)])
             configuration.autoCompactAfter = nil
             do {
-                try await SyncEngine(store: fresh.store, transport: transport, configuration: configuration).syncNow()
+                let engine = try SyncEngine(store: fresh.store, transport: transport, configuration: configuration)
+                try await Self.retrying { try await engine.syncNow() }
             } catch {
                 found("bootstrap", Finding(scope: scope, detail: "a fresh device could not bootstrap: \(error)"))
                 continue
@@ -278,7 +279,8 @@ struct Verifier {
         var log: [String: [ServerEvent]] = [:]
         var cursor = ScopeCursor()
         while true {
-            let page = try await transport.pull(PullRequest(cursor: cursor, scopes: scopes, limit: 1000))
+            let request = PullRequest(cursor: cursor, scopes: scopes, limit: 1000)
+            let page = try await Self.retrying { try await transport.pull(request) }
             for event in page.events {
                 log[event.scope.name, default: []].append(
                     ServerEvent(id: event.id.description, dot: event.dot, seq: event.seq ?? 0))
@@ -287,6 +289,22 @@ struct Verifier {
             if !page.hasMore { break }
         }
         return log
+    }
+
+    /// `operation`, again after a pause when it fails, up to 8 times: the verdict reads the server through the
+    /// same network as the devices, and a network fault may outlast the writing by a moment on a loaded
+    /// machine (the chaos runs lift theirs on a timer). What is read is then checked as it is; a retry cannot
+    /// hide a lost or diverged event.
+    static func retrying<T>(_ operation: () async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await operation()
+            } catch  where attempt < 8 {
+                try await Task.sleep(for: .milliseconds(500 * attempt))
+            }
+        }
     }
 
     /// Which notes differ between two exports (canonical JSON objects keyed by note id).

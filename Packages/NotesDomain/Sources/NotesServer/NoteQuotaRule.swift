@@ -87,14 +87,14 @@ public struct NoteQuotaRule: EventRule {
         let scopes = Array(Set(events.map(\.scope.name)))
         let keys = Array(Set(events.map { PushPlan.StreamKey(scope: $0.scope, stream: $0.stream) }))
         var state = State(live: [], counts: [:])
-        let countRows = try await connection.query(
+        let countRows = try await connection.checkedQuery(
             "SELECT scope, live FROM note_counts WHERE scope = ANY(\(scopes))", logger: logger)
         for try await (scope, live) in countRows.decode((String, Int64).self) {
             state.counts[try Scope(scope)] = live
         }
         let keyScopes = keys.map(\.scope.name)
         let keyStreams = keys.map(\.stream)
-        let liveRows = try await connection.query(
+        let liveRows = try await connection.checkedQuery(
             """
             SELECT n.scope, n.stream FROM live_notes n
             JOIN unnest(\(keyScopes)::text[], \(keyStreams)::text[]) AS k(scope, stream)

@@ -56,7 +56,7 @@ import Testing
             #expect(outcome.withLock { $0 } == "threw Marker", "the transaction must end when its connection closes")
             #expect(try await database.integers("SELECT v FROM t") == [1], "nothing of it committed")
 
-            // A transaction that finds its connection closed does not begin.
+            // A transaction, or any statement, that finds its connection closed is refused with 503.
             let closed = try await PostgresConnection.connect(
                 configuration: .init(
                     host: url.host, port: url.port, username: url.username, password: url.password,
@@ -65,6 +65,9 @@ import Testing
             try await closed.close()
             await #expect(throws: SyncProtocolError.self) {
                 try await closed.transaction(logger: logger) { _ in }
+            }
+            await #expect(throws: SyncProtocolError.self) {
+                try await closed.checkedQuery("SELECT 1", logger: logger)
             }
         }
     }

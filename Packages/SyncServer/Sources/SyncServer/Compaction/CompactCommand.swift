@@ -66,7 +66,7 @@ extension SyncServerApp {
             if vacuum {
                 try await database.withConnection { connection in
                     for table in ["events", "folded_streams", "scope_compaction"] {
-                        try await connection.query(
+                        try await connection.checkedQuery(
                             PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) \(table)"), logger: logger)
                     }
                 }
@@ -83,7 +83,7 @@ extension SyncServerApp {
     static func space(_ database: Database, logger: Logger) async throws -> [String: Int64] {
         try await database.withConnection { connection in
             var bytes: [String: Int64] = [:]
-            let rows = try await connection.query(
+            let rows = try await connection.checkedQuery(
                 """
                 SELECT c.relname::text, pg_total_relation_size(c.oid) FROM pg_class c
                 JOIN pg_namespace n ON n.oid = c.relnamespace

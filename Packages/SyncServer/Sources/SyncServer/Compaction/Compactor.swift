@@ -79,7 +79,7 @@ public struct Compactor: Sendable {
     /// Every scope with events past its `compacted_through`, with what decides whether folding it pays.
     public func candidates() async throws -> [Candidate] {
         try await database.withConnection { [logger] connection in
-            let rows = try await connection.query(
+            let rows = try await connection.checkedQuery(
                 """
                 SELECT s.scope, s.head, coalesce(c.compacted_through, 0),
                        (SELECT count(*) FROM folded_streams f WHERE f.scope = s.scope)
@@ -149,7 +149,7 @@ public struct Compactor: Sendable {
 
     func retainedFromSeq(_ scope: String) async throws -> Int64 {
         try await database.withConnection { [logger] connection in
-            let rows = try await connection.query(
+            let rows = try await connection.checkedQuery(
                 "SELECT retained_from_seq FROM scopes WHERE scope = \(scope)", logger: logger)
             for try await retained in rows.decode(Int64.self) { return retained }
             return 1
@@ -158,7 +158,7 @@ public struct Compactor: Sendable {
 
     func compactedThrough(_ scope: String) async throws -> Int64 {
         try await database.withConnection { [logger] connection in
-            let rows = try await connection.query(
+            let rows = try await connection.checkedQuery(
                 "SELECT compacted_through FROM scope_compaction WHERE scope = \(scope)", logger: logger)
             for try await through in rows.decode(Int64.self) { return through }
             return 0
@@ -178,7 +178,7 @@ public struct Compactor: Sendable {
     /// to fold or another compactor holds the scope.
     func foldWindow(scope: String, stable: Int64) async throws -> Window? {
         try await database.withTransaction(logger: logger) { [logger, folder, batchEvents] connection in
-            let locked = try await connection.query(
+            let locked = try await connection.checkedQuery(
                 "SELECT pg_try_advisory_xact_lock(hashtextextended('sync.compaction:' || \(scope), 0))",
                 logger: logger)
             var held = false
@@ -186,7 +186,7 @@ public struct Compactor: Sendable {
             guard held else { return nil }
 
             var from: Int64 = 0
-            for try await through in try await connection.query(
+            for try await through in try await connection.checkedQuery(
                 "SELECT compacted_through FROM scope_compaction WHERE scope = \(scope)", logger: logger
             ).decode(Int64.self) { from = through }
             guard from < stable else { return nil }
@@ -214,7 +214,7 @@ public struct Compactor: Sendable {
             }
             // Each stream's one row at or below `from`, left by earlier passes.
             var bases: [String: Int64] = [:]
-            for try await (stream, seq) in try await connection.query(
+            for try await (stream, seq) in try await connection.checkedQuery(
                 "SELECT stream, seq FROM folded_streams WHERE scope = \(scope) AND stream = ANY(\(order)::text[])",
                 logger: logger
             ).decode((String, Int64).self) { bases[stream] = seq }
@@ -280,7 +280,7 @@ public struct Compactor: Sendable {
                 scope, to: through, folded: deleted.count - snapshots.count, on: connection, logger: logger)
             if purgedThrough > 0 {
                 // Last: it waits for a push holding the scope's row, and then holds that row until the commit.
-                try await connection.query(
+                try await connection.checkedQuery(
                     """
                     UPDATE scopes SET retained_from_seq = GREATEST(retained_from_seq, \(purgedThrough + 1))
                     WHERE scope = \(scope)
@@ -299,14 +299,14 @@ public struct Compactor: Sendable {
         pointers: [(String, Int64)], dropping dropped: [String], on connection: PostgresConnection, logger: Logger
     ) async throws {
         if !dropped.isEmpty {
-            try await connection.query(
+            try await connection.checkedQuery(
                 "DELETE FROM folded_streams WHERE scope = \(scope) AND stream = ANY(\(dropped)::text[])", logger: logger
             )
-            try await connection.query(
+            try await connection.checkedQuery(
                 "DELETE FROM streams WHERE scope = \(scope) AND stream = ANY(\(dropped)::text[])", logger: logger)
         }
         if !seqs.isEmpty {
-            try await connection.query(
+            try await connection.checkedQuery(
                 "DELETE FROM events WHERE scope = \(scope) AND seq = ANY(\(seqs)::int8[])", logger: logger)
         }
         if !snapshots.isEmpty {
@@ -322,7 +322,7 @@ public struct Compactor: Sendable {
             let counters = rows.map { Int64(bitPattern: $0.event.dot.counter) }
             let payloads = rows.map(\.payloadJSON)
             let received = rows.map { $0.event.receivedAt ?? Date() }
-            try await connection.query(
+            try await connection.checkedQuery(
                 """
                 INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
                                     dot_replica, dot_counter, payload, received_at)
@@ -338,7 +338,7 @@ public struct Compactor: Sendable {
         if !pointers.isEmpty {
             let streams = pointers.map(\.0)
             let seqs = pointers.map(\.1)
-            try await connection.query(
+            try await connection.checkedQuery(
                 """
                 INSERT INTO folded_streams (scope, stream, seq)
                 SELECT \(scope), p.stream, p.seq FROM unnest(\(streams)::text[], \(seqs)::int8[]) AS p(stream, seq)
@@ -351,7 +351,7 @@ public struct Compactor: Sendable {
     static func advance(
         _ scope: String, to through: Int64, folded: Int, on connection: PostgresConnection, logger: Logger
     ) async throws {
-        try await connection.query(
+        try await connection.checkedQuery(
             """
             INSERT INTO scope_compaction (scope, compacted_through, removed_events, compacted_at)
             VALUES (\(scope), \(through), \(Int64(folded)), now())
@@ -376,7 +376,7 @@ public struct Compactor: Sendable {
                 FROM events \(filter)
                 """, binds: bindings)
         var events: [StoredEvent] = []
-        for try await row in try await connection.query(query, logger: logger).decode(
+        for try await row in try await connection.checkedQuery(query, logger: logger).decode(
             (String, Int64, UUID, String, Int64, String, Int32, String, String, Int64, String, Date).self)
         {
             events.append(

@@ -56,21 +56,18 @@ public struct IndexReclaimer: Sendable {
         let logger = self.logger
         return try await database.withConnection { connection in
             let locked =
-                try await connection.query(
+                try await connection.checkedQuery(
                     "SELECT pg_try_advisory_lock(hashtextextended('sync.index-maintenance', 0))", logger: logger
                 ).collect().first?.decode(Bool.self) ?? false
             guard locked else { return [] }
             do {
                 let rebuilt = try await run(on: connection)
-                _ = try await connection.query(
+                _ = try await connection.checkedQuery(
                     "SELECT pg_advisory_unlock(hashtextextended('sync.index-maintenance', 0))", logger: logger)
                 return rebuilt
             } catch {
-                // Not on a closed connection (see `PostgresConnection.transaction`): the lock went with it.
-                if !connection.isClosed {
-                    _ = try? await connection.query(
-                        "SELECT pg_advisory_unlock(hashtextextended('sync.index-maintenance', 0))", logger: logger)
-                }
+                _ = try? await connection.checkedQuery(
+                    "SELECT pg_advisory_unlock(hashtextextended('sync.index-maintenance', 0))", logger: logger)
                 throw error
             }
         }
@@ -78,7 +75,7 @@ public struct IndexReclaimer: Sendable {
 
     private func run(on connection: PostgresConnection) async throws -> [Rebuilt] {
         // Leftovers of a rebuild a crash interrupted: invalid, named by REINDEX CONCURRENTLY.
-        let leftovers = try await connection.query(
+        let leftovers = try await connection.checkedQuery(
             """
             SELECT c.relname::text FROM pg_index i
             JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -87,15 +84,15 @@ public struct IndexReclaimer: Sendable {
         ).collect().map { try $0.decode(String.self) }
         for name in leftovers {
             logger.notice("dropping an index left by an interrupted rebuild", metadata: ["sync.index": "\(name)"])
-            _ = try await connection.query(
+            _ = try await connection.checkedQuery(
                 PostgresQuery(unsafeSQL: "DROP INDEX CONCURRENTLY IF EXISTS \(Self.quoted(name))"), logger: logger)
         }
         var rebuilt: [Rebuilt] = []
         for measured in try await measure(on: connection) where shouldRebuild(measured) {
-            _ = try await connection.query(
+            _ = try await connection.checkedQuery(
                 PostgresQuery(unsafeSQL: "REINDEX INDEX CONCURRENTLY \(Self.quoted(measured.index))"), logger: logger)
             let after =
-                try await connection.query(
+                try await connection.checkedQuery(
                     "SELECT pg_relation_size(to_regclass(\(Self.quoted(measured.index))))::int8", logger: logger
                 ).collect().first?.decode(Int64?.self) ?? nil
             let entry = Rebuilt(index: measured.index, bytesBefore: measured.bytes, bytesAfter: after ?? 0)
@@ -112,7 +109,7 @@ public struct IndexReclaimer: Sendable {
 
     /// Every valid index of the current schema's tables, its bytes and the bytes its entries need.
     func measure(on connection: PostgresConnection) async throws -> [Measured] {
-        try await connection.query(
+        try await connection.checkedQuery(
             """
             SELECT ic.relname::text, pg_relation_size(i.indexrelid)::int8,
                 (greatest(t.reltuples, 0) * (w.width + 16) / 0.9)::int8

@@ -17,7 +17,8 @@ public protocol EventRule: Sendable {
     /// Whether events of this type concern the rule; others are never passed to it.
     func applies(to type: String) -> Bool
     /// Decides on `events` (new events of types the rule applies to, in request order), reading what it
-    /// needs through `connection` (in the push transaction).
+    /// needs through `connection` (in the push transaction) with `checkedQuery`, which refuses a connection
+    /// that has closed instead of waiting forever for an answer.
     /// - Returns: the rejections by position in `events`, and the writes that record the accepted ones.
     /// - Throws: database errors, which fail the whole push with 503.
     func evaluate(_ events: [Event], connection: PostgresConnection, logger: Logger) async throws -> RuleDecision

@@ -188,7 +188,7 @@ struct PushService: Sendable {
         for (indexes, decision) in decisions {
             let kept = indexes.filter { acceptedSet.contains($0) }.map { plan.events[$0] }
             for query in decision.effects(kept) {
-                try await connection.query(query, logger: logger)
+                try await connection.checkedQuery(query, logger: logger)
             }
         }
         return plan

@@ -19,7 +19,7 @@ final class Readiness: Sendable {
         guard migrated.withLock({ $0 }) else { return false }
         do {
             return try await database.withConnection { connection in
-                try await connection.query("SELECT 1", logger: logger)
+                try await connection.checkedQuery("SELECT 1", logger: logger)
                 return true
             }
         } catch {

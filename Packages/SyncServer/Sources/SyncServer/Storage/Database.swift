@@ -168,32 +168,45 @@ final class Database: Sendable {
     }
 
     static let unavailable = SyncProtocolError(.serverUnavailable, "the database is unavailable; retry later")
+    static let connectionClosed = SyncProtocolError(
+        .serverUnavailable, "the database connection closed; retry later")
 }
 
 extension PostgresConnection {
+    /// `query`, refused with 503 `server.unavailable` on a connection that has closed.
+    ///
+    /// Once a connection's channel has closed, NIO removes its handlers, and a query PostgresNIO writes after
+    /// that is never answered: its `await` never returns. A connection closes under a request when
+    /// PostgreSQL terminates the backend or restarts, or when the pool force-closes it (the server was
+    /// cancelled); the request's next statement would then wait forever, holding its token's request slot
+    /// and the server's shutdown. Every statement of the server and of its domains' rules goes through here.
+    @discardableResult
+    public func checkedQuery(
+        _ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line
+    ) async throws -> PostgresRowSequence {
+        guard !isClosed else { throw Database.connectionClosed }
+        return try await self.query(query, logger: logger, file: file, line: line)
+    }
+
     /// `BEGIN`, `body`, then `COMMIT`, or `ROLLBACK` when `body` throws; what fails is rethrown as it is.
     ///
-    /// Unlike PostgresNIO's `withTransaction`, it writes nothing to a connection that has closed. Once a
-    /// connection's channel has closed, NIO removes its handlers, and a query written after that is never
-    /// answered: its `await` never returns. PostgresNIO's `withTransaction` sends `ROLLBACK` after any error,
-    /// including the error of the connection closing, so a request whose connection closed under it
-    /// (PostgreSQL terminated the backend, or the pool force-closed it when the server was cancelled) waited
-    /// forever, and so did the server's shutdown. A closed connection's transaction is gone with it: nothing
-    /// to roll back; a `COMMIT` it can no longer send means the transaction did not commit.
+    /// Unlike PostgresNIO's `withTransaction`, it writes nothing to a connection that has closed (see
+    /// `checkedQuery`): PostgresNIO's sends `ROLLBACK` after any error, including the error of the connection
+    /// closing, and waits for an answer that never comes. That hung requests, and the test suite with them,
+    /// when the pool force-closed their connections. A closed connection's transaction is gone with it:
+    /// nothing to roll back; a `COMMIT` it can no longer send means the transaction did not commit.
     func transaction<Result>(
         logger: Logger, _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
-        guard !isClosed else { throw Database.unavailable }
-        try await query("BEGIN", logger: logger)
+        try await checkedQuery("BEGIN", logger: logger)
         let value: Result
         do {
             value = try await body(self)
         } catch {
-            if !isClosed { _ = try? await query("ROLLBACK", logger: logger) }
+            _ = try? await checkedQuery("ROLLBACK", logger: logger)
             throw error
         }
-        guard !isClosed else { throw Database.unavailable }
-        try await query("COMMIT", logger: logger)
+        try await checkedQuery("COMMIT", logger: logger)
         return value
     }
 }

@@ -38,7 +38,7 @@ struct EventRepository: Sendable {
         var heads = try await selectHeads(names, lock: true, on: connection, logger: logger)
         if heads.count < names.count {
             let missing = names.filter { (try? heads[Scope($0)]) == nil }
-            try await connection.query(
+            try await connection.checkedQuery(
                 "INSERT INTO scopes (scope) SELECT unnest(\(missing)::text[]) ON CONFLICT DO NOTHING",
                 logger: logger)
             heads = try await selectHeads(names, lock: true, on: connection, logger: logger)
@@ -52,12 +52,12 @@ struct EventRepository: Sendable {
     {
         let rows =
             lock
-            ? try await connection.query(
+            ? try await connection.checkedQuery(
                 """
                 SELECT scope, head, retained_from_seq FROM scopes WHERE scope = ANY(\(names)::text[])
                 ORDER BY scope FOR UPDATE
                 """, logger: logger)
-            : try await connection.query(
+            : try await connection.checkedQuery(
                 """
                 SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0)
                 FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
@@ -84,7 +84,7 @@ struct EventRepository: Sendable {
         guard !keys.isEmpty else { return [:] }
         let scopes = keys.map(\.scope.name)
         let uuids = keys.map(\.id.uuid)
-        let rows = try await connection.query(
+        let rows = try await connection.checkedQuery(
             """
             SELECT e.event_id, e.seq FROM events e
             JOIN unnest(\(scopes)::text[], \(uuids)::uuid[]) AS k(scope, event_id)
@@ -104,7 +104,7 @@ struct EventRepository: Sendable {
         guard !keys.isEmpty else { return [:] }
         let scopes = keys.map(\.scope.name)
         let streams = keys.map(\.stream)
-        let rows = try await connection.query(
+        let rows = try await connection.checkedQuery(
             """
             SELECT s.scope, s.stream, s.version FROM streams s
             JOIN unnest(\(scopes)::text[], \(streams)::text[]) AS k(scope, stream)
@@ -165,7 +165,7 @@ struct EventRepository: Sendable {
         let streamScopes = streams.keys.map(\.scope.name)
         let streamKeys = streams.keys.map(\.stream)
         let streamValues = streams.keys.map { streams[$0]! }
-        let result = try await connection.query(
+        let result = try await connection.checkedQuery(
             """
             WITH inserted AS (
                 INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
@@ -210,7 +210,7 @@ struct EventRepository: Sendable {
     ) async throws -> [StoredEvent] {
         // Without `excluding`, no replica id is empty: the condition holds for every row.
         let (replica, foldedThrough) = excluding ?? ("", Int64.max)
-        let rows = try await connection.query(
+        let rows = try await connection.checkedQuery(
             """
             SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
                    payload::text, received_at
@@ -237,7 +237,7 @@ struct EventRepository: Sendable {
     func count(in scope: Scope, after: Int64, through: Int64, on connection: PostgresConnection, logger: Logger)
         async throws -> Int64
     {
-        let rows = try await connection.query(
+        let rows = try await connection.checkedQuery(
             "SELECT count(*) FROM events WHERE scope = \(scope.name) AND seq > \(after) AND seq <= \(through)",
             logger: logger)
         for try await count in rows.decode(Int64.self) { return count }
@@ -250,7 +250,7 @@ struct EventRepository: Sendable {
         in scopes: [String], activeWithinSeconds seconds: Int, on connection: PostgresConnection, logger: Logger
     ) async throws -> [String: Int64] {
         guard !scopes.isEmpty else { return [:] }
-        let rows = try await connection.query(
+        let rows = try await connection.checkedQuery(
             """
             SELECT scope, min(acknowledged_seq) FROM replica_progress
             WHERE scope = ANY(\(scopes)::text[]) AND seen_at > now() - make_interval(secs => \(Double(seconds)))
@@ -273,7 +273,7 @@ struct EventRepository: Sendable {
         let scopes = positions.keys.map(\.name)
         let seqs = positions.keys.map { positions[$0]! }
         let based = positions.keys.map { bases[$0] ?? -1 }
-        try await connection.query(
+        try await connection.checkedQuery(
             """
             INSERT INTO replica_progress (replica, scope, acknowledged_seq, seen_at, based_on_retained)
             SELECT \(replica.description), p.scope, p.seq, now(), GREATEST(p.based, 0)
@@ -291,7 +291,7 @@ struct EventRepository: Sendable {
     func progress(replica: ReplicaID, in scopes: [String], on connection: PostgresConnection, logger: Logger)
         async throws -> [String: (acknowledged: Int64, basedOnRetained: Int64)]
     {
-        let rows = try await connection.query(
+        let rows = try await connection.checkedQuery(
             """
             SELECT scope, acknowledged_seq, based_on_retained FROM replica_progress
             WHERE replica = \(replica.description) AND scope = ANY(\(scopes)::text[])

@@ -33,16 +33,13 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(_ client: PostgresClient, logger: Logger) async throws -> [String] {
         try await client.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
+            try await connection.checkedQuery("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 let applied = try await apply(on: connection, logger: logger)
-                try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try await connection.checkedQuery("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return applied
             } catch {
-                // Not on a closed connection (see `PostgresConnection.transaction`): the lock went with it.
-                if !connection.isClosed {
-                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
-                }
+                _ = try? await connection.checkedQuery("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 throw error
             }
         }
@@ -58,7 +55,7 @@ public struct Migrator: Sendable {
     }
 
     private func apply(on connection: PostgresConnection, logger: Logger) async throws -> [String] {
-        try await connection.query(
+        try await connection.checkedQuery(
             """
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 id text PRIMARY KEY,
@@ -66,7 +63,7 @@ public struct Migrator: Sendable {
             )
             """, logger: logger)
         var applied: Set<String> = []
-        for try await id in try await connection.query("SELECT id FROM schema_migrations", logger: logger)
+        for try await id in try await connection.checkedQuery("SELECT id FROM schema_migrations", logger: logger)
             .decode(String.self)
         {
             applied.insert(id)
@@ -75,9 +72,9 @@ public struct Migrator: Sendable {
         for migration in migrations where !applied.contains(migration.id) {
             try await connection.transaction(logger: logger) { connection in
                 for statement in migration.statements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    try await connection.checkedQuery(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-                try await connection.query(
+                try await connection.checkedQuery(
                     "INSERT INTO schema_migrations (id) VALUES (\(migration.id))", logger: logger)
             }
             logger.info("applied migration", metadata: ["sync.migration.id": "\(migration.id)"])
