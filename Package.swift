@@ -42,7 +42,10 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     ],
     targets: [
-        .testTarget(name: "RepositoryTests", path: "Tests/RepositoryTests"),
+        .testTarget(
+            name: "RepositoryTests",
+            dependencies: [.product(name: "SyncTestSupport", package: "SyncTestSupport")],
+            path: "Tests/RepositoryTests"),
 
         // Package tests, run from here so that one build serves them all.
         .testTarget(

@@ -1,4 +1,5 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 /// Checks of the repository itself: the layout users and CI rely on, and the docker-compose file.
@@ -75,7 +76,7 @@ import Testing
         process.standardError = errors
         try process.run()
         process.waitUntilExit()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let message = String(decoding: errors.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "docker-compose config: \(message)")
     }
 
@@ -92,7 +93,7 @@ import Testing
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let data = output.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         // Services are the two-space-indented keys under `services:`; a profile list follows `profiles:`.

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import SyncServer
+import SyncTestSupport
 
 /// A fresh PostgreSQL database per test, on the server of `SYNC_DATABASE_URL` (set by
 /// `scripts/with-postgres.sh`); when the variable is unset, the throwaway cluster of `scripts/postgres.sh`
@@ -23,7 +24,7 @@ public struct TestDatabase: Sendable {
         let output = Pipe()
         process.standardOutput = output
         try! process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let data = output.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
         precondition(process.terminationStatus == 0, "scripts/postgres.sh start failed")
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
