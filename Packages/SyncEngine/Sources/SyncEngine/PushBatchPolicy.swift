@@ -4,10 +4,10 @@
 /// so one oversized event still goes, alone). No local write waits longer than `maxAge` for its push: the
 /// engine's debounce of local writes never exceeds it.
 ///
-/// 1,000 events by default: a device back with 100,000 events made offline pushes them in 4.4 s (one push
-/// in flight, as the server's order of one replica's events requires), against 5.4 s in batches of 500,
-/// while its user's edits wait at most one acknowledgement transaction (p99 15 ms; `sync-bench bootstrap
-/// --outbox 100000`).
+/// 1,000 events by default: a device back with 100,000 events made offline pushes them in 4.55 s (median of
+/// three; one push in flight, as the server's order of one replica's events requires), against 5.40 s in
+/// batches of 500, while its user's edits wait at most one acknowledgement transaction (p99 16-19 ms;
+/// `sync-bench bootstrap --events 0 --no-bootstrap --outbox 100000`).
 public struct PushBatchPolicy: Sendable, Hashable {
     public var maxEvents: Int
     public var maxBytes: Int

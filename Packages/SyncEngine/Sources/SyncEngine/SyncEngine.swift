@@ -318,7 +318,7 @@ public final class SyncEngine: Sendable {
     private func makePlan(after: Int64, cursor: String?, fromStore: Bool, limit: Int, pushing: Bool = true)
         async throws(SyncFailure) -> Plan
     {
-        let outbox = try await readOutbox(after: after, pushing: pushing).value.get()
+        let outbox = try await readOutboxNow(after: after, pushing: pushing)
         return outbox.plan(
             after: after, cursor: fromStore ? outbox.storedCursor : cursor, limit: limit, excludeOwn: pushing)
     }
@@ -337,25 +337,28 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    /// Reads the pending events after `after`, cut by the push policy (none when not `pushing`), in a task
-    /// of its own.
+    /// Reads the pending events after `after`, cut by the push policy (none when not `pushing`).
+    private func readOutboxNow(after: Int64, pushing: Bool) async throws(SyncFailure) -> OutboxRead {
+        try await local { () async throws -> OutboxRead in
+            // One read for all three.
+            let snapshot = try await self.store.outboxSnapshot(
+                after: after, limit: pushing ? self.configuration.batch.maxEvents : 0)
+            let pending = snapshot.pending
+            // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes): close enough
+            // to bound a batch, without encoding every event a second time.
+            let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
+            let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
+            return OutboxRead(
+                batch: Array(pending.prefix(first)), storedCursor: snapshot.cursor,
+                acknowledged: snapshot.acknowledged)
+        }
+    }
+
+    /// `readOutboxNow` in a task of its own, to read ahead while an answer travels.
     private func readOutbox(after: Int64, pushing: Bool) -> Task<Result<OutboxRead, SyncFailure>, Never> {
         Task {
             do throws(SyncFailure) {
-                return .success(
-                    try await local { () async throws -> OutboxRead in
-                        // One read for all three.
-                        let snapshot = try await self.store.outboxSnapshot(
-                            after: after, limit: pushing ? self.configuration.batch.maxEvents : 0)
-                        let pending = snapshot.pending
-                        // Payload bytes plus the envelope's fixed fields (ids, clocks, dot: about 300 bytes):
-                        // close enough to bound a batch, without encoding every event a second time.
-                        let sizes = pending.map { $0.event.payload.canonicalData().count + 300 }
-                        let first = self.configuration.batch.batches(sizes: sizes).first ?? 0
-                        return OutboxRead(
-                            batch: Array(pending.prefix(first)), storedCursor: snapshot.cursor,
-                            acknowledged: snapshot.acknowledged)
-                    })
+                return .success(try await readOutboxNow(after: after, pushing: pushing))
             } catch {
                 return .failure(error)
             }
