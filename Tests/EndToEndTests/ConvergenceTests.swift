@@ -187,11 +187,20 @@ import Testing
         try a("sync")
         let head = try stack.sql("SELECT max(seq) FROM events").first ?? ""
         #expect(try stack.sql("SELECT count(*) FROM events") == [head])
-        // Many small windows, killed after the first few.
-        let killed = try stack.startCompaction(environment: ["SYNC_COMPACTION_BATCH_EVENTS": "2"])
-        try await Task.sleep(for: .milliseconds(150))
+        // Many small windows with a pause between them, killed once the first has committed.
+        let killed = try stack.startCompaction(
+            environment: ["SYNC_COMPACTION_BATCH_EVENTS": "2", "SYNC_COMPACTION_PAUSE_MS": "200"])
+        func compactedThrough() throws -> Int64 {
+            Int64(try stack.sql("SELECT coalesce(max(compacted_through), 0) FROM scope_compaction").first ?? "") ?? 0
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try compactedThrough() == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         kill(killed.processIdentifier, SIGKILL)
         killed.waitUntilExit()
+        let atKill = try compactedThrough()
+        #expect(atKill > 0 && atKill < Int64(head) ?? 0, "killed midway, at \(atKill) of \(head)")
         // Meanwhile b edits, unaware.
         try b("note", "set-title", notes[0], "edited during compaction")
         struct Report: Decodable {

@@ -57,7 +57,8 @@ extension SyncServerApp {
                 metrics: ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry())))
             let compactor = Compactor(
                 database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
-                evictionHorizonSeconds: configuration.evictionHorizonSeconds, logger: logger)
+                evictionHorizonSeconds: configuration.evictionHorizonSeconds,
+                pauseMilliseconds: configuration.compaction.pauseMilliseconds, logger: logger)
             let before = try await space(database, logger: logger)
             var names = scopes ?? []
             if scopes == nil { names = try await compactor.candidates().map(\.scope) }

@@ -14,6 +14,8 @@ public struct CompactionPolicy: Sendable, Hashable {
     public var ratio: Double = 1.0
     /// Events per transaction (`Compactor.batchEvents`).
     public var batchEvents: Int = 2000
+    /// Milliseconds between two windows (`Compactor.pauseMilliseconds`).
+    public var pauseMilliseconds: Int = 0
 
     public init() {}
 

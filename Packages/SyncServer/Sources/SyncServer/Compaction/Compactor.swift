@@ -38,12 +38,19 @@ public struct Compactor: Sendable {
     public var batchEvents: Int
     /// Replicas silent for longer do not hold stable points back.
     public var evictionHorizonSeconds: Int
+    /// How long to wait between two windows: a throttle that leaves the database to foreground traffic while
+    /// a large backlog is folded. 0 (the default) folds window after window.
+    public var pauseMilliseconds: Int
 
-    init(database: Database, folder: any StreamFolder, batchEvents: Int, evictionHorizonSeconds: Int, logger: Logger) {
+    init(
+        database: Database, folder: any StreamFolder, batchEvents: Int, evictionHorizonSeconds: Int,
+        pauseMilliseconds: Int = 0, logger: Logger
+    ) {
         self.database = database
         self.folder = folder
         self.batchEvents = max(1, batchEvents)
         self.evictionHorizonSeconds = evictionHorizonSeconds
+        self.pauseMilliseconds = max(0, pauseMilliseconds)
         self.logger = logger
     }
 
@@ -130,6 +137,7 @@ public struct Compactor: Sendable {
             report.unfoldable += window.unfoldable
             report.droppedStreams += window.dropped
             if window.through >= stable { break }
+            if pauseMilliseconds > 0 { try await Task.sleep(for: .milliseconds(pauseMilliseconds)) }
         }
         if first { report.compactedFrom = try await compactedThrough(scope) }
         if report.compactedThrough == 0 { report.compactedThrough = report.compactedFrom }

@@ -43,7 +43,8 @@ public struct ServerConfiguration: Sendable {
     /// When compaction folds history by itself: `SYNC_COMPACTION_INTERVAL_SECONDS` (default 60; 0 turns
     /// the service off), `SYNC_COMPACTION_MIN_EVENTS` (default 1000), `SYNC_COMPACTION_RATIO` (foldable
     /// events per folded stream, default 1.0), `SYNC_COMPACTION_BATCH_EVENTS` (events per transaction,
-    /// default 2000). Only a domain with a `StreamFolder` is compacted.
+    /// default 2000), `SYNC_COMPACTION_PAUSE_MS` (a pause between two transactions, default 0). Only a
+    /// domain with a `StreamFolder` is compacted.
     public var compaction = CompactionPolicy()
     /// How many connections may wait to be accepted (`SYNC_LISTEN_BACKLOG`, default 4096; the kernel caps it
     /// at `net.core.somaxconn`). A burst of devices connecting at once past it waits for TCP's retransmit,
@@ -109,6 +110,7 @@ public struct ServerConfiguration: Sendable {
             compaction.ratio = value
         }
         if let value = try integer("SYNC_COMPACTION_BATCH_EVENTS", 1...1_000_000) { compaction.batchEvents = value }
+        if let value = try integer("SYNC_COMPACTION_PAUSE_MS", 0...3_600_000) { compaction.pauseMilliseconds = value }
     }
 
     /// Checks the values that have no safe default.

@@ -79,7 +79,8 @@ public struct SyncServerApp: Sendable {
                 CompactionService(
                     compactor: Compactor(
                         database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
-                        evictionHorizonSeconds: configuration.evictionHorizonSeconds, logger: logger),
+                        evictionHorizonSeconds: configuration.evictionHorizonSeconds,
+                        pauseMilliseconds: configuration.compaction.pauseMilliseconds, logger: logger),
                     reclaimer: IndexReclaimer(database: database, logger: logger),
                     policy: configuration.compaction, metrics: metrics, logger: logger))
         }
