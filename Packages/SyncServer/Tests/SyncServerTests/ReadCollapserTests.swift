@@ -104,4 +104,31 @@ import Testing
         _ = try await collapser.read(plain, epoch: Self.at(1)) { Self.page(7) }
         #expect(try await !collapser.read(plain, epoch: Self.at(1)) { Self.page(8) }.shared)
     }
+
+    /// With more reads in flight than the capacity (a saturated database), finished reads are still pruned,
+    /// once per `capacity` reads at most, and kept reads stay within those in flight plus one and a half
+    /// capacities.
+    @Test func finishedReadsArePrunedWhileManyAreInFlight() async throws {
+        let collapser = ReadCollapser(retention: .seconds(60), capacity: 8)
+        let slow = SlowRead()
+        func key(_ cursor: Int64) -> ReadCollapser.Key {
+            var key = Self.key
+            key.cursor = ScopeCursor([Scope("team-1"): cursor])
+            return key
+        }
+        let blocked = (0..<20).map { index in
+            Task { try await collapser.read(key(Int64(index)), epoch: Self.at(1)) { await slow.read(1) } }
+        }
+        while slow.runs.withLock({ $0 }) < 20 { await Task.yield() }
+        var most = 0
+        for index in 100..<400 {
+            _ = try await collapser.read(key(Int64(index)), epoch: Self.at(1)) { Self.page(2) }
+            most = max(most, collapser.keptReads)
+        }
+        #expect(most <= 20 + 8 / 2 + 8, "kept \(most)")
+        #expect(collapser.prunes <= (20 + 300) / 8 + 1, "a prune walks every read: not one per read")
+        slow.release()
+        for task in blocked { _ = try await task.value }
+        #expect(collapser.sharedReads == 0)
+    }
 }

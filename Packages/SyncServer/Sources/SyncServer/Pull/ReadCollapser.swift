@@ -36,10 +36,16 @@ final class ReadCollapser: Sendable {
         var flights: [Key: Flight] = [:]
         var nextID = 0
         var shared = 0
+        /// The count of flights at which the next prune runs: what the last prune left plus `capacity`. A
+        /// prune walks every flight, so with hundreds of reads in flight (a saturated database) pruning
+        /// whenever `capacity` is reached would cost a walk per read, under the lock.
+        var pruneAt = 0
+        var prunes = 0
     }
     private let state = Mutex(State())
     let retention: Duration
-    /// At most this many finished reads are kept.
+    /// Finished reads are pruned, down to the newest half of this many, once this many more reads are kept
+    /// than the last prune left.
     let capacity: Int
 
     init(retention: Duration = .seconds(5), capacity: Int = 512) {
@@ -49,6 +55,12 @@ final class ReadCollapser: Sendable {
 
     /// Reads that joined another's read instead of their own.
     var sharedReads: Int { state.withLock { $0.shared } }
+
+    /// Reads in flight or finished and kept.
+    var keptReads: Int { state.withLock { $0.flights.count } }
+
+    /// How many times finished reads were pruned.
+    var prunes: Int { state.withLock { $0.prunes } }
 
     /// The result of `read`, or of an identical read in flight or just finished that started at an epoch
     /// covering `epoch`. `shared` tells whether this caller joined another's read.
@@ -68,7 +80,11 @@ final class ReadCollapser: Sendable {
                 return (flight, false)
             }
             state.nextID += 1
-            if state.flights.count >= capacity { Self.prune(&state.flights, now: now, retention: retention) }
+            if state.flights.count >= max(capacity, state.pruneAt) {
+                Self.prune(&state.flights, now: now, retention: retention, keep: capacity / 2)
+                state.pruneAt = state.flights.count + capacity
+                state.prunes += 1
+            }
             let flight = Flight(epoch: epoch, id: state.nextID, task: Task { try await read() }, finished: nil)
             state.flights[key] = flight
             return (flight, true)
@@ -97,11 +113,20 @@ final class ReadCollapser: Sendable {
         }
     }
 
-    /// Drops finished reads past their retention; when that is not enough, the oldest finished ones.
-    private static func prune(_ flights: inout [Key: Flight], now: ContinuousClock.Instant, retention: Duration) {
-        flights = flights.filter { _, flight in flight.finished.map { now - $0 < retention } ?? true }
-        let finished = flights.filter { $0.value.finished != nil }.sorted { $0.value.finished! < $1.value.finished! }
-        for (key, _) in finished.prefix(finished.count / 2) { flights[key] = nil }
+    /// Drops finished reads past their retention, and the oldest of the others but the newest `keep`.
+    private static func prune(
+        _ flights: inout [Key: Flight], now: ContinuousClock.Instant, retention: Duration, keep: Int
+    ) {
+        var finished: [(key: Key, at: ContinuousClock.Instant)] = []
+        var expired: [Key] = []
+        for (key, flight) in flights {
+            guard let at = flight.finished else { continue }
+            if now - at < retention { finished.append((key, at)) } else { expired.append(key) }
+        }
+        for key in expired { flights[key] = nil }
+        guard finished.count > keep else { return }
+        finished.sort { $0.at < $1.at }
+        for (key, _) in finished.prefix(finished.count - keep) { flights[key] = nil }
     }
 }
 
