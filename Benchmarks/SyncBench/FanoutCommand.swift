@@ -32,7 +32,8 @@ struct FanoutCommand: AsyncParsableCommand {
     @Option(help: "The server's JWT secret, to mint a token per device (or SYNC_JWT_SECRET).") var jwtSecret: String?
     @Option(help: "Waiting devices.") var devices: Int = 1000
     @Option(help: "Scopes the devices are spread over (device i waits on scope i mod scopes).") var scopes: Int = 1
-    @Option(help: "Seconds each long-poll waits (the server caps it at its SYNC_MAX_WAIT_SECONDS).") var wait: Int = 60
+    @Option(help: "Seconds each long-poll waits (at most the server's SYNC_MAX_WAIT_SECONDS, default 30).")
+    var wait: Int = 25
     @Option(help: "Seconds of pushes, one a second per push scope (0: a single push into the first scope).")
     var duration: Int = 0
     @Option(help: "Scopes pushed into each second (with --duration).") var pushScopes: Int = 100
@@ -43,6 +44,9 @@ struct FanoutCommand: AsyncParsableCommand {
     @Option(help: "Prefix of the scopes (a fresh one per run by default, so every scope starts empty).")
     var scopePrefix: String?
     @Flag(help: "Print one JSON object instead of text.") var json = false
+
+    /// Waiting devices per HTTP client.
+    static let devicesPerClient = 256
 
     func validate() throws {
         guard devices > 0, scopes > 0, wait > 0, duration >= 0, pushScopes > 0, duration == 0 || pushScopes <= scopes
@@ -71,13 +75,19 @@ struct FanoutCommand: AsyncParsableCommand {
         let pusherToken = try await verifier.mint(
             subject: "fanout-pusher", scopes: scopeList.prefix(max(1, pushScopes)).map(\.name), ttl: 3600)
 
-        // One connection per waiting device (a long-poll holds its connection), on NIO's event loops.
+        // One connection per waiting device (a long-poll holds its connection), on NIO's event loops, in
+        // clients of `Self.devicesPerClient` devices: a client's pool looks for an idle connection and counts
+        // its connections by walking all of them, which with 10,000 in one pool took a third of this process's
+        // CPU while the answers came in.
         var configuration = HTTPClient.Configuration()
         configuration.decompression = .disabled
         configuration.connectionPool = .init(
-            idleTimeout: .seconds(Int64(wait) + 60), concurrentHTTP1ConnectionsPerHostSoftLimit: devices + 64)
+            idleTimeout: .seconds(Int64(wait) + 60),
+            concurrentHTTP1ConnectionsPerHostSoftLimit: min(devices, Self.devicesPerClient) + 64)
         configuration.timeout.connect = .seconds(30)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let clients = (0..<(devices + Self.devicesPerClient - 1) / Self.devicesPerClient).map { _ in
+            HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        }
         // Pushes and /metrics on their own connections, never queued behind the waiters'.
         let control = HTTPClient(eventLoopGroupProvider: .singleton)
         let record = FanoutRecord()
@@ -87,7 +97,7 @@ struct FanoutCommand: AsyncParsableCommand {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<devices {
                 let transport = HTTPClientTransport(
-                    baseURL: URL(string: base)!, token: tokens[index], client: http,
+                    baseURL: URL(string: base)!, token: tokens[index], client: clients[index / Self.devicesPerClient],
                     timeout: .seconds(Int64(wait) + 60))
                 let scope = scopeList[index % scopes]
                 group.addTask {
@@ -100,6 +110,10 @@ struct FanoutCommand: AsyncParsableCommand {
             while ContinuousClock.now - started < .seconds(connectTimeout) {
                 waiting = (try? await Self.longPollsActive(base: base, http: control)) ?? waiting
                 if waiting >= devices { break }
+                // A refusal no retry can mend (a wait past the server's limit, a bad token): stop here.
+                if let refusal = record.refusal {
+                    throw ValidationError("the server refused the long-polls: \(refusal)")
+                }
                 try await Task.sleep(for: .milliseconds(100))
             }
             let connected = ContinuousClock.now - started
@@ -153,7 +167,7 @@ struct FanoutCommand: AsyncParsableCommand {
                 print(report.text)
             }
         }
-        try await http.shutdown()
+        for client in clients { try await client.shutdown() }
         try await control.shutdown()
     }
 
@@ -171,6 +185,7 @@ struct FanoutCommand: AsyncParsableCommand {
             } catch {
                 if record.stopped || Task.isCancelled { return }
                 record.failed(error)
+                if case .permanent = error { return }
                 var retryAfter: Duration = .seconds(1)
                 if case .retryable(_, let after) = error, let after { retryAfter = after }
                 try? await Task.sleep(for: retryAfter)
@@ -218,6 +233,7 @@ final class FanoutRecord: Sendable {
         var latencies: [Double] = []
         var unexpected = 0
         var errors: [String: Int] = [:]
+        var refusal: String?
         var stopped = false
     }
     private let state = Mutex(State())
@@ -253,8 +269,16 @@ final class FanoutRecord: Sendable {
         case .resetRequired: kind = "reset.required"
         case .permanent(let code, _): kind = code
         }
-        state.withLock { $0.errors[kind, default: 0] += 1 }
+        state.withLock { state in
+            state.errors[kind, default: 0] += 1
+            if case .permanent(let code, let message) = failure, state.refusal == nil {
+                state.refusal = "\(code): \(message)"
+            }
+        }
     }
+
+    /// The first refusal a device cannot retry (its code and message), if any.
+    var refusal: String? { state.withLock { $0.refusal } }
 
     var delivered: Int { state.withLock { $0.latencies.count } }
 

@@ -298,3 +298,24 @@ import Testing
         #expect(stored.count == made && Set(stored.map(\.id)).count == made, "seed \(seed): each event once")
     }
 }
+
+/// The pull URL a device sends reads back, on the server's side, as the request it was made from.
+@Suite struct PullURLTests {
+    @Test(arguments: [
+        PullRequest(),
+        PullRequest(
+            cursor: ScopeCursor([Scope("team:1"): 7, Scope("a.b_c-d"): 123_456_789]),
+            scopes: [Scope("team:1"), Scope("a.b_c-d")], limit: 500, wait: 25,
+            replica: ReplicaID(high: 0x0123_4567_89ab_cdef, low: 0xfedc_ba98_7654_3210),
+            acknowledged: ScopeCursor([Scope("team:1"): 3]),
+            exclude: ReplicaID(high: 1, low: 2)),
+    ])
+    func readsBackAsTheSameRequest(request: PullRequest) throws {
+        let url = HTTPTransport.pullURL(base: URL(string: "http://127.0.0.1:8080/")!, request)
+        #expect(url.path == "/v1/pull")
+        let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+        let query = items.map { (name: $0.name, value: $0.value ?? "") }
+        #expect(try PullRequest(query: query) == request, "\(url)")
+        #expect(!url.absoluteString.contains("+"), "a + may read back as a space: \(url)")
+    }
+}

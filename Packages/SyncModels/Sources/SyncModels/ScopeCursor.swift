@@ -26,10 +26,18 @@ public struct ScopeCursor: Hashable, Sendable {
     public var encoded: String {
         if positions.isEmpty { return "" }
         let object = JSONValue.object(Dictionary(uniqueKeysWithValues: positions.map { ($0.key.name, .int($0.value)) }))
-        return object.canonicalData().base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        // base64url without padding, mapped byte by byte (`replacingOccurrences` goes through `NSString` on
+        // Linux, and a device encodes its cursor for every request).
+        var bytes = Array(object.canonicalData().base64EncodedString().utf8)
+        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
+        for index in bytes.indices {
+            if bytes[index] == UInt8(ascii: "+") {
+                bytes[index] = UInt8(ascii: "-")
+            } else if bytes[index] == UInt8(ascii: "/") {
+                bytes[index] = UInt8(ascii: "_")
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Decodes the opaque form; nil or "" is the beginning.
