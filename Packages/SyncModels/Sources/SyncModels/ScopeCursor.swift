@@ -50,9 +50,17 @@ public struct ScopeCursor: Hashable, Sendable {
         }
         let invalid = SyncModelsError.invalid("cursor", "the cursor is not one this server issued")
         guard text.utf8.count <= 64 * 1024 else { throw invalid }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64), case .object(let object) = try? JSONValue(parsing: data)
+        // Back to padded base64, byte by byte (see `encoded`).
+        var bytes = Array(text.utf8)
+        for index in bytes.indices {
+            if bytes[index] == UInt8(ascii: "-") {
+                bytes[index] = UInt8(ascii: "+")
+            } else if bytes[index] == UInt8(ascii: "_") {
+                bytes[index] = UInt8(ascii: "/")
+            }
+        }
+        bytes += repeatElement(UInt8(ascii: "="), count: (4 - bytes.count % 4) % 4)
+        guard let data = Data(base64Encoded: Data(bytes)), case .object(let object) = try? JSONValue(parsing: data)
         else { throw invalid }
         var positions: [Scope: Int64] = [:]
         for (name, value) in object {
