@@ -103,15 +103,12 @@ public final class HTTPTransport: SyncTransport {
     public static func pullURL(base: URL, _ request: PullRequest) -> URL {
         // By hand: `URLComponents` escapes through `NSString` on Linux, a few percent of the CPU of a process
         // that long-polls for thousands of devices.
-        var text = base.appendingPathComponent("v1/pull").absoluteString
-        var separator = UInt8(ascii: "?")
-        for item in request.queryItems {
-            text.append(Character(Unicode.Scalar(separator)))
-            separator = UInt8(ascii: "&")
-            text += percentEncoded(item.name) + "=" + percentEncoded(item.value)
-        }
-        return URL(string: text)!
+        let query = request.queryItems.map { percentEncoded($0.name) + "=" + percentEncoded($0.value) }
+        let path = base.appendingPathComponent("v1/pull").absoluteString
+        return URL(string: query.isEmpty ? path : path + "?" + query.joined(separator: "&"))!
     }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
 
     /// `text` with every byte but the unreserved characters of RFC 3986 (and `,`, which separates scopes)
     /// percent-encoded.
@@ -126,14 +123,13 @@ public final class HTTPTransport: SyncTransport {
             }
         }
         guard !text.utf8.allSatisfy(plain) else { return text }
-        let digits = Array("0123456789ABCDEF".utf8)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count * 3)
         for byte in text.utf8 {
             if plain(byte) {
                 bytes.append(byte)
             } else {
-                bytes += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]
+                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
             }
         }
         return String(decoding: bytes, as: UTF8.self)

@@ -28,15 +28,9 @@ public struct ScopeCursor: Hashable, Sendable {
         let object = JSONValue.object(Dictionary(uniqueKeysWithValues: positions.map { ($0.key.name, .int($0.value)) }))
         // base64url without padding, mapped byte by byte (`replacingOccurrences` goes through `NSString` on
         // Linux, and a device encodes its cursor for every request).
-        var bytes = Array(object.canonicalData().base64EncodedString().utf8)
+        var bytes = [UInt8](object.canonicalData().base64EncodedData())
         while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
-        for index in bytes.indices {
-            if bytes[index] == UInt8(ascii: "+") {
-                bytes[index] = UInt8(ascii: "-")
-            } else if bytes[index] == UInt8(ascii: "/") {
-                bytes[index] = UInt8(ascii: "_")
-            }
-        }
+        Self.swap(&bytes, "+", "-", "/", "_")
         return String(decoding: bytes, as: UTF8.self)
     }
 
@@ -52,13 +46,7 @@ public struct ScopeCursor: Hashable, Sendable {
         guard text.utf8.count <= 64 * 1024 else { throw invalid }
         // Back to padded base64, byte by byte (see `encoded`).
         var bytes = Array(text.utf8)
-        for index in bytes.indices {
-            if bytes[index] == UInt8(ascii: "-") {
-                bytes[index] = UInt8(ascii: "+")
-            } else if bytes[index] == UInt8(ascii: "_") {
-                bytes[index] = UInt8(ascii: "/")
-            }
-        }
+        Self.swap(&bytes, "-", "+", "_", "/")
         bytes += repeatElement(UInt8(ascii: "="), count: (4 - bytes.count % 4) % 4)
         guard let data = Data(base64Encoded: Data(bytes)), case .object(let object) = try? JSONValue(parsing: data)
         else { throw invalid }
@@ -68,5 +56,18 @@ public struct ScopeCursor: Hashable, Sendable {
             positions[scope] = seq
         }
         self.init(positions)
+    }
+
+    /// Replaces `a` by `b` and `c` by `d` in `bytes` (between base64 and base64url).
+    private static func swap(
+        _ bytes: inout [UInt8], _ a: Unicode.Scalar, _ b: Unicode.Scalar, _ c: Unicode.Scalar, _ d: Unicode.Scalar
+    ) {
+        for index in bytes.indices {
+            if bytes[index] == UInt8(ascii: a) {
+                bytes[index] = UInt8(ascii: b)
+            } else if bytes[index] == UInt8(ascii: c) {
+                bytes[index] = UInt8(ascii: d)
+            }
+        }
     }
 }
