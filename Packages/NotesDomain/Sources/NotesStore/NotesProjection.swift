@@ -305,8 +305,11 @@ struct NotesWorkingSet {
 
         func apply(_ event: StoredEvent) {
             if scope == nil { scope = event.event.scope.name }
-            state.apply(
-                type: event.event.type, payload: event.event.payload, hlc: event.event.hlc, dot: event.event.dot)
+            guard let kind = NoteEventType(rawValue: event.event.type) else { return }
+            // The bytes the log holds: the payload is not encoded again to decode it.
+            event.withPayloadBytes { bytes in
+                state.apply(kind, payloadBytes: bytes, hlc: event.event.hlc, dot: event.event.dot)
+            }
         }
     }
 

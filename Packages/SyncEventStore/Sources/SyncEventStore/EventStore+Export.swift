@@ -91,7 +91,7 @@ extension EventStore {
                 {
                     continue
                 }
-                _ = try Self.insert(line.event, status: line.status, db)
+                try Self.insert(line.event, status: line.status, db)
                 try Self.count(line.status, 1, db)
                 if let rejection = line.rejection {
                     try db.execute(

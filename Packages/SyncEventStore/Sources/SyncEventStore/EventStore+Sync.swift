@@ -133,8 +133,10 @@ extension EventStore {
                 throw EventStoreError.from(error)
             }
             // Most pulled events are new: insert first, and look at the row only when the id was there.
-            if let position = try Self.insertRow(event, status: .confirmed, ifNew: true, db) {
-                inserted.append(StoredEvent(position: position, event: event, status: .confirmed))
+            let payload = try PayloadCodec.encode(event.payload)
+            if let position = try Self.insertRow(event, payload: payload, status: .confirmed, ifNew: true, db) {
+                inserted.append(
+                    StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))
                 versions[event.stream] = max(versions[event.stream] ?? 0, event.streamVersion)
                 result.inserted += 1
                 continue

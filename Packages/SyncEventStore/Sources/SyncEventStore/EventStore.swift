@@ -138,8 +138,7 @@ public final class EventStore: Sendable {
                 throw EventStoreError.from(error)
             }
             versions[draft.stream] = current + 1
-            let position = try Self.insert(event, status: .pending, db)
-            stored.append(StoredEvent(position: position, event: event, status: .pending))
+            stored.append(try Self.insert(event, status: .pending, db))
         }
         try Self.count(.pending, stored.count, db)
         try Self.markOutbox(from: stored[0].position, db)
@@ -290,17 +289,23 @@ public final class EventStore: Sendable {
 
     /// Inserts one event row and raises its stream's version. The caller adds the row to `event_counts`
     /// (`count`), once for all the rows of its transaction.
-    static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> Int64 {
-        guard let position = try insertRow(event, status: status, ifNew: false, db) else {
+    /// - Returns: the row as stored, with the payload bytes written (`StoredEvent.withPayloadBytes`).
+    @discardableResult
+    static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> StoredEvent {
+        let payload = try PayloadCodec.encode(event.payload)
+        guard let position = try insertRow(event, payload: payload, status: status, ifNew: false, db) else {
             preconditionFailure("an insert without ON CONFLICT inserts or throws")
         }
         try raiseVersion(of: event.stream, to: event.streamVersion, db)
-        return position
+        return StoredEvent(position: position, event: event, status: status, payloadBytes: payload)
     }
 
-    /// Inserts `event`'s row without touching `streams`; with `ifNew`, an event whose id the log holds
-    /// already is left as it is and nil comes back (any other constraint still throws).
-    static func insertRow(_ event: Event, status: SyncStatus, ifNew: Bool, _ db: Database) throws -> Int64? {
+    /// Inserts `event`'s row, with `payload` (its payload's bytes, `PayloadCodec.encode`) as the payload,
+    /// without touching `streams`; with `ifNew`, an event whose id the log holds already is left as it is
+    /// and nil comes back (any other constraint still throws).
+    static func insertRow(
+        _ event: Event, payload: Data, status: SyncStatus, ifNew: Bool, _ db: Database
+    ) throws -> Int64? {
         let sql = """
             INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
                 dot_replica, dot_counter, status, seq, received_at)
@@ -309,7 +314,7 @@ public final class EventStore: Sendable {
         try db.cachedStatement(sql: ifNew ? sql + " ON CONFLICT (event_id) DO NOTHING" : sql).execute(
             arguments: [
                 event.id.description, event.scope.name, event.stream, event.streamVersion, event.type,
-                event.schemaVersion, try PayloadCodec.encode(event.payload), event.hlc.description,
+                event.schemaVersion, payload, event.hlc.description,
                 event.dot.replica.description, Int64(event.dot.counter), status.rawValue, event.seq,
                 event.receivedAt.map(RFC3339.string(from:)),
             ])

@@ -20,6 +20,10 @@ public struct StoredEvent: Sendable, Hashable {
     public var status: SyncStatus
     /// For rejected events: the server's stable code and message.
     public var rejection: Rejection?
+    /// The payload's canonical JSON bytes when the store has them at hand (the bytes it just wrote to the
+    /// log), so that projections read them without encoding the payload again (`withPayloadBytes`). Not part
+    /// of the event's value: equality and hashing ignore it.
+    var payloadBytes: Data?
 
     public struct Rejection: Sendable, Hashable, Codable {
         public var code: String
@@ -35,6 +39,31 @@ public struct StoredEvent: Sendable, Hashable {
         self.event = event
         self.status = status
         self.rejection = rejection
+    }
+
+    init(position: Int64, event: Event, status: SyncStatus, payloadBytes: Data) {
+        self.init(position: position, event: event, status: status)
+        self.payloadBytes = payloadBytes
+    }
+
+    /// Runs `body` on the canonical JSON bytes of the payload, as the log stores them: the bytes the store
+    /// wrote when it has them, else the payload encoded now (the same bytes). A projection that decodes
+    /// payloads from bytes reads them this way instead of encoding `event.payload` itself.
+    public func withPayloadBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let payloadBytes { return try payloadBytes.withUnsafeBytes(body) }
+        return try event.payload.canonicalData().withUnsafeBytes(body)
+    }
+
+    public static func == (lhs: StoredEvent, rhs: StoredEvent) -> Bool {
+        lhs.position == rhs.position && lhs.event == rhs.event && lhs.status == rhs.status
+            && lhs.rejection == rhs.rejection
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(position)
+        hasher.combine(event)
+        hasher.combine(status)
+        hasher.combine(rejection)
     }
 
     static let columns =

@@ -23,6 +23,30 @@ import Testing
         #expect(try await store.pendingEvents().count == 4)
     }
 
+    @Test func insertedEventsCarryTheBytesTheLogHoldsWhichTheirValueIgnores() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("a.sqlite"))
+        let appended = try await store.append([title("note:1", "Milk \"2%\" / ü"), tag("note:1", "food")])
+        let read = try await store.events(stream: "note:1")
+        #expect(read == appended)
+        #expect(Set(read) == Set(appended))
+        for (written, readBack) in zip(appended, read) {
+            #expect(written.payloadBytes != nil && readBack.payloadBytes == nil)
+            let bytes = try await store.database.writer.read { db in
+                try Data.fetchOne(
+                    db, sql: "SELECT payload FROM events WHERE position = ?", arguments: [written.position])
+            }
+            #expect(written.withPayloadBytes { Data($0) } == bytes)
+            #expect(readBack.withPayloadBytes { Data($0) } == bytes)
+        }
+        let other = try EventStore(path: directory.path("b.sqlite"))
+        let remote = try await other.append([title("note:2", "theirs")])
+        try await store.applyConfirmed(confirmed(remote, firstSeq: 1), cursor: "c")
+        let pulled = try await store.events(stream: "note:2")
+        #expect(pulled.map(\.event.id) == remote.map(\.event.id))
+        #expect(pulled[0].withPayloadBytes { Data($0) } == remote[0].event.payload.canonicalData())
+    }
+
     @Test func optimisticConcurrencyRefusesTheWholeAppend() async throws {
         let directory = try TemporaryDirectory()
         let store = try EventStore(path: directory.path("a.sqlite"), projections: [TitleProjection()])
