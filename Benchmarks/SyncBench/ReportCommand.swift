@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncTestSupport
 
 /// `sync-bench report`: the report of `make bench`.
 ///
@@ -689,7 +690,7 @@ struct ReportBuilder {
         process.standardError = errors
         do {
             try process.run()
-            let message = errors.fileHandleForReading.readDataToEndOfFile()
+            let message = errors.fileHandleForReading.readAllRetryingInterrupts()
             process.waitUntilExit()
             let svg = folder.appendingPathComponent("\(name).svg")
             if process.terminationStatus == 0, FileManager.default.fileExists(atPath: svg.path) {

@@ -1,4 +1,5 @@
 import Foundation
+import SyncTestSupport
 
 /// The figures of one step.
 struct StepReport: Codable, Sendable {
@@ -91,7 +92,7 @@ struct RunReport: Codable, Sendable {
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return nil }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        let data = pipe.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { return nil }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
