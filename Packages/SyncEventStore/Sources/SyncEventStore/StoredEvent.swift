@@ -16,7 +16,10 @@ public enum SyncStatus: String, Sendable, Hashable, Codable {
 public struct StoredEvent: Sendable, Hashable {
     /// The local log position: increases with every insert, never reused (also after pruning).
     public var position: Int64
-    public var event: Event
+    public var event: Event {
+        // Bytes carried for the old event would not be this one's.
+        didSet { payloadBytes = nil }
+    }
     public var status: SyncStatus
     /// For rejected events: the server's stable code and message.
     public var rejection: Rejection?

@@ -45,6 +45,10 @@ import Testing
         let pulled = try await store.events(stream: "note:2")
         #expect(pulled.map(\.event.id) == remote.map(\.event.id))
         #expect(pulled[0].withPayloadBytes { Data($0) } == remote[0].event.payload.canonicalData())
+        // A changed event does not keep the bytes of the one it replaced.
+        var changed = appended[0]
+        changed.event.payload = remote[0].event.payload
+        #expect(changed.withPayloadBytes { Data($0) } == remote[0].event.payload.canonicalData())
     }
 
     @Test func optimisticConcurrencyRefusesTheWholeAppend() async throws {
