@@ -154,4 +154,45 @@ import Testing
         try await store.append([title("note:1", "third")])
         #expect(try await store.events(stream: "note:1").last?.event.streamVersion == 4)
     }
+
+    /// `eventstore.v4.status-check` rebuilds the log's table: every row stays with its position, positions
+    /// issued before stay unused (a pruned log's highest position is above its last row), and the status is
+    /// still checked, now without an `IN` list.
+    @Test func theStatusCheckRebuildKeepsRowsPositionsAndTheCheck() async throws {
+        let directory = try TemporaryDirectory()
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/eventstore-v2.sqlite")
+        let path = directory.path("v2.sqlite")
+        try FileManager.default.copyItem(atPath: source.path, toPath: path)
+        let rowsBefore: [Row]
+        do {
+            // As a prune would leave it: positions up to 40 were issued, the rows above 6 are gone.
+            let queue = try DatabaseQueue(path: path)
+            rowsBefore = try await queue.write { db in
+                try db.execute(sql: "UPDATE sqlite_sequence SET seq = 40 WHERE name = 'events'")
+                return try Row.fetchAll(db, sql: "SELECT * FROM events ORDER BY position")
+            }
+            try queue.close()
+        }
+        let store = try EventStore(path: path, projections: [TitleProjection()])
+        let (rowsAfter, tableSQL) = try await store.database.writer.read { db in
+            (
+                try Row.fetchAll(db, sql: "SELECT * FROM events ORDER BY position"),
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'events'") ?? ""
+            )
+        }
+        #expect(rowsAfter == rowsBefore && rowsAfter.count == 6)
+        #expect(!tableSQL.contains(" IN ("))
+        #expect(try await store.counts() == [.pending: 2, .confirmed: 3, .rejected: 1])
+        let next = try await store.append([title("note:1", "third")])
+        #expect(next[0].position == 41)
+        await #expect(throws: DatabaseError.self) {
+            try await store.database.writer.write { db in
+                try db.execute(
+                    sql: "UPDATE events SET status = 'lost' WHERE position = ?", arguments: [next[0].position])
+            }
+        }
+        #expect(try await store.counts() == [.pending: 3, .confirmed: 3, .rejected: 1])
+        #expect(try await TitleProjection.dump(store) == ["note:1=third", "note:2=other", "note:1#a", "note:3#b"])
+    }
 }
