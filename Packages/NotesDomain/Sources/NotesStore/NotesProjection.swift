@@ -305,10 +305,9 @@ struct NotesWorkingSet {
 
         func apply(_ event: StoredEvent) {
             if scope == nil { scope = event.event.scope.name }
-            guard let kind = NoteEventType(rawValue: event.event.type) else { return }
             // The bytes the log holds: the payload is not encoded again to decode it.
             event.withPayloadBytes { bytes in
-                state.apply(kind, payloadBytes: bytes, hlc: event.event.hlc, dot: event.event.dot)
+                state.apply(type: event.event.type, payloadBytes: bytes, hlc: event.event.hlc, dot: event.event.dot)
             }
         }
     }
