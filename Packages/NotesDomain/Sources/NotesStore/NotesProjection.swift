@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Applying a batch loads each touched note once, applies its events in memory and writes it back once,
 /// so rebuilds cost one read and one write per note per batch rather than per event.
-public struct NotesProjection: RowReplayingProjection, BufferingProjection {
+public struct NotesProjection: RowReplayingProjection, BufferingProjection, StreamSnapshotProjection {
     public let name = "notes"
     public let version = NoteState.version
     /// Threads a long replay (rebuild, catch-up) applies events and encodes notes on. Notes are independent
@@ -208,18 +208,80 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection {
     public func saveSnapshot(in db: Database, stable: Bool) throws {
         if stable {
             cache.clear()
-            try db.execute(sql: "DELETE FROM notes WHERE deleted = 1")
-            let update = try db.makeStatement(sql: "UPDATE notes SET state = ? WHERE id = ?")
-            let rows = try Row.fetchCursor(db, sql: "SELECT id, state FROM notes")
-            var compacted: [(String, Data)] = []
-            while let row = try rows.next() {
-                let data: Data = row[1]
-                var state = try NoteState(stored: [UInt8](data))
-                if state.compactStable() { compacted.append((row[0], Data(state.binaryEncoded))) }
-            }
-            for (id, state) in compacted { try update.execute(arguments: [state, id]) }
+            try Self.purgeStable(filter: "", [], db)
         }
         try saveSnapshot(in: db)
+    }
+
+    /// The notes of `streams` become their own snapshot (their copies in `notes_snapshot` go); a stable fold
+    /// first purges them as `saveSnapshot(in:stable:)` does. Other notes' snapshots stay as they were.
+    public func saveSnapshot(streams: Set<String>, stable: Bool, in db: Database) throws {
+        cache.clear()
+        let ids = streams.compactMap { NoteID($0)?.description }
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            let slice = Array(ids[start..<min(start + 500, ids.count)])
+            let filter = " AND id IN (\(databaseQuestionMarks(count: slice.count)))"
+            let arguments = StatementArguments(slice)
+            if stable { try Self.purgeStable(filter: filter, arguments, db) }
+            try db.execute(sql: "DELETE FROM notes_snapshot WHERE 1\(filter)", arguments: arguments)
+            try db.execute(sql: "UPDATE notes SET changed = 0 WHERE changed = 1\(filter)", arguments: arguments)
+        }
+    }
+
+    /// The snapshot state of each note of `streams` (its copy in `notes_snapshot`, or its row when unchanged
+    /// since the snapshot, or none) takes `events`; the row is marked changed, so that it keeps its current
+    /// state and a restore returns to the new copy. A stable fold purges the copy (a deleted note has none).
+    public func foldIntoSnapshot(_ events: [StoredEvent], streams: Set<String>, stable: Bool, in db: Database) throws {
+        let keys = streams.compactMap { NoteID($0) }.sorted()
+        guard !keys.isEmpty else { return }
+        let copy = try db.cachedStatement(sql: "SELECT scope, state FROM notes_snapshot WHERE id = ?")
+        let row = try db.cachedStatement(sql: "SELECT scope, state FROM notes WHERE id = ? AND changed = 0")
+        let markChanged = try db.cachedStatement(sql: "UPDATE notes SET changed = 1 WHERE id = ? AND changed = 0")
+        let dropCopy = try db.cachedStatement(sql: "DELETE FROM notes_snapshot WHERE id = ?")
+        var notes = NotesWorkingSet()
+        for key in keys {
+            let note = NotesWorkingSet.Note(key: key, scope: nil)
+            if let stored = try Row.fetchOne(copy, arguments: [note.id]) ?? Row.fetchOne(row, arguments: [note.id]) {
+                note.scope = stored[0]
+                note.state = try NotesWorkingSet.state(stored, 1)
+            }
+            notes.add(note)
+        }
+        notes.apply(events)
+        let insert = try NotesRowInsert(snapshotOf: db)
+        defer { insert.finish() }
+        for note in notes.notes {
+            // The row's copy-on-write trigger copies the old snapshot state first; the new one replaces it.
+            try markChanged.execute(arguments: [note.id])
+            if stable {
+                _ = note.state.compactStable()
+                if note.state.deleted.value ?? false {
+                    try dropCopy.execute(arguments: [note.id])
+                    continue
+                }
+            }
+            guard note.scope != nil else {
+                // No event of the note folded (none of its events is a note event): nothing to keep.
+                try dropCopy.execute(arguments: [note.id])
+                continue
+            }
+            try insert.execute(NoteState.savedRow(of: &note.state, id: note.id, scope: note.scope ?? ""))
+        }
+    }
+
+    /// Deletes the deleted notes among those `filter` selects (` AND …`), and drops the tombstones of the
+    /// others' states (`NoteState.compactStable`).
+    static func purgeStable(filter: String, _ arguments: StatementArguments, _ db: Database) throws {
+        try db.execute(sql: "DELETE FROM notes WHERE deleted = 1\(filter)", arguments: arguments)
+        let update = try db.cachedStatement(sql: "UPDATE notes SET state = ? WHERE id = ?")
+        let rows = try Row.fetchCursor(db, sql: "SELECT id, state FROM notes WHERE 1\(filter)", arguments: arguments)
+        var compacted: [(String, Data)] = []
+        while let row = try rows.next() {
+            let data: Data = row[1]
+            var state = try NoteState(stored: [UInt8](data))
+            if state.compactStable() { compacted.append((row[0], Data(state.binaryEncoded))) }
+        }
+        for (id, state) in compacted { try update.execute(arguments: [state, id]) }
     }
 
     /// Deleted notes: a stable fold purges them, and no edit can follow a delete every replica has seen.

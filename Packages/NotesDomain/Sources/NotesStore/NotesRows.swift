@@ -86,6 +86,16 @@ enum NotesColumnJSON {
 struct NotesRowInsert {
     let statement: Statement
 
+    /// Into `notes_snapshot` instead, replacing the note's copy there.
+    init(snapshotOf db: Database) throws {
+        statement = try db.cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO notes_snapshot (\(NotesProjection.columns))
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 11)))
+    }
+
     init(_ db: Database) throws {
         statement = try db.cachedStatement(
             sql: """

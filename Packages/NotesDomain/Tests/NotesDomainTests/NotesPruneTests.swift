@@ -125,4 +125,74 @@ import Testing
         #expect(try await b.exportState() == state)
         #expect(try await Self.versions(b)[ids[3].stream] ?? 0 > 0)
     }
+
+    /// A stable prune in small steps touches only the notes it folds events of, and ends where the log says:
+    /// the same notes, a rebuild gives them again, and rolling back the device's own pending edits afterwards
+    /// gives exactly what a device that never made them holds. Notes with events left after a step (pending
+    /// edits, later confirmed ones, a stream not known to be of one scope) get the step folded into their
+    /// snapshot copy; the others take their current state as their snapshot.
+    @Test func aSteppedPruneFoldsOnlyWhatItDeletesAndEndsWhereTheLogSays() async throws {
+        let directory = try TemporaryDirectory()
+        let (a, b) = try NotesClientTests.pair(directory)
+        let reference = try NotesClient.open(path: directory.path("reference.sqlite"))
+        var ids: [NoteID] = []
+        for index in 0..<8 {
+            let id = try await a.create(scope: "team-1", title: "note \(index)", body: "draft \(index)")
+            try await a.setBody(id, "second draft of \(index)")
+            try await a.addTag(id, "tag-\(index % 3)")
+            if index % 2 == 0 { try await a.removeTag(id, "tag-\(index % 3)") }
+            ids.append(id)
+        }
+        try await a.delete(ids[7])
+        var seq: Int64 = 0
+        var referenceSeq: Int64 = 0
+        try await NotesClientTests.exchange(a, b, seq: &seq)
+        try await NotesClientTests.exchange(a, reference, seq: &referenceSeq)
+        let stable = seq
+        // Above the stable point: b's own pending edits, and a's later edits and a delete, confirmed.
+        try await b.setTitle(ids[1], "edited on b")
+        try await b.setBody(ids[2], "b's body")
+        try await a.setTitle(ids[3], "later on a")
+        try await a.delete(ids[4])
+        try await NotesClientTests.exchange(a, b, seq: &seq)
+        try await NotesClientTests.exchange(a, reference, seq: &referenceSeq)
+        // Note 5's stream as if the log held events of it in another scope too.
+        let crossing = ids[5].stream
+        try await b.store.database.writer.write { db in
+            try db.execute(sql: "UPDATE streams SET scope = '' WHERE stream = ?", arguments: [crossing])
+        }
+        let before = try await b.exportState()
+        let confirmedBelow =
+            try await b.store.database.writer.read { db in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE seq <= ?", arguments: [stable])
+            } ?? 0
+
+        let report = try await b.store.prune(stablePoints: ["team-1": stable], eventsPerStep: 3)
+        #expect(report.foldedEvents == confirmedBelow && confirmedBelow > 30)
+        #expect(try await b.exportState() == before, "pruning changes no state")
+        let left = try await b.store.database.writer.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE seq <= ?", arguments: [stable])
+        }
+        #expect(left == 0)
+        let versions = try await Self.versions(b)
+        #expect(versions[ids[7].stream] == nil, "the note deleted below the stable point is forgotten")
+        #expect(versions[ids[4].stream] != nil, "the note deleted above it is not")
+        // The notes with events left (pending, later, or possibly in another scope) keep their state and get a
+        // copy of their fold; every other note is its own snapshot.
+        let (changed, copies) = try await b.store.database.writer.read { db in
+            (
+                Set(try String.fetchAll(db, sql: "SELECT id FROM notes WHERE changed = 1")),
+                Set(try String.fetchAll(db, sql: "SELECT id FROM notes_snapshot"))
+            )
+        }
+        #expect(changed == Set([ids[1], ids[2], ids[3], ids[4], ids[5]].map(\.description)))
+        #expect(copies == changed)
+        try await b.store.rebuildAll()
+        #expect(try await b.exportState() == before, "the snapshot and what is left of the log give the notes")
+        let pending = try await b.store.pendingEvents().map(\.event.id)
+        try await b.store.markRejected(pending, code: "validation.failed", message: "refused")
+        #expect(try await b.exportState() == (try await reference.exportState()))
+        // The same prune again finds nothing to fold.
+        #expect(try await b.store.prune(stablePoints: ["team-1": stable], eventsPerStep: 3).foldedEvents == 0)
+    }
 }

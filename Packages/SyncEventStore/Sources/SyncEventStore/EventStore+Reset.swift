@@ -75,7 +75,11 @@ extension EventStore {
             try db.execute(sql: "DELETE FROM streams")
             try db.execute(
                 sql:
-                    "INSERT INTO streams (stream, version) SELECT stream, max(stream_version) FROM events GROUP BY stream"
+                    """
+                    INSERT INTO streams (stream, version, scope)
+                    SELECT stream, max(stream_version), CASE WHEN min(scope) = max(scope) THEN min(scope) ELSE '' END
+                    FROM events GROUP BY stream
+                    """
             )
             try Self.setMeta(Self.bootstrappingKey, "1", db)
             for projection in self.projections {

@@ -122,7 +122,7 @@ extension EventStore {
         var result = ConfirmedPageResult(inserted: 0, confirmedLocal: 0, alreadyKnown: 0)
         var inserted: [StoredEvent] = []
         var restoredStreams: Set<String> = []
-        var versions: [String: Int64] = [:]
+        var versions: [String: (version: Int64, scope: String)] = [:]
         for event in page {
             guard let seq = event.seq else {
                 throw EventStoreError(code: "event.invalid", message: "a confirmed event has no seq")
@@ -137,7 +137,13 @@ extension EventStore {
             if let position = try Self.insertRow(event, payload: payload, status: .confirmed, ifNew: true, db) {
                 inserted.append(
                     StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))
-                versions[event.stream] = max(versions[event.stream] ?? 0, event.streamVersion)
+                if let known = versions[event.stream] {
+                    versions[event.stream] = (
+                        max(known.version, event.streamVersion), known.scope == event.scope.name ? known.scope : ""
+                    )
+                } else {
+                    versions[event.stream] = (event.streamVersion, event.scope.name)
+                }
                 result.inserted += 1
                 continue
             }
@@ -165,7 +171,9 @@ extension EventStore {
             if status == .rejected { restoredStreams.insert(event.stream) }
         }
         // One version update per stream of the page, not one per event.
-        for (stream, version) in versions { try Self.raiseVersion(of: stream, to: version, db) }
+        for (stream, held) in versions {
+            try Self.raiseVersion(of: stream, in: held.scope, to: held.version, db)
+        }
         try Self.count(.confirmed, result.inserted, db)
         try fault?(.pulledInserted)
         if let newest = page.map(\.hlc).max() {

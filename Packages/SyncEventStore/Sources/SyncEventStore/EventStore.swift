@@ -296,7 +296,7 @@ public final class EventStore: Sendable {
         guard let position = try insertRow(event, payload: payload, status: status, ifNew: false, db) else {
             preconditionFailure("an insert without ON CONFLICT inserts or throws")
         }
-        try raiseVersion(of: event.stream, to: event.streamVersion, db)
+        try raiseVersion(of: event.stream, in: event.scope.name, to: event.streamVersion, db)
         return StoredEvent(position: position, event: event, status: status, payloadBytes: payload)
     }
 
@@ -322,14 +322,17 @@ public final class EventStore: Sendable {
         return db.lastInsertedRowID
     }
 
-    /// Raises the stream's version (what the next local append builds on) to `version` if it is below.
-    static func raiseVersion(of stream: String, to version: Int64, _ db: Database) throws {
+    /// Raises the stream's version (what the next local append builds on) to `version` if it is below, and
+    /// records that the log holds events of it in `scope` (`streams.scope` becomes `''` once a stream has
+    /// events in two scopes; pass `''` for a batch that held several).
+    static func raiseVersion(of stream: String, in scope: String, to version: Int64, _ db: Database) throws {
         try db.cachedStatement(
             sql: """
-                INSERT INTO streams (stream, version) VALUES (?, ?)
-                ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version)
+                INSERT INTO streams (stream, version, scope) VALUES (?, ?, ?)
+                ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version),
+                    scope = CASE WHEN scope IS NULL OR scope = excluded.scope THEN excluded.scope ELSE '' END
                 """
-        ).execute(arguments: [stream, version])
+        ).execute(arguments: [stream, version, scope])
     }
 
     /// Adds `delta` inserted rows of `status` to `event_counts`.

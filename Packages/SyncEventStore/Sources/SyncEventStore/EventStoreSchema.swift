@@ -23,6 +23,9 @@ import SyncStorage
 /// - Migration `eventstore.v4.status-check` rebuilds `events` with the same columns, rows and positions, its
 ///   status checked by comparisons instead of an `IN` list, which SQLite evaluated through a temporary b-tree
 ///   built and torn down for every inserted row.
+/// - Migration `eventstore.v5.stream-scopes` adds `streams.scope`: the one scope whose events the log holds
+///   for the stream, `''` when it held events of several, NULL when not known. A stable prune folds one
+///   scope at a time, and needs to know which of the streams it folds may still have events elsewhere.
 enum EventStoreSchema {
     static func register(into migrations: inout SchemaMigrations) {
         migrations.register("eventstore.v1") { db in
@@ -135,6 +138,18 @@ enum EventStoreSchema {
             if let issued {
                 try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", arguments: [issued])
             }
+        }
+        migrations.register("eventstore.v5.stream-scopes") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE streams ADD COLUMN scope TEXT;
+                    UPDATE streams SET scope = held.scope
+                    FROM (
+                        SELECT stream, CASE WHEN min(scope) = max(scope) THEN min(scope) ELSE '' END AS scope
+                        FROM events GROUP BY stream
+                    ) AS held
+                    WHERE streams.stream = held.stream;
+                    """)
         }
     }
 }

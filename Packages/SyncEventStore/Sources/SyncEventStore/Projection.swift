@@ -168,3 +168,21 @@ public struct ProjectionFlush: Sendable, Hashable {
         self.heldThrough = heldThrough
     }
 }
+
+/// A projection whose snapshot can move forward for some streams only, leaving the others' as they are.
+///
+/// A stable prune (`EventStore.prune(stablePoints:)`) then costs what it folds: when every projection
+/// conforms, it folds in bounded steps, each one transaction, touching only the streams whose events it
+/// deletes, instead of restoring, saving and rebuilding the whole projection in one transaction (which held
+/// the store's writer, and so every local edit, for seconds after a large pull).
+public protocol StreamSnapshotProjection: Projection {
+    /// Saves the current state of `streams` as their snapshot, replacing what the snapshot held for them;
+    /// the snapshot of every other stream stays as it was. `stable` as in `saveSnapshot(in:stable:)`: the
+    /// state of these streams folds only history at or below the stable points, and may be purged.
+    func saveSnapshot(streams: Set<String>, stable: Bool, in db: Database) throws
+    /// Folds `events` (confirmed, in canonical order, all of `streams`) into the snapshot of `streams`,
+    /// whose current state holds more than the fold (events the log keeps: pending, later, or of other
+    /// scopes); their current state stays as it is. `stable` as in `saveSnapshot(in:stable:)`, for the
+    /// folded state.
+    func foldIntoSnapshot(_ events: [StoredEvent], streams: Set<String>, stable: Bool, in db: Database) throws
+}

@@ -44,8 +44,12 @@ import Testing
         for _ in 0..<60 {
             switch random.int(below: 6) {
             case 0, 1:
+                // Now and then in a second scope: `streams.scope` must then say the stream is in several.
                 try await store.append(
-                    (0..<random.int(1...5)).map { _ in title("note:\(random.int(below: 8))", "t") })
+                    (0..<random.int(1...5)).map { _ in
+                        title(
+                            "note:\(random.int(below: 8))", "t", scope: random.int(below: 8) == 0 ? "team-2" : "team-1")
+                    })
             case 2:
                 // The server confirms some pending events (as a push answer would).
                 let pending = try await store.pendingEvents(limit: random.int(1...3))
@@ -74,6 +78,25 @@ import Testing
             }
             let (counts, versions) = try await Self.scanned(store)
             #expect(try await store.counts() == counts)
+            // Each stream's scope: the one its events in the log have, or '' (several, or not known to be one).
+            let (held, said) = try await store.database.writer.read { db in
+                (
+                    try Row.fetchAll(db, sql: "SELECT stream, min(scope), max(scope) FROM events GROUP BY stream"),
+                    Dictionary(
+                        uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT stream, scope FROM streams").map {
+                            ($0[0] as String, $0[1] as String?)
+                        })
+                )
+            }
+            for row in held {
+                let stream: String = row[0]
+                let scopes: (String, String) = (row[1], row[2])
+                if scopes.0 == scopes.1 {
+                    #expect(said[stream] == scopes.0 || said[stream] == "", "\(stream)")
+                } else {
+                    #expect(said[stream] == "", "\(stream) has events in two scopes")
+                }
+            }
             // Pruning deletes rows, never versions: `streams` keeps the highest version ever written.
             let kept = try await Self.kept(store)
             for (stream, version) in versions {
