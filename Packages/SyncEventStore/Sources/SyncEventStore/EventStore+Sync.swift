@@ -170,6 +170,14 @@ extension EventStore {
             // The server's word wins: an event refused earlier but accepted now takes effect again.
             if status == .rejected { restoredStreams.insert(event.stream) }
         }
+        if result.inserted < page.count {
+            // SQLite takes an AUTOINCREMENT position before it finds the event known, and keeps it taken: give
+            // back the positions no row got, so the next page starts where the last row is (a buffering
+            // projection checks that nothing came in between). None was ever issued: none is reused.
+            let issued = max(positionBefore, inserted.last?.position ?? 0)
+            try db.cachedStatement(sql: "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'events' AND seq > ?1")
+                .execute(arguments: [issued])
+        }
         // One version update per stream of the page, not one per event.
         for (stream, held) in versions {
             try Self.raiseVersion(of: stream, in: held.scope, to: held.version, db)

@@ -182,4 +182,30 @@ import Testing
         let heard = [await changes.next(), await changes.next(), await changes.next()].map { $0?.kind }
         #expect(heard == [.rejected, .confirmed, .appended], "fault at \(step)")
     }
+
+    /// A page that repeats known events (a retried page, or the device's own events served back) leaves no
+    /// unused positions behind: SQLite took one for each known event before refusing it, and a buffering
+    /// projection checks that the next page starts where the last row is.
+    @Test func knownEventsInAPageLeaveNoGapInPositions() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("a.sqlite"), projections: [TitleProjection()])
+        let other = try EventStore(path: directory.path("b.sqlite"))
+        let remote = confirmed(
+            try await other.append([title("note:1", "one"), title("note:2", "two"), tag("note:1", "x")]), firstSeq: 1)
+        try await store.applyConfirmed(Array(remote[0..<2]), cursor: "c2")
+        // The third event is new, the two after it known: the last row is the third one's.
+        let page = try await store.applyConfirmed([remote[2], remote[0], remote[1]], cursor: "c3")
+        #expect(page.inserted == 1 && page.alreadyKnown == 2)
+        let (last, issued) = try await store.database.writer.read { db in
+            (
+                try Int64.fetchOne(db, sql: "SELECT max(position) FROM events"),
+                try EventStore.lastPosition(db)
+            )
+        }
+        #expect(last == 3 && issued == 3)
+        // A page of known events only changes nothing.
+        try await store.applyConfirmed(remote, cursor: "c3")
+        let next = try await store.append([title("note:3", "local")])
+        #expect(next[0].position == 4)
+    }
 }
