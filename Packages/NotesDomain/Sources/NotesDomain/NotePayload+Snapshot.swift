@@ -110,10 +110,18 @@ extension NoteState {
     /// - Returns: whether anything was dropped.
     @discardableResult
     public mutating func compactStable() -> Bool {
+        compactStable(through: self)
+    }
+
+    /// `compactStable()` for a state that also holds later operations: drops the tombstones of the operations
+    /// `stable` holds only (a state of the same note at or below the stable point, which this one includes).
+    /// - Returns: whether anything was dropped.
+    @discardableResult
+    public mutating func compactStable(through stable: NoteState) -> Bool {
         let before = binaryEncoded.count
-        body.compact(stableAt: body.version.versionVector)
-        checklist.compact(stableAt: checklist.version.versionVector)
-        tags.compact(stableAt: tags.context.versionVector)
+        body.compact(stableAt: stable.body.version.versionVector)
+        checklist.compact(stableAt: stable.checklist.version.versionVector)
+        tags.compact(stableAt: stable.tags.context.versionVector)
         let items = Set(checklist.elements)
         itemText = itemText.filter { items.contains($0.key) }
         itemDone = itemDone.filter { items.contains($0.key) }

@@ -230,7 +230,8 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
 
     /// The snapshot state of each note of `streams` (its copy in `notes_snapshot`, or its row when unchanged
     /// since the snapshot, or none) takes `events`; the row is marked changed, so that it keeps its current
-    /// state and a restore returns to the new copy. A stable fold purges the copy (a deleted note has none).
+    /// state and a restore returns to the new copy. A stable fold purges the copy (a deleted note has none),
+    /// and the row of the tombstones of the folded operations (`NoteState.compactStable(through:)`).
     public func foldIntoSnapshot(_ events: [StoredEvent], streams: Set<String>, stable: Bool, in db: Database) throws {
         let keys = streams.compactMap { NoteID($0) }.sorted()
         guard !keys.isEmpty else { return }
@@ -248,12 +249,23 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
             notes.add(note)
         }
         notes.apply(events)
+        let current = try db.cachedStatement(sql: "SELECT state FROM notes WHERE id = ?")
+        let compact = try db.cachedStatement(sql: "UPDATE notes SET state = ? WHERE id = ?")
         let insert = try NotesRowInsert(snapshotOf: db)
         defer { insert.finish() }
         for note in notes.notes {
             // The row's copy-on-write trigger copies the old snapshot state first; the new one replaces it.
             try markChanged.execute(arguments: [note.id])
             if stable {
+                // The row drops what the fold drops too (the tombstones of the folded operations), keeping
+                // what its later operations need: what it shows does not change.
+                if let row = try Row.fetchOne(current, arguments: [note.id]) {
+                    var state = try NotesWorkingSet.state(row, 0)
+                    if state.compactStable(through: note.state) {
+                        try compact.execute(arguments: [Data(state.binaryEncoded), note.id])
+                        cache.clear()
+                    }
+                }
                 _ = note.state.compactStable()
                 if note.state.deleted.value ?? false {
                     try dropCopy.execute(arguments: [note.id])

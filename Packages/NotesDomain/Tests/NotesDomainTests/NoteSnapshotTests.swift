@@ -189,4 +189,31 @@ extension NoteSnapshotTests {
             }
         }
     }
+
+    /// A note's current state, which holds operations past the stable point too, drops the tombstones of the
+    /// operations a stable fold holds (what a device's prune does to a note it cannot replace by its fold):
+    /// it shows the same, stays decodable, later events apply on top, and it still ends where the whole
+    /// history does.
+    @Test(arguments: [41, 42, 43] as [UInt64])
+    func aCurrentStateDropsWhatItsStableFoldDrops(seed: UInt64) throws {
+        let log = Self.history(seed: seed, events: 260)
+        var random = SplitMix64(seed: seed)
+        var dropped = 0
+        for _ in 0..<8 {
+            let stable = (1...log.count).filter { Self.isStable(log, at: $0) }
+            let fold = stable.randomElement(using: &random)!
+            let now = Int.random(in: fold...log.count, using: &random)
+            let folded = Self.replay(log[..<fold])
+            var current = Self.replay(log[..<now])
+            let before = current.view
+            let size = current.binaryEncoded.count
+            if current.compactStable(through: folded) { dropped += 1 }
+            #expect(current.view == before, "seed \(seed) fold \(fold) now \(now)")
+            #expect(current.binaryEncoded.count <= size)
+            let decoded = try NoteState(binaryEncoded: current.binaryEncoded)
+            let rest = Self.replay(log[now...], onto: decoded)
+            #expect(rest.view == Self.replay(log).view, "later events apply on top")
+        }
+        #expect(dropped > 0, "some fold dropped something")
+    }
 }

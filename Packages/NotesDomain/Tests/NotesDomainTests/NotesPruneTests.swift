@@ -195,4 +195,50 @@ import Testing
         // The same prune again finds nothing to fold.
         #expect(try await b.store.prune(stablePoints: ["team-1": stable], eventsPerStep: 3).foldedEvents == 0)
     }
+
+    struct StoppedPrune: Error {}
+
+    /// A device that stops between two steps of a prune (the process killed) reopens with the same notes,
+    /// rebuilds them from what the steps left, and a second prune finishes the work.
+    @Test func aPruneStoppedBetweenStepsLeavesAConsistentStoreAndResumes() async throws {
+        let directory = try TemporaryDirectory()
+        let (a, b) = try NotesClientTests.pair(directory)
+        var ids: [NoteID] = []
+        for index in 0..<12 {
+            let id = try await a.create(scope: "team-1", title: "note \(index)", body: "draft \(index)")
+            try await a.setBody(id, "second draft of \(index)")
+            ids.append(id)
+        }
+        try await a.delete(ids[11])
+        var seq: Int64 = 0
+        try await NotesClientTests.exchange(a, b, seq: &seq)
+        let stable = seq
+        try await b.setTitle(ids[0], "pending on b")
+        let before = try await b.exportState()
+        let path = b.store.database.path
+
+        await #expect(throws: StoppedPrune.self) {
+            try await EventStore.$pruneStepFault.withValue({ committed in
+                if committed == 3 { throw StoppedPrune() }
+            }) {
+                _ = try await b.store.prune(stablePoints: ["team-1": stable], eventsPerStep: 4)
+            }
+        }
+        let reopened = try NotesClient.open(path: path)
+        #expect(try await reopened.exportState() == before)
+        let (left, total) = try await reopened.store.database.writer.read { db in
+            (
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE seq <= ?", arguments: [stable]) ?? 0,
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM events") ?? 0
+            )
+        }
+        #expect(left > 0 && left < stable, "some steps were done, not all")
+        try await reopened.store.rebuildAll()
+        #expect(try await reopened.exportState() == before)
+        let report = try await reopened.store.prune(stablePoints: ["team-1": stable], eventsPerStep: 4)
+        #expect(report.foldedEvents == left)
+        #expect(try await reopened.store.counts()[.confirmed] == 0 && total - left == 1)
+        try await reopened.store.rebuildAll()
+        #expect(try await reopened.exportState() == before)
+    }
 }

@@ -63,9 +63,10 @@ public final class SyncEngine: Sendable {
         /// whose operations refer to elements (sequences) supplies its own (the Notes app's `NotesRebaser`).
         public var rebaser: any EventRebaser = KeepPendingRebaser()
         /// The local log's size past which a successful sync prunes it at the stable points the server sent
-        /// (`compact()`): confirmed events held. Pruning rebuilds every projection, so it is kept rare: after a
-        /// prune the log holds only what the replicas have not all seen, and the next one waits for this many
-        /// again. Nil: only `compact()` prunes.
+        /// (`compact()`): confirmed events held. A prune goes in steps of whole streams (local writes wait for
+        /// one step at most, see `EventStore.prune`), but each step has a fixed cost, so prunes are kept
+        /// rare: after one the log holds only what the replicas have not all seen, and the next waits for
+        /// this many again. Nil: only `compact()` prunes.
         public var autoCompactAfter: Int? = 50_000
         /// Called after each round trip's answer is applied, with what it did and where its time went (for
         /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.

@@ -58,8 +58,15 @@ extension EventStore {
         return EventPruneReport(foldedEvents: folded, pagesFreed: pages)
     }
 
+    /// Test hook for crash tests: when set, a stepped stable prune calls it with the number of steps
+    /// committed so far, after each one; an error it throws stops the prune there, as a crash between two
+    /// steps would. Never set it in an app.
+    @TaskLocal public static var pruneStepFault: (@Sendable (Int) throws -> Void)?
+
     /// A stable prune in steps (see `prune`); returns the events folded.
     func pruneStable(_ points: [Scope: Int64], step: Int) async throws -> Int {
+        let fault = Self.pruneStepFault
+        var committed = 0
         var folded = 0
         for (scope, stable) in points.sorted(by: { $0.key < $1.key }) {
             var (steps, live) = try await database.writer.read { db in
@@ -72,6 +79,8 @@ extension EventStore {
                 }
                 folded += count
                 live = seen
+                committed += 1
+                try fault?(committed)
             }
         }
         return folded
