@@ -285,7 +285,6 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
     /// others' states (`NoteState.compactStable`).
     static func purgeStable(filter: String, _ arguments: StatementArguments, _ db: Database) throws {
         try db.execute(sql: "DELETE FROM notes WHERE deleted = 1\(filter)", arguments: arguments)
-        let update = try db.cachedStatement(sql: "UPDATE notes SET state = ? WHERE id = ?")
         let rows = try Row.fetchCursor(db, sql: "SELECT id, state FROM notes WHERE 1\(filter)", arguments: arguments)
         var compacted: [(String, Data)] = []
         while let row = try rows.next() {
@@ -293,7 +292,20 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
             var state = try NoteState(stored: [UInt8](data))
             if state.compactStable() { compacted.append((row[0], Data(state.binaryEncoded))) }
         }
-        for (id, state) in compacted { try update.execute(arguments: [state, id]) }
+        // Each compacted note moves to the end of the table (deleted, then inserted again with a new rowid)
+        // instead of shrinking in place: shrunk rows left a third of the pages they were on unused, while the
+        // pages a move empties go back to the file at the next incremental vacuum.
+        let read = try db.cachedStatement(sql: "SELECT \(Self.columns), changed FROM notes WHERE id = ?")
+        let delete = try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?")
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO notes (\(Self.columns), changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        for (id, state) in compacted {
+            guard let row = try Row.fetchOne(read, arguments: [id]) else { continue }
+            var values = Array(row.databaseValues)
+            values[10] = state.databaseValue
+            try delete.execute(arguments: [id])
+            try insert.execute(arguments: StatementArguments(values))
+        }
     }
 
     /// Deleted notes: a stable fold purges them, and no edit can follow a delete every replica has seen.
