@@ -268,7 +268,6 @@ extension EventStore {
         var forget = retired
         let remaining = try String.fetchCursor(db, sql: "SELECT DISTINCT stream FROM events")
         while let stream = try remaining.next() { forget.remove(stream) }
-        let delete = try db.makeStatement(sql: "DELETE FROM streams WHERE stream = ?")
-        for stream in forget { try delete.execute(arguments: [stream]) }
+        try Self.forget(forget, db)
     }
 }
