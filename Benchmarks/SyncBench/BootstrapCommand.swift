@@ -42,7 +42,12 @@ struct BootstrapCommand: AsyncParsableCommand {
     @Option(help: "The device's first page size.") var pageSize: Int = SyncEngine.Configuration().pageSize
     @Option(help: "The device's smallest page size.") var minPageSize: Int = SyncEngine.Configuration().minPageSize
     @Option(help: "The device's largest page size.") var maxPageSize: Int = SyncEngine.Configuration().maxPageSize
-    @Option(help: "Milliseconds one page's apply may hold the store's write lock.")
+    @Option(
+        help:
+            "Events between the cursors the device asks for inside each page, so it applies a long page in several transactions (0: none, one transaction per page)."
+    )
+    var markEvery: Int = SyncEngine.Configuration().markEvery
+    @Option(help: "Milliseconds one transaction applying pulled events may hold the store's write lock.")
     var applyBudget: Double =
         Double(SyncEngine.Configuration().applyBudget.components.attoseconds) / 1e15
         + Double(SyncEngine.Configuration().applyBudget.components.seconds) * 1000
@@ -153,6 +158,7 @@ struct BootstrapCommand: AsyncParsableCommand {
         configuration.pageSize = pageSize
         configuration.minPageSize = minPageSize
         configuration.maxPageSize = maxPageSize
+        configuration.markEvery = markEvery
         configuration.applyBudget = .microseconds(Int64(applyBudget * 1000))
         configuration.projectionLag = .milliseconds(Int64(projectionLag * 1000))
         configuration.onRound = { round in rounds.withLock { $0.append((ContinuousClock.now, round)) } }
@@ -177,7 +183,7 @@ struct BootstrapCommand: AsyncParsableCommand {
             waitSeconds: log.reduce(0) { $0 + Self.seconds($1.round.waited) },
             roundTripSeconds: log.reduce(0) { $0 + Self.seconds($1.round.roundTrip) },
             largestPage: log.map(\.round.pageLimit).max() ?? 0,
-            longestApplyMilliseconds: log.map { Self.seconds($0.round.apply) * 1000 }.max() ?? 0,
+            longestApplyMilliseconds: log.map { Self.seconds($0.round.longestTransaction) * 1000 }.max() ?? 0,
             tenths: Self.tenths(log.map { ($0.at, $0.round.inserted) }, start: started, total: applied),
             edits: latencies.count,
             editP50Milliseconds: PushCommand.percentile(latencies, 0.50),
@@ -289,7 +295,8 @@ struct BootstrapCommand: AsyncParsableCommand {
             applySeconds: log2.reduce(0) { $0 + Self.seconds($1.apply) },
             waitSeconds: log2.reduce(0) { $0 + Self.seconds($1.waited) },
             largestBatch: log2.map(\.pushed).max() ?? 0,
-            longestApplyMilliseconds: log2.map { Self.seconds($0.apply) * 1000 }.max() ?? 0, edits: latencies.count,
+            longestApplyMilliseconds: log2.map { Self.seconds($0.longestTransaction) * 1000 }.max() ?? 0,
+            edits: latencies.count,
             editP99Milliseconds: PushCommand.percentile(latencies, 0.99), editMaxMilliseconds: latencies.max() ?? 0)
     }
 
@@ -475,7 +482,7 @@ struct BootstrapReport: Codable, Sendable {
                 + String(format: " (last / first %.2f)", flatness),
             String(
                 format:
-                    "  time: applying %.2f s (%.0f%%; pages %.2f s, buffered projection writes %.2f s), waiting for the server and the wire %.2f s (%.0f%%); round trips %.2f s; longest apply %.1f ms",
+                    "  time: applying %.2f s (%.0f%%; pages %.2f s, buffered projection writes %.2f s), waiting for the server and the wire %.2f s (%.0f%%); round trips %.2f s; longest transaction %.1f ms",
                 device.applySeconds + device.flushSeconds,
                 100 * (device.applySeconds + device.flushSeconds) / max(device.seconds, 1e-9), device.applySeconds,
                 device.flushSeconds, device.waitSeconds,

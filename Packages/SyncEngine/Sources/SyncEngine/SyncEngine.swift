@@ -16,14 +16,23 @@ public final class SyncEngine: Sendable {
     public struct Configuration: Sendable {
         /// Scopes to pull; nil pulls every scope in the token.
         public var scopes: [Scope]?
-        /// Events per pulled page at the start of a cycle. While pages come back full and applying one takes
-        /// less than half of `applyBudget`, the next page asks for twice as many, up to `maxPageSize`; a page
-        /// that takes longer than `applyBudget` to apply halves it, down to `minPageSize`.
+        /// Events per pulled page at the start of a cycle, and per local transaction that applies one. While
+        /// pages come back full, the next page asks for twice as many, up to `maxPageSize`. A server that
+        /// answers `marks` (see `markEvery`) lets the engine apply a page in several transactions, so a page
+        /// then grows whatever applying it takes, and the transactions are sized instead: twice as many
+        /// events while one takes less than half of `applyBudget`, half as many when one takes more, down to
+        /// `minPageSize`. Without marks the page itself is sized that way.
         public var pageSize = 500
         /// The smallest page the engine shrinks to.
         public var minPageSize = 100
         /// The largest page the engine asks for (the protocol's maximum is 5,000).
         public var maxPageSize = 5_000
+        /// Events between the cursors the engine asks for inside each page (`SyncRequest.markEvery`): a
+        /// transaction of a long page ends at one of them and stores it as the cursor, so a crash between two
+        /// resumes exactly there. Long pages cost less per event on both sides (measured: a fresh device
+        /// pulling 400,000 events, 5,000-event pages against pages sized by `applyBudget`) while local writes
+        /// still wait for one short transaction at most. 0 asks for none.
+        public var markEvery = 100
         /// How long applying one page may hold the store's write lock. Local writes wait for it: it bounds
         /// the latency an edit sees while a long pull (a new device, a week offline) runs.
         public var applyBudget: Duration = .milliseconds(12)
@@ -197,6 +206,8 @@ public final class SyncEngine: Sendable {
         /// Whether to ask the server to leave this replica's own events out of the page: it holds them all,
         /// unless it is bootstrapping after a reset.
         var excludeOwn = false
+        /// The `markEvery` the request asks for (nil: none).
+        var markEvery: Int? = nil
 
         var lastPosition: Int64 { batch.last?.position ?? after }
     }
@@ -213,6 +224,8 @@ public final class SyncEngine: Sendable {
     /// - Returns: whether it ended with the outbox pushed and nothing more to pull (not at its bound on rounds).
     private func cycle(flushLimit: inout Int) async throws(SyncFailure) -> Bool {
         var limit = max(1, configuration.pageSize)
+        // Events per transaction, when the server marks its pages.
+        var chunk = limit
         var bufferedSince: ContinuousClock.Instant? = nil
         let pushing = try await !local { try await self.store.isBootstrapping() }
         var plan = try await makePlan(after: 0, cursor: nil, fromStore: true, limit: limit, pushing: pushing)
@@ -237,18 +250,26 @@ public final class SyncEngine: Sendable {
                     reason: "the server answered \(response.results.count) results for \(plan.batch.count) events",
                     retryAfter: nil)
             }
-            limit = nextPageSize(
-                after: limit, full: response.hasMore && response.events.count >= plan.limit,
-                lastApply: lastApply)
+            // A marked page is applied in transactions sized on their own: the page grows while full.
+            let marked = plan.markEvery != nil && response.marks != nil
+            let full = response.hasMore && response.events.count >= plan.limit
+            limit =
+                marked
+                ? (full ? min(max(configuration.pageSize, configuration.maxPageSize), limit * 2) : limit)
+                : nextPageSize(after: limit, full: full, lastApply: lastApply)
             let next = try await upcoming.value.get().plan(
-                after: plan.lastPosition, cursor: response.cursor, limit: limit, excludeOwn: pushing)
+                after: plan.lastPosition, cursor: response.cursor, limit: limit, excludeOwn: pushing,
+                markEvery: markEvery(for: limit))
             let more = !next.batch.isEmpty || response.hasMore
             if more { fetch = send(next) }
             // More pages follow: projections may keep this one in memory (see `projectionLag`).
             let deferring = configuration.projectionLag > .zero && response.hasMore
             let applyStart = ContinuousClock.now
-            let outcome = try await apply(response, pushed: plan.batch, deferProjections: deferring)
-            lastApply = ContinuousClock.now - applyStart
+            let applied = try await apply(
+                response, pushed: plan.batch, markEvery: marked ? plan.markEvery : nil, chunk: &chunk,
+                deferProjections: deferring)
+            let outcome = applied.outcome
+            lastApply = applied.longest
             var flushed = Duration.zero
             if store.hasBufferedProjections() {
                 let since = bufferedSince ?? applyStart
@@ -270,9 +291,10 @@ public final class SyncEngine: Sendable {
                 SyncRound(
                     pushed: plan.batch.count, acknowledged: outcome.acknowledged, rejected: outcome.rolledBack.count,
                     pulled: response.events.count, inserted: outcome.pulled.inserted, pageLimit: plan.limit,
-                    hasMore: response.hasMore, roundTrip: roundTrip, waited: waited, apply: lastApply ?? .zero,
-                    traffic: exchange.traffic, flush: flushed, remaining: response.remaining,
-                    events: response.events))
+                    hasMore: response.hasMore, roundTrip: roundTrip, waited: waited,
+                    apply: ContinuousClock.now - applyStart - flushed, traffic: exchange.traffic, flush: flushed,
+                    remaining: response.remaining, events: response.events, transactions: applied.transactions,
+                    longestTransaction: applied.longest))
             if !more { return true }
             plan = next
         }
@@ -307,11 +329,17 @@ public final class SyncEngine: Sendable {
     private func nextPageSize(after limit: Int, full: Bool, lastApply: Duration?) -> Int {
         // Nothing applied yet in this cycle: no measure to decide on.
         guard let lastApply else { return limit }
+        return resized(limit, full: full, took: lastApply)
+    }
+
+    /// `size` doubled (up to `maxPageSize`) when it was `full` and took less than half of `applyBudget`,
+    /// halved (down to `minPageSize`) when it took more than the budget.
+    private func resized(_ size: Int, full: Bool, took: Duration) -> Int {
         let floor = max(1, min(configuration.minPageSize, configuration.pageSize))
         let ceiling = max(configuration.pageSize, configuration.maxPageSize)
-        if lastApply > configuration.applyBudget { return max(floor, limit / 2) }
-        if full && lastApply * 2 < configuration.applyBudget { return min(ceiling, limit * 2) }
-        return limit
+        if took > configuration.applyBudget { return max(floor, size / 2) }
+        if full && took * 2 < configuration.applyBudget { return min(ceiling, size * 2) }
+        return size
     }
 
     /// The next request: pending events after `after` (cut by the push policy) and the cursor to pull from
@@ -321,7 +349,13 @@ public final class SyncEngine: Sendable {
     {
         let outbox = try await readOutboxNow(after: after, pushing: pushing)
         return outbox.plan(
-            after: after, cursor: fromStore ? outbox.storedCursor : cursor, limit: limit, excludeOwn: pushing)
+            after: after, cursor: fromStore ? outbox.storedCursor : cursor, limit: limit, excludeOwn: pushing,
+            markEvery: markEvery(for: limit))
+    }
+
+    /// The `markEvery` a request for pages of `limit` events asks for: none when a page fits between two.
+    private func markEvery(for limit: Int) -> Int? {
+        configuration.markEvery > 0 && limit > configuration.markEvery ? configuration.markEvery : nil
     }
 
     /// What a request takes from the store: the next batch of the outbox, the stored cursor and the
@@ -331,10 +365,10 @@ public final class SyncEngine: Sendable {
         var storedCursor: String?
         var acknowledged: String?
 
-        func plan(after: Int64, cursor: String?, limit: Int, excludeOwn: Bool) -> Plan {
+        func plan(after: Int64, cursor: String?, limit: Int, excludeOwn: Bool, markEvery: Int?) -> Plan {
             Plan(
                 batch: batch, after: after, cursor: cursor, limit: limit, acknowledged: acknowledged,
-                excludeOwn: excludeOwn)
+                excludeOwn: excludeOwn, markEvery: markEvery)
         }
     }
 
@@ -370,7 +404,8 @@ public final class SyncEngine: Sendable {
     private func send(_ plan: Plan) -> Task<Result<(TransportExchange, Duration), SyncFailure>, Never> {
         let request = SyncRequest(
             replica: store.replica, events: plan.batch.map(\.event), cursor: plan.cursor, scopes: configuration.scopes,
-            limit: plan.limit, acknowledged: plan.acknowledged, excludeOwn: plan.excludeOwn ? true : nil)
+            limit: plan.limit, acknowledged: plan.acknowledged, excludeOwn: plan.excludeOwn ? true : nil,
+            markEvery: plan.markEvery)
         let transport = transport
         return Task {
             let start = ContinuousClock.now
@@ -383,9 +418,23 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private func apply(_ response: SyncResponse, pushed batch: [StoredEvent], deferProjections: Bool)
-        async throws(SyncFailure) -> EventStore.SyncResponseOutcome
-    {
+    /// What applying one answer did, in one transaction or several.
+    struct Applied: Sendable {
+        var outcome: EventStore.SyncResponseOutcome
+        var transactions: Int
+        /// The longest of its transactions: what a local write waited for at most.
+        var longest: Duration
+    }
+
+    /// Applies one answer. Unmarked (`markEvery` nil), in one transaction. Marked, in transactions of about
+    /// `chunk` events each, each ending at one of the answer's marks and storing it as the cursor (the last
+    /// one the answer's own cursor): the acknowledgements and rejections go with the first, and a crash
+    /// between two leaves the store at the end of one, which is where the next cycle pulls from. `chunk`
+    /// adapts to `applyBudget` as it goes.
+    private func apply(
+        _ response: SyncResponse, pushed batch: [StoredEvent], markEvery: Int?, chunk: inout Int,
+        deferProjections: Bool
+    ) async throws(SyncFailure) -> Applied {
         var acknowledged: [EventID: Int64] = [:]
         var rejections: [EventID: StoredEvent.Rejection] = [:]
         for result in response.results {
@@ -397,19 +446,56 @@ public final class SyncEngine: Sendable {
                     code: result.code?.rawValue ?? "rejected", message: result.message ?? "")
             }
         }
-        // One transaction for the whole answer, its journal entries included: a crash leaves the store as it
-        // was before it or with all of it.
-        let journal = journal
-        let pushed = !batch.isEmpty
-        let pulledAny = !response.events.isEmpty
-        return try await local { [acknowledged, rejections] in
-            try await self.store.applySyncResponse(
-                acknowledged: acknowledged, rejected: rejections, pulled: response.events, cursor: response.cursor,
-                deferProjections: deferProjections
-            ) { outcome, db in
-                journal.write(Self.journalEntries(outcome, pushed: pushed, pulled: pulledAny), in: db)
+        let events = response.events
+        let marks = response.marks ?? []
+        var applied = Applied(outcome: .init(), transactions: 0, longest: .zero)
+        var start = 0
+        repeat {
+            // The first mark at or past `chunk` more events, or the page's end.
+            var end = events.count
+            var cursor = response.cursor
+            if let markEvery, markEvery > 0, start + max(1, chunk) < events.count {
+                let index = (start + max(1, chunk) + markEvery - 1) / markEvery
+                if index <= marks.count {
+                    end = index * markEvery
+                    cursor = marks[index - 1]
+                }
             }
-        }
+            let first = start == 0
+            let last = end == events.count
+            // Its journal entries in the same transaction: what was pushed with the first, the pull with the
+            // last (counted over the whole answer).
+            let journal = journal
+            let pushed = first && !batch.isEmpty
+            let before = applied.outcome.pulled
+            let pulledAny = last && !events.isEmpty
+            let part = Array(events[start..<end])
+            let started = ContinuousClock.now
+            let outcome = try await local {
+                [acknowledged = first ? acknowledged : [:], rejections = first ? rejections : [:], cursor] in
+                try await self.store.applySyncResponse(
+                    acknowledged: acknowledged, rejected: rejections, pulled: part, cursor: cursor,
+                    deferProjections: last ? deferProjections : self.configuration.projectionLag > .zero
+                ) { outcome, db in
+                    var total = outcome
+                    total.pulled.inserted += before.inserted
+                    total.pulled.confirmedLocal += before.confirmedLocal
+                    total.pulled.alreadyKnown += before.alreadyKnown
+                    journal.write(Self.journalEntries(total, pushed: pushed, pulled: pulledAny), in: db)
+                }
+            }
+            let took = ContinuousClock.now - started
+            if markEvery != nil { chunk = resized(chunk, full: end - start >= chunk, took: took) }
+            applied.transactions += 1
+            applied.longest = max(applied.longest, took)
+            applied.outcome.acknowledged += outcome.acknowledged
+            applied.outcome.rolledBack += outcome.rolledBack
+            applied.outcome.pulled.inserted += outcome.pulled.inserted
+            applied.outcome.pulled.confirmedLocal += outcome.pulled.confirmedLocal
+            applied.outcome.pulled.alreadyKnown += outcome.pulled.alreadyKnown
+            start = end
+        } while start < events.count
+        return applied
     }
 
     /// The journal's entries for one applied answer.
@@ -656,7 +742,10 @@ public final class SyncEngine: Sendable {
             stable: page.stable)
         let start = ContinuousClock.now
         do {
-            let outcome = try await apply(response, pushed: [], deferProjections: false)
+            var chunk = events.count
+            let outcome = try await apply(
+                response, pushed: [], markEvery: nil, chunk: &chunk, deferProjections: false
+            ).outcome
             let applied = ContinuousClock.now - start
             await updateStatus {
                 $0.remainingToPull = page.remaining

@@ -28,8 +28,12 @@ public struct SyncRound: Sendable, Hashable {
     public var roundTrip: Duration
     /// How long the engine waited for this answer after it was ready for it.
     public var waited: Duration
-    /// The local transaction that applied the answer.
+    /// Applying the answer: its local transactions, one or several (see `SyncEngine.Configuration.markEvery`).
     public var apply: Duration
+    /// How many local transactions applied the answer.
+    public var transactions: Int
+    /// The longest of them: what a local write waited for at most.
+    public var longestTransaction: Duration
     /// Writing projection records buffered during the pull after this answer (zero when the engine did
     /// not flush after it; see `SyncEngine.Configuration.projectionLag`), in transactions of their own.
     public var flush: Duration
@@ -42,8 +46,10 @@ public struct SyncRound: Sendable, Hashable {
     public init(
         pushed: Int, acknowledged: Int, rejected: Int, pulled: Int, inserted: Int, pageLimit: Int, hasMore: Bool,
         roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic, flush: Duration = .zero,
-        remaining: Int? = nil, events: [Event] = []
+        remaining: Int? = nil, events: [Event] = [], transactions: Int = 1, longestTransaction: Duration? = nil
     ) {
+        self.transactions = transactions
+        self.longestTransaction = longestTransaction ?? apply
         self.events = events
         self.remaining = remaining
         self.pushed = pushed

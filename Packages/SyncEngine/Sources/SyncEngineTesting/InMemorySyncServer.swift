@@ -43,14 +43,22 @@ public actor InMemorySyncServer {
             exclude: request.excludeOwn == true ? request.replica : nil)
         return SyncResponse(
             results: results, events: page.events, cursor: page.cursor, hasMore: page.hasMore,
-            remaining: page.remaining)
+            remaining: page.remaining,
+            marks: request.markEvery.map { Self.marks(page.events, after: cursor, every: $0) })
     }
 
     /// Handles one `GET /v1/pull` read. It never waits: `InMemoryTransport.pull` waits by reading again.
     public func pull(_ request: PullRequest, pageSize: Int = 500) -> PullResponse {
         requestCount += 1
-        return read(
+        var page = read(
             after: request.cursor, scopes: request.scopes, limit: request.limit ?? pageSize, exclude: request.exclude)
+        page.marks = request.markEvery.map { Self.marks(page.events, after: request.cursor, every: $0) }
+        return page
+    }
+
+    /// The cursors partway through a page, as the server answers them (`PullResponse.marks`).
+    private static func marks(_ events: [Event], after cursor: ScopeCursor, every: Int) -> [String] {
+        cursor.marks(through: events.map { (scope: $0.scope, seq: $0.seq ?? 0) }, every: every)
     }
 
     /// The page after `cursor`, as the server pages.

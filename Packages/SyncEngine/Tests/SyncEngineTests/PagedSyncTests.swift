@@ -125,6 +125,77 @@ import Testing
         #expect(await server.events(in: "team-1").count == 162, "\(crash): nothing pushed twice")
     }
 
+    /// A device that asks for marks every 3 events and whose transactions shrink to the first mark past 2
+    /// events (no transaction fits a zero budget), while its pages grow to 64 events: each answer is applied
+    /// in several transactions.
+    static func markedDevice(
+        _ directory: TemporaryDirectory, _ name: String, server: InMemorySyncServer,
+        onRound: (@Sendable (SyncRound) -> Void)? = nil
+    ) throws -> Replica {
+        let store = try EventStore(path: directory.path("\(name).sqlite"), projections: [TitleProjection()])
+        let transport = InMemoryTransport(server: server)
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = 8
+        configuration.minPageSize = 2
+        configuration.maxPageSize = 64
+        configuration.markEvery = 3
+        configuration.applyBudget = .zero
+        configuration.batch = PushBatchPolicy(maxEvents: 5)
+        configuration.onRound = onRound
+        return Replica(
+            store: store, transport: transport,
+            engine: try SyncEngine(store: store, transport: transport, configuration: configuration))
+    }
+
+    /// A crash between two transactions of one answer, or inside one (at each step), leaves the store at the
+    /// end of the last transaction that committed, the cursor at its mark: reopened and synced, the device is
+    /// exactly where one that never crashed is, with nothing pushed twice.
+    @Test(
+        arguments: [1, 4, 9].flatMap { transaction in EventStore.SyncResponseStep.allCases.map { (transaction, $0) } })
+    func aCrashBetweenTheTransactionsOfAMarkedPageResumesExactly(transaction: Int, step: EventStore.SyncResponseStep)
+        async throws
+    {
+        let directory = try TemporaryDirectory()
+        let (server, device) = try await Self.scenario(directory)
+        try device.store.database.writer.close()
+        let copy = try DatabaseQueue(path: directory.path("reference.sqlite"))
+        try DatabaseQueue(path: directory.path("device.sqlite")).backup(to: copy)
+        try copy.close()
+        let rounds = Mutex<[SyncRound]>([])
+        let reference = try Self.markedDevice(directory, "reference", server: server) { round in
+            rounds.withLock { $0.append(round) }
+        }
+        try await reference.engine.syncNow()
+        let expected = try await StoreState.read(reference.store, directory)
+        #expect(expected.counts == [.pending: 0, .confirmed: 162, .rejected: 0])
+        let log = rounds.withLock { $0 }
+        #expect(log.contains { $0.transactions > 1 }, "answers were applied in several transactions")
+        #expect(log.map(\.pageLimit).max() == 64)
+        #expect(log.reduce(0) { $0 + $1.inserted } == 150)
+
+        let marked = try Self.markedDevice(directory, "device", server: server)
+        let transactions = Mutex(0)
+        await EventStore.$syncResponseFault.withValue({ reached in
+            let current = transactions.withLock { count in
+                if reached == .acknowledged { count += 1 }
+                return count
+            }
+            if current == transaction && reached == step { throw SyncResponseCrashTests.InjectedCrash(step: step) }
+        }) {
+            await #expect(throws: SyncFailure.self) { try await marked.engine.syncNow() }
+        }
+        try marked.store.database.writer.close()
+        let reopened = try Self.markedDevice(directory, "device", server: server)
+        let resumed = try await StoreState.read(reopened.store, directory)
+        #expect(resumed.counts[.confirmed]! < 162, "the crash stopped the pull part way")
+
+        try await reopened.engine.syncNow()
+        var after = try await StoreState.read(reopened.store, directory)
+        after.hlc = expected.hlc
+        #expect(after == expected, "transaction \(transaction) crashed at \(step), reopened and synced")
+        #expect(await server.events(in: "team-1").count == 162, "nothing pushed twice")
+    }
+
     @Test func theNextRequestTravelsWhileAnAnswerIsApplied() async throws {
         let directory = try TemporaryDirectory()
         let server = try await Self.server(holding: 100, directory)

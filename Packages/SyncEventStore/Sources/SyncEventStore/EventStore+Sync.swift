@@ -11,6 +11,12 @@ extension EventStore {
         public var confirmedLocal: Int
         /// Events already confirmed here (a repeated page).
         public var alreadyKnown: Int
+
+        public init(inserted: Int = 0, confirmedLocal: Int = 0, alreadyKnown: Int = 0) {
+            self.inserted = inserted
+            self.confirmedLocal = confirmedLocal
+            self.alreadyKnown = alreadyKnown
+        }
     }
 
     /// What `applySyncResponse` did with one answer of the server.
@@ -22,6 +28,12 @@ extension EventStore {
         public var rolledBack: [StoredEvent]
         /// What the pulled page did (what `applyConfirmed` returns).
         public var pulled: ConfirmedPageResult
+
+        public init(acknowledged: Int = 0, rolledBack: [StoredEvent] = [], pulled: ConfirmedPageResult = .init()) {
+            self.acknowledged = acknowledged
+            self.rolledBack = rolledBack
+            self.pulled = pulled
+        }
     }
 
     /// Applies one answer of the server — acknowledgements of pushed events, rejections, the pulled page and

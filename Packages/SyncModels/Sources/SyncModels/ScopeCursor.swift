@@ -22,6 +22,24 @@ public struct ScopeCursor: Hashable, Sendable {
         if seq > self[scope] { positions[scope] = seq }
     }
 
+    /// The cursors partway through a page that was read after this cursor (`marks` of a pull or sync
+    /// answer): the i-th is where the page would have ended after its first `(i + 1) * every` events, each
+    /// scope at the last `seq` of those events (the page's events in order, as `(scope, seq)`). None for the
+    /// page's end, whose cursor the answer carries. Storing a mark and pulling from it later reads exactly the
+    /// events after those: none skipped, none twice.
+    public func marks(through events: [(scope: Scope, seq: Int64)], every: Int) -> [String] {
+        guard every > 0, events.count > every else { return [] }
+        var cursor = self
+        var marks: [String] = []
+        marks.reserveCapacity((events.count - 1) / every)
+        for (index, event) in events.enumerated() {
+            cursor.advance(event.scope, to: event.seq)
+            let count = index + 1
+            if count % every == 0 && count < events.count { marks.append(cursor.encoded) }
+        }
+        return marks
+    }
+
     /// The opaque string form; the empty cursor encodes to "".
     public var encoded: String {
         if positions.isEmpty { return "" }

@@ -212,9 +212,14 @@ private struct BodyDecoder {
         var limit: Int?
         var acknowledged: String?
         var excludeOwn: Bool?
+        var markEvery: Int?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "replica": replica = try decoder.replica(&reader, "replica")
+            case "markEvery":
+                markEvery = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    Int(try decoder.int64(&reader, "markEvery"))
+                }
             case "excludeOwn":
                 excludeOwn = try decoder.optional(&reader) { decoder, reader throws(Bail) in
                     try decoder.bool(&reader, "excludeOwn")
@@ -248,7 +253,7 @@ private struct BodyDecoder {
         guard let events else { throw missing("events") }
         return SyncRequest(
             replica: replica, events: events, cursor: cursor, scopes: scopes, limit: limit, acknowledged: acknowledged,
-            excludeOwn: excludeOwn)
+            excludeOwn: excludeOwn, markEvery: markEvery)
     }
 
     /// `{"scope": seq, …}`.
@@ -261,14 +266,25 @@ private struct BodyDecoder {
         return points
     }
 
+    /// `["<cursor>", …]`.
+    mutating func marks(_ reader: inout JSONReader) throws(Bail) -> [String] {
+        var marks: [String] = []
+        try array(&reader, "marks") { decoder, reader, index throws(Bail) in
+            marks.append(try decoder.string(&reader, "marks[\(index)]"))
+        }
+        return marks
+    }
+
     mutating func pullResponse(_ reader: inout JSONReader) throws(Bail) -> PullResponse {
         var events: [Event]?
         var cursor: String?
         var hasMore: Bool?
         var remaining: Int64?
         var stable: [String: Int64]?
+        var marks: [String]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
+            case "marks": marks = try decoder.marks(&reader)
             case "events": events = try decoder.events(&reader, "events")
             case "cursor": cursor = try decoder.string(&reader, "cursor")
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
@@ -282,7 +298,8 @@ private struct BodyDecoder {
         guard let cursor else { throw missing("cursor") }
         guard let hasMore else { throw missing("hasMore") }
         return PullResponse(
-            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) }, stable: stable)
+            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) }, stable: stable,
+            marks: marks)
     }
 
     mutating func syncResponse(_ reader: inout JSONReader) throws(Bail) -> SyncResponse {
@@ -292,8 +309,10 @@ private struct BodyDecoder {
         var hasMore: Bool?
         var remaining: Int64?
         var stable: [String: Int64]?
+        var marks: [String]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
+            case "marks": marks = try decoder.marks(&reader)
             case "results": results = try decoder.results(&reader)
             case "events": events = try decoder.events(&reader, "events")
             case "cursor": cursor = try decoder.string(&reader, "cursor")
@@ -310,7 +329,7 @@ private struct BodyDecoder {
         guard let hasMore else { throw missing("hasMore") }
         return SyncResponse(
             results: results, events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) },
-            stable: stable)
+            stable: stable, marks: marks)
     }
 
     mutating func pushResponse(_ reader: inout JSONReader) throws(Bail) -> PushResponse {

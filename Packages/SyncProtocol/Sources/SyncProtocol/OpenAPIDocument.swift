@@ -67,7 +67,8 @@ public enum OpenAPIDocument {
                   {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}},
                   {"name": "replica", "in": "query", "required": false, "description": "The pulling replica's id (an addition to PROTOCOL.md): the server records the cursor as what this replica has acknowledged, for compaction.", "schema": {"$ref": "#/components/schemas/ReplicaID"}},
                   {"name": "acknowledged", "in": "query", "required": false, "description": "With replica: a cursor no further than cursor, what the replica knew when it made the oldest event still in its outbox; the server records the lower of the two (an addition).", "schema": {"type": "string"}},
-                  {"name": "exclude", "in": "query", "required": false, "description": "A replica id: leave out the events it made, except folded history (an addition). The cursor still moves past them, and a long-poll is not answered for them alone.", "schema": {"$ref": "#/components/schemas/ReplicaID"}}
+                  {"name": "exclude", "in": "query", "required": false, "description": "A replica id: leave out the events it made, except folded history (an addition). The cursor still moves past them, and a long-poll is not answered for them alone.", "schema": {"$ref": "#/components/schemas/ReplicaID"}},
+                  {"name": "markEvery", "in": "query", "required": false, "description": "Also answer the cursor after every markEvery events of the page (marks), so a replica can apply a long page in several transactions (an addition).", "schema": {"type": "integer", "minimum": 1, "maximum": 5000}}
                 ],
                 "responses": {
                   "200": {
@@ -228,6 +229,10 @@ public enum OpenAPIDocument {
                 "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
                 "description": "Each requested scope's stable point, by scope name: the highest seq every replica seen within the server's eviction horizon has acknowledged. History at or below it may be folded; a replica may prune its own copy. Added after v1's first publication: clients must accept its absence."
               },
+              "Marks": {
+                "type": "array", "items": {"type": "string"},
+                "description": "With markEvery in the request: the cursor after every markEvery events of the page, in order (the i-th where the page would have ended after its first (i + 1) * markEvery events), the page's end left out. Storing one and pulling from it later reads exactly the events after it. Added after v1's first publication: absent from older servers and when not asked for."
+              },
               "PushResult": {
                 "type": "object",
                 "required": ["id", "status"],
@@ -253,7 +258,8 @@ public enum OpenAPIDocument {
                   "cursor": {"type": "string"},
                   "hasMore": {"type": "boolean"},
                   "remaining": {"$ref": "#/components/schemas/Remaining"},
-                  "stable": {"$ref": "#/components/schemas/StablePoints"}
+                  "stable": {"$ref": "#/components/schemas/StablePoints"},
+                  "marks": {"$ref": "#/components/schemas/Marks"}
                 }
               },
               "SyncRequest": {
@@ -273,6 +279,10 @@ public enum OpenAPIDocument {
                     "type": "boolean",
                     "default": false,
                     "description": "True: leave the events this replica made out of the page, except folded history; the cursor still moves past them. For a replica that holds all its own events (not one pulling from the start after a reset). Added after v1's first publication."
+                  },
+                  "markEvery": {
+                    "type": "integer", "minimum": 1, "maximum": 5000,
+                    "description": "Also answer the cursor after every markEvery events of the page (marks), so the replica can apply a long page in several transactions. Added after v1's first publication."
                   }
                 }
               },
@@ -285,7 +295,8 @@ public enum OpenAPIDocument {
                   "cursor": {"type": "string"},
                   "hasMore": {"type": "boolean"},
                   "remaining": {"$ref": "#/components/schemas/Remaining"},
-                  "stable": {"$ref": "#/components/schemas/StablePoints"}
+                  "stable": {"$ref": "#/components/schemas/StablePoints"},
+                  "marks": {"$ref": "#/components/schemas/Marks"}
                 }
               }
             }

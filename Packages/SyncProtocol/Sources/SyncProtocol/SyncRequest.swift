@@ -17,12 +17,17 @@ public struct SyncRequest: Codable, Hashable, Sendable {
     /// True: leave this replica's own events out of the page (see `PullRequest.exclude`). A protocol
     /// addition; absent is false.
     public var excludeOwn: Bool?
+    /// Also answer the cursor after every `markEvery` events of the page (`SyncResponse.marks`), so the
+    /// replica can apply a long page in several transactions (see `PullRequest.markEvery`). A protocol
+    /// addition; absent asks for none.
+    public var markEvery: Int?
 
     public init(
         replica: ReplicaID, events: [Event], cursor: String? = nil, scopes: [Scope]? = nil, limit: Int? = nil,
-        acknowledged: String? = nil, excludeOwn: Bool? = nil
+        acknowledged: String? = nil, excludeOwn: Bool? = nil, markEvery: Int? = nil
     ) {
         self.excludeOwn = excludeOwn
+        self.markEvery = markEvery
         self.replica = replica
         self.events = events
         self.cursor = cursor
@@ -43,6 +48,9 @@ public struct SyncRequest: Codable, Hashable, Sendable {
         if let limit, !(1...limits.maxPullLimit).contains(limit) {
             throw .invalid("limit must be an integer from 1 to \(limits.maxPullLimit)")
         }
+        if let markEvery, !(1...limits.maxPullLimit).contains(markEvery) {
+            throw .invalid("markEvery must be an integer from 1 to \(limits.maxPullLimit)")
+        }
         let checkedScopes = try scopes.map { scopes throws(SyncProtocolError) in
             try PullRequest.parseScopes(scopes.map(\.name))
         }
@@ -54,7 +62,7 @@ public struct SyncRequest: Codable, Hashable, Sendable {
         }
         return PullRequest(
             cursor: parsedCursor, scopes: checkedScopes, limit: limit, wait: 0, acknowledged: parsedAcknowledged,
-            exclude: excludeOwn == true ? replica : nil)
+            exclude: excludeOwn == true ? replica : nil, markEvery: markEvery)
     }
 }
 
@@ -68,11 +76,14 @@ public struct SyncResponse: Codable, Hashable, Sendable {
     public var remaining: Int?
     /// As `PullResponse.stable`.
     public var stable: [String: Int64]?
+    /// As `PullResponse.marks`.
+    public var marks: [String]?
 
     public init(
         results: [PushResult], events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil,
-        stable: [String: Int64]? = nil
+        stable: [String: Int64]? = nil, marks: [String]? = nil
     ) {
+        self.marks = marks
         self.results = results
         self.events = events
         self.cursor = cursor

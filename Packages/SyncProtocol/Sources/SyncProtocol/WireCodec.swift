@@ -42,7 +42,7 @@ public struct WireCodec: Sendable {
         return writer.data
     }
 
-    /// `{"acknowledged":…,"cursor":…,"events":[…],"excludeOwn":…,"limit":…,"replica":"…","scopes":[…]}`,
+    /// `{"acknowledged":…,"cursor":…,"events":[…],"excludeOwn":…,"limit":…,"markEvery":…,"replica":"…","scopes":[…]}`,
     /// absent fields left out.
     static func write(_ request: SyncRequest) -> Data {
         var writer = JSONWriter(capacity: 128 + request.events.count * 400)
@@ -65,6 +65,10 @@ public struct WireCodec: Sendable {
         if let limit = request.limit {
             writer.raw(",\"limit\":")
             writer.int(limit)
+        }
+        if let markEvery = request.markEvery {
+            writer.raw(",\"markEvery\":")
+            writer.int(markEvery)
         }
         writer.raw(",\"replica\":")
         writer.string(request.replica.description)

@@ -330,3 +330,69 @@ import Testing
         }
     }
 }
+
+/// `markEvery` (pull and sync) asks for the cursor after every so many events of the page (`marks`): a
+/// replica that stores one and pulls from it later reads exactly the events after it, across scopes and with
+/// its own events left out.
+@Suite struct PageMarksTests {
+    static let mine = ReplicaID(high: 0xAA, low: 3)
+    static let theirs = ReplicaID(high: 0xBB, low: 4)
+
+    @Test func pullingFromAnyMarkReadsExactlyTheRestOfThePage() async throws {
+        try await TestServer.run { server in
+            for scope in ["m1", "m2"] {
+                _ = try await server.push(
+                    (0..<7).map { _ in EventFixtures.event(scope: try Scope(scope), replica: Self.theirs) },
+                    scopes: [scope],
+                    replica: Self.theirs)
+                _ = try await server.push(
+                    [EventFixtures.event(scope: try Scope(scope), replica: Self.mine)], scopes: [scope],
+                    replica: Self.mine)
+            }
+            // Through /v1/pull: 16 events, a mark after every 3.
+            let page = try await server.pull(PullRequest(markEvery: 3), scopes: ["m1", "m2"])
+            #expect(page.events.count == 16)
+            let marks = try #require(page.marks)
+            #expect(marks.count == 5)
+            for (index, mark) in marks.enumerated() {
+                let rest = try await server.pull(
+                    PullRequest(cursor: try ScopeCursor(encoded: mark)), scopes: ["m1", "m2"])
+                #expect(rest.events.map(\.id) == page.events.dropFirst((index + 1) * 3).map(\.id), "mark \(index)")
+                #expect(rest.cursor == page.cursor)
+            }
+            // None asked for, none answered; a page no longer than one interval has none.
+            #expect(try await server.pull(PullRequest(), scopes: ["m1", "m2"]).marks == nil)
+            #expect(try await server.pull(PullRequest(markEvery: 16), scopes: ["m1", "m2"]).marks == [])
+
+            // Through /v1/sync, leaving the replica's own events out: the marks count what the page holds.
+            let body = try WireCodec().encode(
+                SyncRequest(replica: Self.mine, events: [], scopes: ["m1", "m2"], excludeOwn: true, markEvery: 4))
+            let response = try await server.send(
+                .post, "/v1/sync", headers: try await server.bearer(["m1", "m2"]), body: body)
+            #expect(response.status == .ok)
+            let answer = try server.decode(SyncResponse.self, response)
+            #expect(answer.events.count == 14)
+            let syncMarks = try #require(answer.marks)
+            #expect(syncMarks.count == 3)
+            for (index, mark) in syncMarks.enumerated() {
+                let rest = try await server.pull(
+                    PullRequest(cursor: try ScopeCursor(encoded: mark), exclude: Self.mine), scopes: ["m1", "m2"])
+                #expect(rest.events.map(\.id) == answer.events.dropFirst((index + 1) * 4).map(\.id), "mark \(index)")
+            }
+        }
+    }
+
+    @Test func anIntervalOutOfRangeIsABadRequest() async throws {
+        try await TestServer.run { server in
+            for value in ["0", "-1", "5001", "x"] {
+                let response = try await server.send(
+                    .get, "/v1/pull?markEvery=\(value)", headers: try await server.bearer(["m1"]))
+                #expect(response.status == .badRequest, "markEvery=\(value)")
+            }
+            let body = Data(#"{"replica":"\#(Self.mine)","events":[],"markEvery":0}"#.utf8)
+            let response = try await server.send(
+                .post, "/v1/sync", headers: try await server.bearer(["m1"]), body: body)
+            #expect(response.status == .badRequest)
+        }
+    }
+}

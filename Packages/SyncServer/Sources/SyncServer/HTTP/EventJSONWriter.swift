@@ -35,7 +35,7 @@ struct EventJSONWriter {
     /// is given.
     static func page(
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64] = [:],
-        results: [PushResult]? = nil
+        results: [PushResult]? = nil, marks: [String]? = nil
     ) -> [UInt8] {
         var writer = EventJSONWriter(
             capacity: 256 + (results?.count ?? 0) * 80 + events.reduce(0) { $0 + 320 + $1.payloadJSON.utf8.count })
@@ -63,7 +63,16 @@ struct EventJSONWriter {
             writer.raw(":")
             writer.writer.int(stable[scope] ?? 0)
         }
-        writer.raw("}}")
+        writer.raw("}")
+        if let marks {
+            writer.raw(",\"marks\":[")
+            for (index, mark) in marks.enumerated() {
+                if index > 0 { writer.raw(",") }
+                writer.string(mark)
+            }
+            writer.raw("]")
+        }
+        writer.raw("}")
         return writer.bytes
     }
 

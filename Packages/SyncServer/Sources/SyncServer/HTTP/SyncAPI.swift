@@ -51,14 +51,15 @@ struct SyncAPI: Sendable {
             let page = try await pull.pull(
                 pullRequest, identity: identity, replica: pullRequest.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
+            let marks = Self.marks(of: page, after: pullRequest.cursor, every: pullRequest.markEvery)
             let build: @Sendable () -> Data = {
                 Data(
                     EventJSONWriter.page(
                         events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
-                        remaining: page.remaining, stable: page.stable))
+                        remaining: page.remaining, stable: page.stable, marks: marks))
             }
-            // A page many waiters get unchanged is encoded and compressed once.
-            guard let shared = page.body else { return try respond(build(), to: request) }
+            // A page many waiters get unchanged is encoded and compressed once (marks are the asker's own).
+            guard let shared = page.body, marks == nil else { return try respond(build(), to: request) }
             let acceptEncoding = request.headers[.acceptEncoding]
             let encoded = await shared.body(acceptEncoding: acceptEncoding ?? "") { [codec, gzipLevel] in
                 let body = build()
@@ -84,9 +85,16 @@ struct SyncAPI: Sendable {
             metrics.recordPulled(page.events.count)
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
-                remaining: page.remaining, stable: page.stable, results: results)
+                remaining: page.remaining, stable: page.stable, results: results,
+                marks: Self.marks(of: page, after: pullRequest.cursor, every: pullRequest.markEvery))
             return try respond(Data(bytes), to: request)
         }
+    }
+
+    /// The page's `marks` when the request asked for them (`PullRequest.markEvery`), else nil.
+    static func marks(of page: PullService.Page, after cursor: ScopeCursor, every: Int?) -> [String]? {
+        guard let every else { return nil }
+        return cursor.marks(through: page.events.map { (scope: $0.scope, seq: $0.seq) }, every: every)
     }
 
     func handleReady(context: BasicRequestContext) async throws -> Response {
