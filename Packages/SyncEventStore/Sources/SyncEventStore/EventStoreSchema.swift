@@ -26,6 +26,11 @@ import SyncStorage
 /// - Migration `eventstore.v5.stream-scopes` adds `streams.scope`: the one scope whose events the log holds
 ///   for the stream, `''` when it held events of several, NULL when not known. A stable prune folds one
 ///   scope at a time, and needs to know which of the streams it folds may still have events elsewhere.
+/// - Migration `eventstore.v6.streams-by-arrival` makes `streams` a rowid table with a unique index on
+///   `stream`, instead of a table keyed by `stream`: its rows lie in the order streams were first seen, so
+///   the version updates of one transaction of pulled events (streams of one scope, first seen together)
+///   write a few pages of it instead of most of them, while the index, keyed by the stream's name, is written
+///   only when a stream is new.
 enum EventStoreSchema {
     static func register(into migrations: inout SchemaMigrations) {
         migrations.register("eventstore.v1") { db in
@@ -149,6 +154,15 @@ enum EventStoreSchema {
                         FROM events GROUP BY stream
                     ) AS held
                     WHERE streams.stream = held.stream;
+                    """)
+        }
+        migrations.register("eventstore.v6.streams-by-arrival") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE streams_v6 (stream TEXT NOT NULL UNIQUE, version INTEGER NOT NULL, scope TEXT);
+                    INSERT INTO streams_v6 (stream, version, scope) SELECT stream, version, scope FROM streams;
+                    DROP TABLE streams;
+                    ALTER TABLE streams_v6 RENAME TO streams;
                     """)
         }
     }

@@ -151,6 +151,17 @@ import Testing
         let store = try EventStore(path: path, projections: [TitleProjection()])
         #expect(try await store.counts() == [.pending: 2, .confirmed: 3, .rejected: 1])
         #expect(try await TitleProjection.dump(store) == ["note:1=second", "note:2=other", "note:1#a", "note:3#b"])
+        // `streams` came through every migration as a rowid table (v6), each stream at its highest version.
+        let (versions, held, streamsSQL) = try await store.database.writer.read { db in
+            (
+                try String.fetchAll(db, sql: "SELECT stream || '@' || version FROM streams ORDER BY stream"),
+                try String.fetchAll(
+                    db, sql: "SELECT stream || '@' || max(stream_version) FROM events GROUP BY stream ORDER BY stream"),
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'streams'") ?? ""
+            )
+        }
+        #expect(versions == held && !versions.isEmpty)
+        #expect(!streamsSQL.contains("WITHOUT ROWID") && streamsSQL.contains("UNIQUE"))
         try await store.append([title("note:1", "third")])
         #expect(try await store.events(stream: "note:1").last?.event.streamVersion == 4)
     }
