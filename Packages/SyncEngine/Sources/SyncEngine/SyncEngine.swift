@@ -31,7 +31,8 @@ public final class SyncEngine: Sendable {
         /// transaction of a long page ends at one of them and stores it as the cursor, so a crash between two
         /// resumes exactly there. Long pages cost less per event on both sides (measured: a fresh device
         /// pulling 400,000 events, 5,000-event pages against pages sized by `applyBudget`) while local writes
-        /// still wait for one short transaction at most. 0 asks for none.
+        /// still wait for one short transaction at most. A replica with a long cursor (many scopes) asks for
+        /// marks further apart, since each mark is a cursor (`markSpacing`). 0 asks for none.
         public var markEvery = 100
         /// How long applying one page may hold the store's write lock. Local writes wait for it: it bounds
         /// the latency an edit sees while a long pull (a new device, a week offline) runs.
@@ -259,7 +260,7 @@ public final class SyncEngine: Sendable {
                 : nextPageSize(after: limit, full: full, lastApply: lastApply)
             let next = try await upcoming.value.get().plan(
                 after: plan.lastPosition, cursor: response.cursor, limit: limit, excludeOwn: pushing,
-                markEvery: markEvery(for: limit))
+                markEvery: Self.markSpacing(configuration.markEvery, limit: limit, cursor: response.cursor))
             let more = !next.batch.isEmpty || response.hasMore
             if more { fetch = send(next) }
             // More pages follow: projections may keep this one in memory (see `projectionLag`).
@@ -348,14 +349,23 @@ public final class SyncEngine: Sendable {
         async throws(SyncFailure) -> Plan
     {
         let outbox = try await readOutboxNow(after: after, pushing: pushing)
+        let cursor = fromStore ? outbox.storedCursor : cursor
         return outbox.plan(
-            after: after, cursor: fromStore ? outbox.storedCursor : cursor, limit: limit, excludeOwn: pushing,
-            markEvery: markEvery(for: limit))
+            after: after, cursor: cursor, limit: limit, excludeOwn: pushing,
+            markEvery: Self.markSpacing(configuration.markEvery, limit: limit, cursor: cursor))
     }
 
-    /// The `markEvery` a request for pages of `limit` events asks for: none when a page fits between two.
-    private func markEvery(for limit: Int) -> Int? {
-        configuration.markEvery > 0 && limit > configuration.markEvery ? configuration.markEvery : nil
+    /// The `markEvery` a request for pages of `limit` events from `cursor` asks for: `configured`, or more
+    /// when the cursor is long, and none when a page fits between two marks (or `configured` is 0).
+    ///
+    /// Each mark is a cursor as long as the request's (a position for every scope it has read), so marks are
+    /// spaced at least `cursor.count / 20` events apart: with events of about 200 bytes on the wire, they then
+    /// add a tenth of a page at most. A replica that reads 16 scopes gets a mark every 100 events; one that
+    /// reads 1,000 scopes (a cursor of about 20 KB) one every 1,000.
+    static func markSpacing(_ configured: Int, limit: Int, cursor: String?) -> Int? {
+        guard configured > 0 else { return nil }
+        let every = max(configured, (cursor?.utf8.count ?? 0) / 20)
+        return limit > every ? every : nil
     }
 
     /// What a request takes from the store: the next batch of the outbox, the stored cursor and the

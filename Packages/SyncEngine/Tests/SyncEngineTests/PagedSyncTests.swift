@@ -196,6 +196,22 @@ import Testing
         #expect(await server.events(in: "team-1").count == 162, "nothing pushed twice")
     }
 
+    /// Marks are cursors: a replica that reads many scopes (a long cursor) asks for fewer of them, so that
+    /// they never weigh much against the page; none when a page fits between two, or when turned off.
+    @Test func marksAreSpacedByTheCursorsLength() throws {
+        var cursor = ScopeCursor()
+        for index in 0..<1_000 { cursor.advance(try Scope("team-\(index)"), to: 1_000_000 + Int64(index)) }
+        let long = cursor.encoded
+        #expect(long.utf8.count > 20_000)
+        #expect(SyncEngine.markSpacing(100, limit: 5_000, cursor: nil) == 100)
+        #expect(SyncEngine.markSpacing(100, limit: 5_000, cursor: "eyJ0ZWFtLTEiOjE2Mn0") == 100)
+        let spaced = try #require(SyncEngine.markSpacing(100, limit: 5_000, cursor: long))
+        #expect(spaced == long.utf8.count / 20 && 5_000 / spaced <= 5)
+        #expect(SyncEngine.markSpacing(100, limit: 100, cursor: nil) == nil)
+        #expect(SyncEngine.markSpacing(100, limit: 500, cursor: long) == nil)
+        #expect(SyncEngine.markSpacing(0, limit: 5_000, cursor: nil) == nil)
+    }
+
     @Test func theNextRequestTravelsWhileAnAnswerIsApplied() async throws {
         let directory = try TemporaryDirectory()
         let server = try await Self.server(holding: 100, directory)
