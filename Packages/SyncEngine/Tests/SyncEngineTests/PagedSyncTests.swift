@@ -112,9 +112,19 @@ import Testing
                 await #expect(throws: SyncFailure.self, "\(crash)") { try await device.engine.syncNow() }
             }
         }
-        // The process dies: the file is all that is left.
+        try await Self.reopenAndSync(device, as: "\(crash)", expecting: expected, server: server, directory) {
+            try Self.device(directory, "device", server: server)
+        }
+    }
+
+    /// The process dies (the file is all that is left): the reopened device holds part of the pull, and
+    /// once synced it is exactly where the uninterrupted one is, with nothing pushed twice.
+    static func reopenAndSync(
+        _ device: Replica, as crash: String, expecting expected: StoreState, server: InMemorySyncServer,
+        _ directory: TemporaryDirectory, reopen: () throws -> Replica
+    ) async throws {
         try device.store.database.writer.close()
-        let reopened = try Self.device(directory, "device", server: server)
+        let reopened = try reopen()
         let resumed = try await StoreState.read(reopened.store, directory)
         #expect(resumed.counts[.confirmed]! < 162, "\(crash): the crash stopped the pull part way")
 
@@ -184,16 +194,9 @@ import Testing
         }) {
             await #expect(throws: SyncFailure.self) { try await marked.engine.syncNow() }
         }
-        try marked.store.database.writer.close()
-        let reopened = try Self.markedDevice(directory, "device", server: server)
-        let resumed = try await StoreState.read(reopened.store, directory)
-        #expect(resumed.counts[.confirmed]! < 162, "the crash stopped the pull part way")
-
-        try await reopened.engine.syncNow()
-        var after = try await StoreState.read(reopened.store, directory)
-        after.hlc = expected.hlc
-        #expect(after == expected, "transaction \(transaction) crashed at \(step), reopened and synced")
-        #expect(await server.events(in: "team-1").count == 162, "nothing pushed twice")
+        try await Self.reopenAndSync(
+            marked, as: "transaction \(transaction) crashed at \(step)", expecting: expected, server: server, directory
+        ) { try Self.markedDevice(directory, "device", server: server) }
     }
 
     /// Marks are cursors: a replica that reads many scopes (a long cursor) asks for fewer of them, so that
