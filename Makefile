@@ -6,7 +6,7 @@ SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
 .PHONY: test run load chaos bench bench-quick build release lint format bootstrap postgres-start postgres-stop clean
 
 test: bootstrap lint
-	scripts/with-postgres.sh $(SWIFT) test
+	SWIFT=$(SWIFT) scripts/test.sh
 
 run: bootstrap
 	scripts/run-stack.sh
