@@ -135,6 +135,7 @@ extension EventStore {
         var inserted: [StoredEvent] = []
         var restoredStreams: Set<String> = []
         var versions: [String: (version: Int64, scope: String)] = [:]
+        var insert = try EventRowInsert(db, ifNew: true)
         for event in page {
             guard let seq = event.seq else {
                 throw EventStoreError(code: "event.invalid", message: "a confirmed event has no seq")
@@ -146,7 +147,7 @@ extension EventStore {
             }
             // Most pulled events are new: insert first, and look at the row only when the id was there.
             let payload = try PayloadCodec.encode(event.payload)
-            if let position = try Self.insertRow(event, payload: payload, status: .confirmed, ifNew: true, db) {
+            if let position = try insert(event, payload: payload, status: .confirmed, db) {
                 inserted.append(
                     StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))
                 if let known = versions[event.stream] {
@@ -191,8 +192,9 @@ extension EventStore {
                 .execute(arguments: [issued])
         }
         // One version update per stream of the page, not one per event.
+        let raise = try StreamVersionRaise(db)
         for (stream, held) in versions {
-            try Self.raiseVersion(of: stream, in: held.scope, to: held.version, db)
+            try raise(stream, in: held.scope, to: held.version)
         }
         try Self.count(.confirmed, result.inserted, db)
         try fault?(.pulledInserted)

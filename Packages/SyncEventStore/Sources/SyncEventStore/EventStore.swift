@@ -302,37 +302,21 @@ public final class EventStore: Sendable {
 
     /// Inserts `event`'s row, with `payload` (its payload's bytes, `PayloadCodec.encode`) as the payload,
     /// without touching `streams`; with `ifNew`, an event whose id the log holds already is left as it is
-    /// and nil comes back (any other constraint still throws).
+    /// and nil comes back (any other constraint still throws). A loop over many events uses one
+    /// `EventRowInsert` instead.
     static func insertRow(
         _ event: Event, payload: Data, status: SyncStatus, ifNew: Bool, _ db: Database
     ) throws -> Int64? {
-        let sql = """
-            INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
-                dot_replica, dot_counter, status, seq, received_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """
-        try db.cachedStatement(sql: ifNew ? sql + " ON CONFLICT (event_id) DO NOTHING" : sql).execute(
-            arguments: [
-                event.id.description, event.scope.name, event.stream, event.streamVersion, event.type,
-                event.schemaVersion, payload, event.hlc.description,
-                event.dot.replica.description, Int64(event.dot.counter), status.rawValue, event.seq,
-                event.receivedAt.map(RFC3339.string(from:)),
-            ])
-        guard !ifNew || db.changesCount > 0 else { return nil }
-        return db.lastInsertedRowID
+        var insert = try EventRowInsert(db, ifNew: ifNew)
+        return try insert(event, payload: payload, status: status, db)
     }
 
     /// Raises the stream's version (what the next local append builds on) to `version` if it is below, and
     /// records that the log holds events of it in `scope` (`streams.scope` becomes `''` once a stream has
-    /// events in two scopes; pass `''` for a batch that held several).
+    /// events in two scopes; pass `''` for a batch that held several). A loop over many streams uses one
+    /// `StreamVersionRaise` instead.
     static func raiseVersion(of stream: String, in scope: String, to version: Int64, _ db: Database) throws {
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO streams (stream, version, scope) VALUES (?, ?, ?)
-                ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version),
-                    scope = CASE WHEN scope IS NULL OR scope = excluded.scope THEN excluded.scope ELSE '' END
-                """
-        ).execute(arguments: [stream, version, scope])
+        try StreamVersionRaise(db)(stream, in: scope, to: version)
     }
 
     /// Adds `delta` inserted rows of `status` to `event_counts`.
