@@ -21,10 +21,10 @@ struct EventRowInsert {
             dot_replica, dot_counter, status, seq, received_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
-    static let sqlIfNew = sql + " ON CONFLICT (event_id) DO NOTHING"
+    static let sqlIfNew = sql + " ON CONFLICT (scope, event_id) DO NOTHING"
 
-    /// With `ifNew`, an event whose id the log holds already is left as it is (any other constraint still
-    /// throws).
+    /// With `ifNew`, an event whose id the log holds already in its scope is left as it is (any other
+    /// constraint still throws).
     init(_ db: Database, ifNew: Bool) throws {
         statement = try db.cachedStatement(sql: ifNew ? Self.sqlIfNew : Self.sql)
         statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 13)))

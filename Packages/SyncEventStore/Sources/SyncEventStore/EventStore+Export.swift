@@ -87,7 +87,8 @@ extension EventStore {
             for line in exported {
                 try line.event.validate()
                 if try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM events WHERE event_id = ?", arguments: [line.event.id.description]) == true
+                    db, sql: "SELECT 1 FROM events WHERE scope = ? AND event_id = ?",
+                    arguments: [line.event.scope.name, line.event.id.description]) == true
                 {
                     continue
                 }
@@ -95,8 +96,10 @@ extension EventStore {
                 try Self.count(line.status, 1, db)
                 if let rejection = line.rejection {
                     try db.execute(
-                        sql: "UPDATE events SET reject_code = ?, reject_message = ? WHERE event_id = ?",
-                        arguments: [rejection.code, rejection.message, line.event.id.description])
+                        sql: "UPDATE events SET reject_code = ?, reject_message = ? WHERE scope = ? AND event_id = ?",
+                        arguments: [
+                            rejection.code, rejection.message, line.event.scope.name, line.event.id.description,
+                        ])
                 }
                 inserted += 1
             }

@@ -161,14 +161,15 @@ extension EventStore {
                 continue
             }
             let existing = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT status FROM events WHERE event_id = ?"),
-                arguments: [event.id.description])
+                db.cachedStatement(sql: "SELECT status FROM events WHERE scope = ? AND event_id = ?"),
+                arguments: [event.scope.name, event.id.description])
             let status = existing.flatMap { SyncStatus(rawValue: $0["status"]) } ?? .pending
             if status == .confirmed {
                 // Confirmed from a push result earlier: the pull brings the time the server received it.
                 try db.cachedStatement(
-                    sql: "UPDATE events SET received_at = ? WHERE event_id = ? AND received_at IS NULL"
-                ).execute(arguments: [event.receivedAt.map(RFC3339.string(from:)), event.id.description])
+                    sql: "UPDATE events SET received_at = ? WHERE scope = ? AND event_id = ? AND received_at IS NULL"
+                ).execute(
+                    arguments: [event.receivedAt.map(RFC3339.string(from:)), event.scope.name, event.id.description])
                 result.alreadyKnown += 1
                 continue
             }
@@ -176,9 +177,10 @@ extension EventStore {
                 sql: """
                     UPDATE events SET status = 'confirmed', seq = ?, received_at = ?, reject_code = NULL,
                         reject_message = NULL
-                    WHERE event_id = ?
+                    WHERE scope = ? AND event_id = ?
                     """
-            ).execute(arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.id.description])
+            ).execute(
+                arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.scope.name, event.id.description])
             result.confirmedLocal += 1
             // The server's word wins: an event refused earlier but accepted now takes effect again.
             if status == .rejected { restoredStreams.insert(event.stream) }
@@ -230,7 +232,10 @@ extension EventStore {
                     arguments: [id.description])
             else { continue }
             try db.execute(
-                sql: "UPDATE events SET status = 'rejected', reject_code = ?, reject_message = ? WHERE event_id = ?",
+                sql: """
+                    UPDATE events SET status = 'rejected', reject_code = ?, reject_message = ?
+                    WHERE event_id = ? AND status = 'pending'
+                    """,
                 arguments: [rejection.code, rejection.message, id.description])
             var event = try StoredEvent(row: row)
             event.status = .rejected

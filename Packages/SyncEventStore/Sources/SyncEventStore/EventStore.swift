@@ -301,7 +301,7 @@ public final class EventStore: Sendable {
     }
 
     /// Inserts `event`'s row, with `payload` (its payload's bytes, `PayloadCodec.encode`) as the payload,
-    /// without touching `streams`; with `ifNew`, an event whose id the log holds already is left as it is
+    /// without touching `streams`; with `ifNew`, an event whose id the log holds already in its scope is left as it is
     /// and nil comes back (any other constraint still throws). A loop over many events uses one
     /// `EventRowInsert` instead.
     static func insertRow(

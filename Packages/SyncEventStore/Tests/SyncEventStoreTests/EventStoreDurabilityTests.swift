@@ -156,16 +156,19 @@ import Testing
         #expect(try await store.counts() == [.pending: 2, .confirmed: 3, .rejected: 1])
         #expect(try await TitleProjection.dump(store) == ["note:1=second", "note:2=other", "note:1#a", "note:3#b"])
         // `streams` came through every migration as a rowid table (v6), each stream at its highest version.
-        let (versions, held, streamsSQL) = try await store.database.writer.read { db in
+        // …and `events` as rebuilt by v7, its event ids unique per scope.
+        let (versions, held, streamsSQL, eventsSQL) = try await store.database.writer.read { db in
             (
                 try String.fetchAll(db, sql: "SELECT stream || '@' || version FROM streams ORDER BY stream"),
                 try String.fetchAll(
                     db, sql: "SELECT stream || '@' || max(stream_version) FROM events GROUP BY stream ORDER BY stream"),
-                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'streams'") ?? ""
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'streams'") ?? "",
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'events'") ?? ""
             )
         }
         #expect(versions == held && !versions.isEmpty)
         #expect(!streamsSQL.contains("WITHOUT ROWID") && streamsSQL.contains("UNIQUE"))
+        #expect(eventsSQL.contains("UNIQUE (scope, event_id)"))
         try await store.append([title("note:1", "third")])
         #expect(try await store.events(stream: "note:1").last?.event.streamVersion == 4)
     }

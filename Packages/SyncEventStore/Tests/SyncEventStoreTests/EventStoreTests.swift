@@ -154,6 +154,35 @@ import Testing
         #expect(try await store.cursor() == "cursor-1")
     }
 
+    /// An event id is unique per scope, as on the server (`UNIQUE (scope, event_id)`): the same id pulled in a
+    /// second scope is another event, the same id again in its scope is known, and a pending event still comes
+    /// back confirmed by its id.
+    @Test func eventIdsAreUniquePerScope() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("a.sqlite"), projections: [TitleProjection()])
+        let local = try await store.append([title("note:1", "mine")])
+        let otherReplica = try EventStore(path: directory.path("b.sqlite"))
+        let remote = try await otherReplica.append([title("note:2", "theirs")])
+        var elsewhere = confirmed(remote, firstSeq: 1)[0]
+        elsewhere.scope = "team-2"
+        elsewhere.stream = "note:3"
+        let page = confirmed(local + remote, firstSeq: 1) + [elsewhere]
+        let result = try await store.applyConfirmed(page, cursor: "c1")
+        #expect(result == .init(inserted: 2, confirmedLocal: 1, alreadyKnown: 0))
+        let again = try await store.applyConfirmed(page, cursor: "c2")
+        #expect(again == .init(inserted: 0, confirmedLocal: 0, alreadyKnown: 3))
+        #expect(try await store.counts() == [.pending: 0, .confirmed: 3, .rejected: 0])
+        #expect(try await TitleProjection.dump(store) == ["note:1=mine", "note:2=theirs", "note:3=theirs"])
+        let (tableSQL, pendingIndex) = try await store.database.writer.read { db in
+            (
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'events'") ?? "",
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'events_pending_id'") ?? ""
+            )
+        }
+        #expect(tableSQL.contains("UNIQUE (scope, event_id)") && !tableSQL.contains("event_id TEXT NOT NULL UNIQUE"))
+        #expect(pendingIndex.contains("WHERE status = 'pending'"))
+    }
+
     @Test func pushAcknowledgementsConfirmAtOnceAndThePullFillsInTheTime() async throws {
         let directory = try TemporaryDirectory()
         let store = try EventStore(path: directory.path("a.sqlite"), projections: [TitleProjection()])
