@@ -458,6 +458,8 @@ public final class SyncEngine: Sendable {
         }
         let events = response.events
         let marks = response.marks ?? []
+        // The pushed events' positions: their acknowledgements are found by the table's key.
+        let positions = Dictionary(batch.map { ($0.event.id, $0.position) }, uniquingKeysWith: { first, _ in first })
         var applied = Applied(outcome: .init(), transactions: 0, longest: .zero)
         var start = 0
         repeat {
@@ -485,7 +487,8 @@ public final class SyncEngine: Sendable {
                 [acknowledged = first ? acknowledged : [:], rejections = first ? rejections : [:], cursor] in
                 try await self.store.applySyncResponse(
                     acknowledged: acknowledged, rejected: rejections, pulled: part, cursor: cursor,
-                    deferProjections: last ? deferProjections : self.configuration.projectionLag > .zero
+                    deferProjections: last ? deferProjections : self.configuration.projectionLag > .zero,
+                    positions: positions
                 ) { outcome, db in
                     var total = outcome
                     total.pulled.inserted += before.inserted

@@ -55,19 +55,23 @@ extension EventStore {
     ///
     /// `also` writes the caller's own records of the answer (a sync journal) in the same transaction, after
     /// the rest, with what the answer did: one commit per answer instead of two.
+    ///
+    /// `positions` gives the log positions of the events the caller pushed (`StoredEvent.position`), by id:
+    /// their acknowledgements are then found by position, the table's own key, instead of through the index
+    /// of pending ids.
     /// - Throws: `EventStoreError` `event.invalid` for a pulled event without `seq` or with a broken envelope,
     ///   or the database's error; nothing of the answer is applied then.
     @discardableResult
     public func applySyncResponse(
         acknowledged: [EventID: Int64], rejected: [EventID: StoredEvent.Rejection], pulled: [Event],
-        cursor: String?, deferProjections: Bool = false,
+        cursor: String?, deferProjections: Bool = false, positions: [EventID: Int64] = [:],
         also: (@Sendable (SyncResponseOutcome, Database) throws -> Void)? = nil
     ) async throws -> SyncResponseOutcome {
         // Read here, in the caller's task: GRDB runs the closure on its writer queue, where task locals are
         // not visible.
         let fault = Self.syncResponseFault
         let (outcome, inserted) = try await database.writer.write { db in
-            let acknowledgedCount = try self.markConfirmed(acknowledged, db)
+            let acknowledgedCount = try self.markConfirmed(acknowledged, positions: positions, db)
             try fault?(.acknowledged)
             let rolledBack = try self.markRejected(rejected, db)
             try fault?(.rejectedRolledBack)
@@ -266,13 +270,20 @@ extension EventStore {
         return try await database.writer.write { db in try self.markConfirmed(seqs, db) }
     }
 
-    /// `markConfirmed(_:)` inside the caller's transaction.
-    func markConfirmed(_ seqs: [EventID: Int64], _ db: Database) throws -> Int {
+    /// `markConfirmed(_:)` inside the caller's transaction; an event whose position `positions` gives is
+    /// found by it.
+    func markConfirmed(_ seqs: [EventID: Int64], positions: [EventID: Int64] = [:], _ db: Database) throws -> Int {
         var confirmed = 0
         for (id, seq) in seqs {
-            try db.cachedStatement(
-                sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE event_id = ? AND status = 'pending'"
-            ).execute(arguments: [seq, id.description])
+            if let position = positions[id] {
+                try db.cachedStatement(
+                    sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE position = ? AND status = 'pending'"
+                ).execute(arguments: [seq, position])
+            } else {
+                try db.cachedStatement(
+                    sql: "UPDATE events SET status = 'confirmed', seq = ? WHERE event_id = ? AND status = 'pending'"
+                ).execute(arguments: [seq, id.description])
+            }
             confirmed += db.changesCount
         }
         return confirmed
