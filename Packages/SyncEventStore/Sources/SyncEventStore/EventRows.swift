@@ -110,8 +110,9 @@ struct StreamVersionRaise {
         statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 3)))
     }
 
-    /// Raises `stream`'s version to `version` if it is below, and records its scope (see
-    /// `EventStore.raiseVersion`).
+    /// Raises `stream`'s version (what the next local append builds on) to `version` if it is below, and
+    /// records that the log holds events of it in `scope` (`streams.scope` becomes `''` once a stream has
+    /// events in two scopes; pass `''` for a batch that held several).
     func callAsFunction(_ stream: String, in scope: String, to version: Int64) throws {
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)

@@ -293,30 +293,12 @@ public final class EventStore: Sendable {
     @discardableResult
     static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> StoredEvent {
         let payload = try PayloadCodec.encode(event.payload)
-        guard let position = try insertRow(event, payload: payload, status: status, ifNew: false, db) else {
+        var insertRow = try EventRowInsert(db, ifNew: false)
+        guard let position = try insertRow(event, payload: payload, status: status, db) else {
             preconditionFailure("an insert without ON CONFLICT inserts or throws")
         }
-        try raiseVersion(of: event.stream, in: event.scope.name, to: event.streamVersion, db)
+        try StreamVersionRaise(db)(event.stream, in: event.scope.name, to: event.streamVersion)
         return StoredEvent(position: position, event: event, status: status, payloadBytes: payload)
-    }
-
-    /// Inserts `event`'s row, with `payload` (its payload's bytes, `PayloadCodec.encode`) as the payload,
-    /// without touching `streams`; with `ifNew`, an event whose id the log holds already in its scope is left as it is
-    /// and nil comes back (any other constraint still throws). A loop over many events uses one
-    /// `EventRowInsert` instead.
-    static func insertRow(
-        _ event: Event, payload: Data, status: SyncStatus, ifNew: Bool, _ db: Database
-    ) throws -> Int64? {
-        var insert = try EventRowInsert(db, ifNew: ifNew)
-        return try insert(event, payload: payload, status: status, db)
-    }
-
-    /// Raises the stream's version (what the next local append builds on) to `version` if it is below, and
-    /// records that the log holds events of it in `scope` (`streams.scope` becomes `''` once a stream has
-    /// events in two scopes; pass `''` for a batch that held several). A loop over many streams uses one
-    /// `StreamVersionRaise` instead.
-    static func raiseVersion(of stream: String, in scope: String, to version: Int64, _ db: Database) throws {
-        try StreamVersionRaise(db)(stream, in: scope, to: version)
     }
 
     /// Adds `delta` inserted rows of `status` to `event_counts`.
