@@ -32,6 +32,7 @@ let package = Package(
             dependencies: [
                 .product(name: "SyncModels", package: "SyncModels"),
                 .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "SyncCompression", package: "SyncCompression"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

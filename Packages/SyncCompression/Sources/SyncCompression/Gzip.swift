@@ -58,6 +58,74 @@ public enum Gzip {
         return output
     }
 
+    /// A part of a body deflated ahead of time, to be sent later after a head written then
+    /// (`compress(head:then:level:)`): raw deflate data ended by its final block, its bytes' CRC-32 and count.
+    public struct Segment: Sendable, Hashable {
+        public let deflated: [UInt8]
+        public let crc: UInt32
+        public let count: Int
+    }
+
+    /// Deflates `data` as the last part of a future gzip member (see `Segment`).
+    public static func segment(_ data: [UInt8], level: Int32 = 6) -> Segment {
+        var stream = z_stream()
+        // Negative windowBits: raw deflate, no wrapper (the member's header and trailer are written by the join).
+        let initialized = deflateInit2_(
+            &stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        precondition(initialized == Z_OK, "deflateInit2 failed: \(initialized)")
+        defer { deflateEnd(&stream) }
+        let deflated = run(&stream, data, flush: Z_FINISH)
+        let crc = data.withUnsafeBufferPointer { UInt32(crc32(0, $0.baseAddress, uInt($0.count))) }
+        return Segment(deflated: deflated, crc: crc, count: data.count)
+    }
+
+    /// One gzip member of `head` followed by `tail`'s bytes: `head` is deflated now and ended on a byte
+    /// boundary without a final block (a sync flush), then `tail`'s blocks follow as they are, so the work
+    /// of deflating `tail` was done when the segment was made. What it inflates to is `head` + `tail`'s bytes,
+    /// as from `compress` (a deflate stream may be cut into independently deflated runs this way, as pigz
+    /// does; the decompressor sees one member).
+    public static func compress(head: [UInt8], then tail: Segment, level: Int32 = 6) -> Data {
+        var output: [UInt8] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]
+        if !head.isEmpty {
+            var stream = z_stream()
+            let initialized = deflateInit2_(
+                &stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+                Int32(MemoryLayout<z_stream>.size))
+            precondition(initialized == Z_OK, "deflateInit2 failed: \(initialized)")
+            defer { deflateEnd(&stream) }
+            output += run(&stream, head, flush: Z_SYNC_FLUSH)
+        }
+        output.reserveCapacity(output.count + tail.deflated.count + 8)
+        output += tail.deflated
+        let headCRC = head.withUnsafeBufferPointer { crc32(0, $0.baseAddress, uInt($0.count)) }
+        let crc = UInt32(crc32_combine(headCRC, uLong(tail.crc), .init(tail.count)))
+        let size = UInt32(truncatingIfNeeded: head.count + tail.count)
+        for shift in stride(from: 0, to: 32, by: 8) { output.append(UInt8(truncatingIfNeeded: crc >> UInt32(shift))) }
+        for shift in stride(from: 0, to: 32, by: 8) { output.append(UInt8(truncatingIfNeeded: size >> UInt32(shift))) }
+        return Data(output)
+    }
+
+    /// Deflates all of `input` through `stream` with `flush` into a buffer of the bound's size.
+    private static func run(_ stream: inout z_stream, _ input: [UInt8], flush: Int32) -> [UInt8] {
+        // The bound, plus room for a sync flush's empty stored block.
+        var output = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(input.count))) + 16)
+        let produced = input.withUnsafeBufferPointer { input in
+            output.withUnsafeMutableBufferPointer { out in
+                stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                stream.avail_in = uInt(input.count)
+                stream.next_out = out.baseAddress
+                stream.avail_out = uInt(out.count)
+                let status = deflate(&stream, flush)
+                precondition(
+                    flush == Z_FINISH ? status == Z_STREAM_END : status == Z_OK && stream.avail_out > 0,
+                    "deflate with a bound-sized buffer must finish: \(status)")
+                return out.count - Int(stream.avail_out)
+            }
+        }
+        output.removeSubrange(produced...)
+        return output
+    }
+
     /// Decompresses a gzip stream (several concatenated members are allowed).
     /// - Throws: `Gzip.Failure` — `.tooLarge` as soon as the output passes `maxOutputBytes`,
     ///   `.truncated` when the input ends mid-stream, `.corrupt` for anything else.

@@ -29,4 +29,35 @@ import Testing
         #expect(throws: Gzip.Failure(kind: .truncated)) { try Gzip.decompress(Data()) }
         #expect(throws: Gzip.Failure(kind: .corrupt)) { try Gzip.decompress(Data("not gzip at all".utf8)) }
     }
+
+    @Test(arguments: [(0, 0), (0, 5000), (17, 0), (40, 300_000), (100_000, 70_000)])
+    func aHeadJoinsASegmentDeflatedBefore(head headSize: Int, tail tailSize: Int) throws {
+        var random = SystemRandomNumberGenerator()
+        let head = (0..<headSize).map { _ in UInt8.random(in: 97...105, using: &random) }
+        let tail = (0..<tailSize).map { _ in UInt8.random(in: 97...122, using: &random) }
+        let segment = Gzip.segment(tail, level: 5)
+        #expect(segment.count == tail.count)
+        let joined = Gzip.compress(head: head, then: segment, level: 5)
+        #expect(Gzip.isGzip(joined))
+        #expect(try Gzip.decompress(joined) == Data(head + tail))
+        // One member, with the CRC and size of the whole: what `gzip` itself checks and inflates.
+        #expect(try Self.gunzip(joined) == Data(head + tail))
+    }
+
+    /// `gzip -dc` of `data`, run as a process.
+    static func gunzip(_ data: Data) throws -> Data {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("join-\(UUID().uuidString).gz")
+        try data.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["gzip", "-dc", file.path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let bytes = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        return bytes
+    }
 }

@@ -36,7 +36,7 @@ public final class SyncEngine: Sendable {
         public var markEvery = 100
         /// How long applying one page may hold the store's write lock. Local writes wait for it: it bounds
         /// the latency an edit sees while a long pull (a new device, a week offline) runs.
-        public var applyBudget: Duration = .milliseconds(12)
+        public var applyBudget: Duration = .milliseconds(8)
         /// How long, during a long pull, projections that can (`BufferingProjection`) may hold pulled events
         /// in memory before their tables show them. Pages that have more after them are applied to the log
         /// and to memory only, and the buffered records are written at most this long after the first of

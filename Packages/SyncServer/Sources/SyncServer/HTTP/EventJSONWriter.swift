@@ -37,43 +37,76 @@ struct EventJSONWriter {
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64] = [:],
         results: [PushResult]? = nil, marks: [String]? = nil
     ) -> [UInt8] {
-        var writer = EventJSONWriter(
-            capacity: 256 + (results?.count ?? 0) * 80 + events.reduce(0) { $0 + 320 + $1.payloadJSON.utf8.count })
+        var writer = EventJSONWriter(capacity: 256 + (results?.count ?? 0) * 80 + capacity(events))
         writer.raw("{")
-        if let results {
-            writer.raw("\"results\":")
-            writer.results(results)
-            writer.raw(",")
-        }
-        writer.raw("\"events\":[")
-        for (index, event) in events.enumerated() {
-            if index > 0 { writer.raw(",") }
-            writer.event(event)
-        }
-        writer.raw("],\"cursor\":")
-        writer.string(cursor)
-        writer.raw(",\"hasMore\":")
-        writer.raw(hasMore ? "true" : "false")
-        writer.raw(",\"remaining\":")
-        writer.writer.int(remaining)
-        writer.raw(",\"stable\":{")
-        for (index, scope) in stable.keys.sorted().enumerated() {
-            if index > 0 { writer.raw(",") }
-            writer.string(scope.name)
-            writer.raw(":")
-            writer.writer.int(stable[scope] ?? 0)
-        }
-        writer.raw("}")
-        if let marks {
-            writer.raw(",\"marks\":[")
-            for (index, mark) in marks.enumerated() {
-                if index > 0 { writer.raw(",") }
-                writer.string(mark)
-            }
-            writer.raw("]")
-        }
-        writer.raw("}")
+        if let results { writer.resultsField(results) }
+        writer.tail(
+            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable, marks: marks)
         return writer.bytes
+    }
+
+    /// What follows the `{` and the results of `page`, from `"events":` to the closing `}`: the part of an
+    /// answer that does not depend on what the request pushed, written ahead of time by `ReadAhead`.
+    static func pageTail(
+        events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64],
+        marks: [String]?
+    ) -> [UInt8] {
+        var writer = EventJSONWriter(capacity: 256 + capacity(events))
+        writer.tail(
+            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable, marks: marks)
+        return writer.bytes
+    }
+
+    /// What comes before `pageTail` in a sync answer: `{"results":[…],`.
+    static func pageHead(results: [PushResult]) -> [UInt8] {
+        var writer = EventJSONWriter(capacity: 16 + results.count * 80)
+        writer.raw("{")
+        writer.resultsField(results)
+        return writer.bytes
+    }
+
+    private static func capacity(_ events: [StoredEvent]) -> Int {
+        events.reduce(0) { $0 + 320 + $1.payloadJSON.utf8.count }
+    }
+
+    private mutating func resultsField(_ results: [PushResult]) {
+        raw("\"results\":")
+        self.results(results)
+        raw(",")
+    }
+
+    private mutating func tail(
+        events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64],
+        marks: [String]?
+    ) {
+        raw("\"events\":[")
+        for (index, event) in events.enumerated() {
+            if index > 0 { raw(",") }
+            self.event(event)
+        }
+        raw("],\"cursor\":")
+        string(cursor)
+        raw(",\"hasMore\":")
+        raw(hasMore ? "true" : "false")
+        raw(",\"remaining\":")
+        writer.int(remaining)
+        raw(",\"stable\":{")
+        for (index, scope) in stable.keys.sorted().enumerated() {
+            if index > 0 { raw(",") }
+            string(scope.name)
+            raw(":")
+            writer.int(stable[scope] ?? 0)
+        }
+        raw("}")
+        if let marks {
+            raw(",\"marks\":[")
+            for (index, mark) in marks.enumerated() {
+                if index > 0 { raw(",") }
+                string(mark)
+            }
+            raw("]")
+        }
+        raw("}")
     }
 
     mutating func event(_ event: StoredEvent) {

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Prometheus
+import SyncCompression
 import SyncModels
 import SyncProtocol
 
@@ -16,6 +17,8 @@ struct SyncAPI: Sendable {
     let metrics: ServerMetrics
     let registry: PrometheusCollectorRegistry
     let readiness: Readiness
+    /// Pages read ahead for replicas catching up (see `ReadAhead`).
+    var readAhead = ReadAhead(maxEvents: 0)
 
     /// The routes, as `"METHOD /path"`, that the OpenAPI document must describe exactly.
     func register(on router: Router<BasicRequestContext>) {
@@ -77,18 +80,65 @@ struct SyncAPI: Sendable {
             let sync = try codec.decode(SyncRequest.self, from: body)
             let pullRequest = try sync.pullRequest(limits: codec.limits)
             // Checked before the push so that a forbidden pull changes nothing.
-            _ = try PullService.scopes(requested: pullRequest.scopes, identity: identity)
+            let scopes = try PullService.scopes(requested: pullRequest.scopes, identity: identity)
             let results = try await push.push(
                 sync.events, replica: sync.replica, identity: identity, logger: context.logger)
+            let key = ReadAhead.Key(
+                replica: sync.replica, scopes: scopes, cursor: pullRequest.cursor, limit: pull.limit(of: pullRequest),
+                exclude: pullRequest.exclude, markEvery: pullRequest.markEvery,
+                gzip: ContentCoding.acceptsGzip(request.headers[.acceptEncoding]))
+            // A request that pushes events it wants back reads after its push (PROTOCOL.md, `/v1/sync`).
+            let mayUseReadAhead = readAhead.isEnabled && (sync.events.isEmpty || pullRequest.exclude != nil)
+            if mayUseReadAhead, let prepared = await readAhead.take(key) {
+                try await pull.recordProgress(
+                    replica: sync.replica, scopes: scopes, cursor: pullRequest.cursor,
+                    acknowledged: pullRequest.acknowledged, retainedFrom: prepared.page.retainedFrom,
+                    logger: context.logger)
+                metrics.recordReadAhead(used: true)
+                metrics.recordPulled(prepared.eventCount)
+                readAhead(after: prepared.page, key, logger: context.logger)
+                let head = EventJSONWriter.pageHead(results: results)
+                guard let segment = prepared.segment else {
+                    return try respond(Data(head + prepared.tail), to: request)
+                }
+                let bytes = Gzip.compress(head: head, then: segment, level: gzipLevel)
+                return respond(encoded: (ByteBuffer(bytes: bytes), .gzip, head.count + prepared.tail.count))
+            }
             let page = try await pull.pull(
                 pullRequest, identity: identity, replica: sync.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
+            readAhead(after: page, key, logger: context.logger)
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
                 remaining: page.remaining, stable: page.stable, results: results,
                 marks: Self.marks(of: page, after: pullRequest.cursor, every: pullRequest.markEvery))
             return try respond(Data(bytes), to: request)
         }
+    }
+
+    /// After answering `key` with `page`: when more is to pull, reads the page after it ahead, for the
+    /// replica's next request.
+    func readAhead(after page: PullService.Page, _ key: ReadAhead.Key, logger: Logger) {
+        guard readAhead.isEnabled, page.hasMore else { return }
+        var following = key
+        following.cursor = page.cursor
+        let next = following
+        let started = readAhead.start(next) { [pull, codec, gzipLevel] in
+            let page = try await pull.read(
+                scopes: next.scopes, cursor: next.cursor, limit: next.limit, replica: next.replica, record: false,
+                exclude: next.exclude, logger: logger)
+            let tail = EventJSONWriter.pageTail(
+                events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore, remaining: page.remaining,
+                stable: page.stable, marks: Self.marks(of: page, after: next.cursor, every: next.markEvery))
+            // Compressed as `respond` would compress the whole answer (the head is a few bytes per result).
+            let segment =
+                next.gzip && tail.count >= codec.limits.compressionThresholdBytes
+                ? Gzip.segment(tail, level: gzipLevel) : nil
+            var header = page
+            header.events = []
+            return ReadAhead.Prepared(page: header, eventCount: page.events.count, tail: tail, segment: segment)
+        }
+        if started { metrics.recordReadAhead(used: false) }
     }
 
     /// The page's `marks` when the request asked for them (`PullRequest.markEvery`), else nil.

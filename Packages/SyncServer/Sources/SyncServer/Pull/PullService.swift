@@ -35,6 +35,9 @@ struct PullService: Sendable {
         var stable: [Scope: Int64]
         /// Each scope's folded point as read (events at or below it may be snapshots).
         var foldedThrough: [Scope: Int64] = [:]
+        /// Each scope's `retained_from_seq` as read with the heads, before the events: what a replica that read
+        /// a scope from position 0 has its state based on (see `read`).
+        var retainedFrom: [Scope: Int64] = [:]
         /// The answer's bodies, shared by everyone this page goes to unchanged (see `ReadCollapser`).
         var body: SharedBody? = nil
 
@@ -71,7 +74,7 @@ struct PullService: Sendable {
         -> Page
     {
         let scopes = try Self.scopes(requested: request.scopes, identity: identity)
-        let limit = min(request.limit ?? limits.defaultPullLimit, limits.maxPullLimit)
+        let limit = limit(of: request)
         // A long-poll registers before it reads or looks at the known heads: a commit signalled after that
         // wakes the waiter, so none is missed.
         let waiter = request.wait > 0 && !scopes.isEmpty ? hub.register(Set(scopes)) : nil
@@ -112,6 +115,23 @@ struct PullService: Sendable {
             }
             if let exclude = request.exclude { page = page.excluding(exclude) }
             if !page.events.isEmpty || over { return page }
+        }
+    }
+
+    /// The most events a page for `request` holds.
+    func limit(of request: PullRequest) -> Int {
+        min(request.limit ?? limits.defaultPullLimit, limits.maxPullLimit)
+    }
+
+    /// `recordProgress` on a connection of its own.
+    func recordProgress(
+        replica: ReplicaID, scopes: [Scope], cursor: ScopeCursor, acknowledged: ScopeCursor?,
+        retainedFrom: [Scope: Int64], logger: Logger
+    ) async throws {
+        try await database.withConnection { connection in
+            try await recordProgress(
+                replica: replica, scopes: scopes, cursor: cursor, acknowledged: acknowledged,
+                retainedFrom: retainedFrom, on: connection, logger: logger)
         }
     }
 
@@ -227,16 +247,12 @@ struct PullService: Sendable {
                         in: scope, after: position, through: head.compactedThrough, on: connection, logger: logger)
                 }
             }
+            let retainedFrom = Dictionary(
+                uniqueKeysWithValues: scopes.map { ($0, heads[$0]?.retainedFromSeq ?? 1) })
             if let replica, record {
-                // What the replica vouches for: its cursor, held back to what it knew when it made the oldest
-                // event still in its outbox (`acknowledged`).
-                let positions = Dictionary(
-                    uniqueKeysWithValues: scopes.map { ($0, min(cursor[$0], acknowledged?[$0] ?? cursor[$0])) })
-                // Read from 0: its state is based on the purge level read with the heads, before the events.
-                var bases: [Scope: Int64] = [:]
-                for scope in scopes where cursor[scope] == 0 { bases[scope] = heads[scope]?.retainedFromSeq ?? 1 }
-                try await repository.recordProgress(
-                    replica: replica, positions: positions, bases: bases, on: connection, logger: logger)
+                try await recordProgress(
+                    replica: replica, scopes: scopes, cursor: cursor, acknowledged: acknowledged,
+                    retainedFrom: retainedFrom, on: connection, logger: logger)
             }
             var stable = stablePoints.fresh(scopes)
             let missing = scopes.filter { stable[$0] == nil }
@@ -253,8 +269,24 @@ struct PullService: Sendable {
             for scope in scopes { stable[scope] = min(stable[scope] ?? 0, heads[scope]?.head ?? 0) }
             return Page(
                 events: events, cursor: next, hasMore: hasMore, remaining: left, stable: stable,
-                foldedThrough: heads.mapValues(\.compactedThrough))
+                foldedThrough: heads.mapValues(\.compactedThrough), retainedFrom: retainedFrom)
         }
+    }
+
+    /// Records `replica`'s progress for a read from `cursor` whose heads gave `retainedFrom`: the position it
+    /// vouches for in each scope is its cursor, held back to what it knew when it made the oldest event still
+    /// in its outbox (`acknowledged`); a scope it read from position 0 has its state based on the purge level
+    /// read with the heads, before the events.
+    func recordProgress(
+        replica: ReplicaID, scopes: [Scope], cursor: ScopeCursor, acknowledged: ScopeCursor?,
+        retainedFrom: [Scope: Int64], on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let positions = Dictionary(
+            uniqueKeysWithValues: scopes.map { ($0, min(cursor[$0], acknowledged?[$0] ?? cursor[$0])) })
+        var bases: [Scope: Int64] = [:]
+        for scope in scopes where cursor[scope] == 0 { bases[scope] = retainedFrom[scope] ?? 1 }
+        try await repository.recordProgress(
+            replica: replica, positions: positions, bases: bases, on: connection, logger: logger)
     }
 }
 

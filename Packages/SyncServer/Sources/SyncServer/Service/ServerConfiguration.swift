@@ -29,6 +29,9 @@ public struct ServerConfiguration: Sendable {
     public var databaseQueueLimit: Int = 512
     /// gzip level for responses, 1-9 (`SYNC_GZIP_LEVEL`, default 5).
     public var gzipLevel: Int32 = 5
+    /// Events that pages read ahead for replicas catching up may hold between them, about 450 bytes each
+    /// (`SYNC_READ_AHEAD_EVENTS`, default 20,000; 0 turns read-ahead off). See `ReadAhead`.
+    public var readAheadEvents: Int = 20_000
     /// How long start-up keeps retrying to reach the database before giving up
     /// (`SYNC_STARTUP_TIMEOUT_SECONDS`, default 30).
     public var startupTimeoutSeconds: Int = 30
@@ -91,6 +94,7 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_DB_POOL_SIZE", 1...1000) { databasePoolSize = value }
         if let value = try integer("SYNC_DB_QUEUE_LIMIT", 1...Int.max) { databaseQueueLimit = value }
         if let value = try integer("SYNC_GZIP_LEVEL", 1...9) { gzipLevel = Int32(value) }
+        if let value = try integer("SYNC_READ_AHEAD_EVENTS", 0...100_000_000) { readAheadEvents = value }
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
         if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }

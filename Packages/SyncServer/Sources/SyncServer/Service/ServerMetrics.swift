@@ -32,6 +32,9 @@ final class ServerMetrics: Sendable {
     private let pullReadsJoined: Counter
     /// Long-polls that began waiting without a read (their cursor at the heads the hub knew).
     private let waitsWithoutRead: Counter
+    /// Pages read ahead for a replica catching up (`ReadAhead`), and those its next request was answered with.
+    private let readAheadStarted: Counter
+    private let readAheadUsed: Counter
     private let routes = Mutex([RouteKey: (Counter, Timer)]())
 
     struct RouteKey: Hashable {
@@ -64,11 +67,20 @@ final class ServerMetrics: Sendable {
         pullReadsRun = Counter(label: "sync_pull_reads_total", dimensions: [("kind", "database")], factory: factory)
         pullReadsJoined = Counter(label: "sync_pull_reads_total", dimensions: [("kind", "joined")], factory: factory)
         waitsWithoutRead = Counter(label: "sync_longpoll_waits_without_read_total", factory: factory)
+        readAheadStarted = Counter(
+            label: "sync_pull_read_ahead_total", dimensions: [("outcome", "started")], factory: factory)
+        readAheadUsed = Counter(
+            label: "sync_pull_read_ahead_total", dimensions: [("outcome", "used")], factory: factory)
     }
 
     /// A pull's read: run against the database, or `shared` with an identical one.
     func recordPullRead(shared: Bool) {
         (shared ? pullReadsJoined : pullReadsRun).increment()
+    }
+
+    /// A page read ahead: started, or `used` for the request it was read for.
+    func recordReadAhead(used: Bool) {
+        (used ? readAheadUsed : readAheadStarted).increment()
     }
 
     /// A long-poll that began waiting without reading.

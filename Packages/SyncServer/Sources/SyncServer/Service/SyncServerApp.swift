@@ -54,7 +54,7 @@ public struct SyncServerApp: Sendable {
         let hub = LongPollHub(client: client, logger: logger, metrics: metrics)
         let readiness = Readiness(database: database)
         let codec = WireCodec(limits: configuration.limits)
-        let api = SyncAPI(
+        var api = SyncAPI(
             tokens: await TokenVerifier(secret: configuration.jwtSecret),
             limiter: RequestLimiter(limit: configuration.maxConcurrentRequestsPerToken),
             push: PushService(
@@ -68,6 +68,7 @@ public struct SyncServerApp: Sendable {
                     maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds)), metrics: metrics),
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
+        api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents)
 
         let router = Router()
         router.add(middleware: ErrorMiddleware(metrics: metrics))
