@@ -482,11 +482,13 @@ public final class SyncEngine: Sendable {
             let before = applied.outcome.pulled
             let pulledAny = last && !events.isEmpty
             let part = Array(events[start..<end])
+            // The payloads' bytes as they came, where canonical: stored as they are.
+            let payloads = (start..<end).map { response.canonicalPayloads[$0] }
             let started = ContinuousClock.now
             let outcome = try await local {
                 [acknowledged = first ? acknowledged : [:], rejections = first ? rejections : [:], cursor] in
                 try await self.store.applySyncResponse(
-                    acknowledged: acknowledged, rejected: rejections, pulled: part, cursor: cursor,
+                    acknowledged: acknowledged, rejected: rejections, pulled: part, payloads: payloads, cursor: cursor,
                     deferProjections: last ? deferProjections : self.configuration.projectionLag > .zero,
                     positions: positions
                 ) { outcome, db in

@@ -56,6 +56,10 @@ extension EventStore {
     /// `also` writes the caller's own records of the answer (a sync journal) in the same transaction, after
     /// the rest, with what the answer did: one commit per answer instead of two.
     ///
+    /// `payloads`, when given, holds by index the bytes of the pulled events' payloads as they came, for those
+    /// that are already canonical (`JSONWriter.isCanonical`, checked by the caller's decoder): the log stores
+    /// them instead of writing the payload again. Nil entries are written from the payload as usual.
+    ///
     /// `positions` gives the log positions of the events the caller pushed (`StoredEvent.position`), by id:
     /// their acknowledgements are then found by position, the table's own key, instead of through the index
     /// of pending ids.
@@ -64,7 +68,7 @@ extension EventStore {
     @discardableResult
     public func applySyncResponse(
         acknowledged: [EventID: Int64], rejected: [EventID: StoredEvent.Rejection], pulled: [Event],
-        cursor: String?, deferProjections: Bool = false, positions: [EventID: Int64] = [:],
+        payloads: [Data?] = [], cursor: String?, deferProjections: Bool = false, positions: [EventID: Int64] = [:],
         also: (@Sendable (SyncResponseOutcome, Database) throws -> Void)? = nil
     ) async throws -> SyncResponseOutcome {
         // Read here, in the caller's task: GRDB runs the closure on its writer queue, where task locals are
@@ -76,7 +80,7 @@ extension EventStore {
             let rolledBack = try self.markRejected(rejected, db)
             try fault?(.rejectedRolledBack)
             let (pulledResult, inserted) = try self.applyConfirmed(
-                pulled, cursor: cursor, db, deferSaves: deferProjections, fault: fault)
+                pulled, payloads: payloads, cursor: cursor, db, deferSaves: deferProjections, fault: fault)
             try Self.trimOutboxMarks(db)
             let outcome = SyncResponseOutcome(
                 acknowledged: acknowledgedCount, rolledBack: rolledBack, pulled: pulledResult)
@@ -131,7 +135,7 @@ extension EventStore {
     /// `applyConfirmed(_:cursor:)` inside the caller's transaction; returns the inserted events for the
     /// caller to publish after the commit. `fault` is `syncResponseFault`, when applying a sync response.
     func applyConfirmed(
-        _ page: [Event], cursor: String?, _ db: Database, deferSaves: Bool = false,
+        _ page: [Event], payloads: [Data?] = [], cursor: String?, _ db: Database, deferSaves: Bool = false,
         fault: (@Sendable (SyncResponseStep) throws -> Void)? = nil
     ) throws -> (ConfirmedPageResult, [StoredEvent]) {
         let positionBefore = try Self.lastPosition(db)
@@ -140,7 +144,7 @@ extension EventStore {
         var restoredStreams: Set<String> = []
         var versions: [String: (version: Int64, scope: String)] = [:]
         var insert = try EventRowInsert(db, ifNew: true)
-        for event in page {
+        for (index, event) in page.enumerated() {
             guard let seq = event.seq else {
                 throw EventStoreError(code: "event.invalid", message: "a confirmed event has no seq")
             }
@@ -150,7 +154,8 @@ extension EventStore {
                 throw EventStoreError.from(error)
             }
             // Most pulled events are new: insert first, and look at the row only when the id was there.
-            let payload = try PayloadCodec.encode(event.payload)
+            let given = index < payloads.count ? payloads[index] : nil
+            let payload = try given ?? PayloadCodec.encode(event.payload)
             if let position = try insert(event, payload: payload, status: .confirmed, db) {
                 inserted.append(
                     StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))

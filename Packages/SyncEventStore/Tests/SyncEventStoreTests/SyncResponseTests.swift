@@ -11,6 +11,29 @@ import Testing
 @Suite struct SyncResponseTests {
     struct InjectedFault: Error {}
 
+    /// Payload bytes the caller gives (its decoder found them canonical on the wire) are stored as they are;
+    /// a payload without them is written from its value.
+    @Test func givenPayloadBytesAreStoredAsTheyAre() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("a.sqlite"), projections: [TitleProjection()])
+        let other = try EventStore(path: directory.path("b.sqlite"))
+        let pulled = confirmed(try await other.append([title("note:2", "x"), title("note:3", "y")]), firstSeq: 1)
+        let given = pulled[0].payload.canonicalData()
+        try await store.applySyncResponse(
+            acknowledged: [:], rejected: [:], pulled: pulled, payloads: [given, nil], cursor: "c")
+        let stored = try await store.database.writer.read { db in
+            try Data.fetchAll(db, sql: "SELECT payload FROM events ORDER BY position")
+        }
+        #expect(stored == [given, pulled[1].payload.canonicalData()])
+        // Fewer bytes than events (or none): the rest are written from their values.
+        let more = confirmed(try await other.append([title("note:4", "z")]), firstSeq: 3)
+        try await store.applySyncResponse(acknowledged: [:], rejected: [:], pulled: more, payloads: [], cursor: "d")
+        let all = try await store.database.writer.read { db in
+            try Data.fetchAll(db, sql: "SELECT payload FROM events ORDER BY position")
+        }
+        #expect(all == (pulled + more).map { $0.payload.canonicalData() })
+    }
+
     /// A store with a cursor and three pending events, and the answer a server would give to their push:
     /// two accepted, one rejected, and a page with two events of another replica and the two accepted ones.
     struct Scenario {

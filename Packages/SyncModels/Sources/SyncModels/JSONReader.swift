@@ -103,6 +103,9 @@ public struct JSONReader: ~Copyable {
     private let bytes: UnsafeRawBufferPointer
     private var index = 0
     private var depth = 0
+    /// The members of the objects `readValue` is reading, innermost last: each object's dictionary is made
+    /// once its members are known, at its size, instead of growing (and rehashing) member by member.
+    private var members: [(key: String, value: JSONValue, offset: Int)] = []
 
     public init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
@@ -664,21 +667,29 @@ public struct JSONReader: ~Copyable {
             // parsed here.
             index += 1
             try enter()
-            var object: [String: JSONValue] = [:]
+            let first = members.count
+            // Nothing of an object that failed stays for the next one read.
+            defer { members.removeSubrange(first...) }
             if try next() != UInt8(ascii: "}") {
                 while true {
                     guard try next() == UInt8(ascii: "\"") else { throw Bail(.unexpectedByte, at: index) }
                     let keyOffset = index
                     let key = try readKey(fingerprinting: false).0
                     try expect(UInt8(ascii: ":"))
-                    // The dictionary finds repeated keys (by the same `String` equality as `readObject`).
-                    guard object.updateValue(try readValue(), forKey: key) == nil else {
-                        throw Bail(.repeatedKey, at: keyOffset)
-                    }
+                    // After the value: the members of objects inside it come and go above this one's.
+                    let value = try readValue()
+                    members.append((key, value, keyOffset))
                     guard try next() == UInt8(ascii: ",") else { break }
                     index += 1
                 }
                 guard try next() == UInt8(ascii: "}") else { throw Bail(.unexpectedByte, at: index) }
+            }
+            var object = [String: JSONValue](minimumCapacity: members.count - first)
+            for member in members[first...] {
+                // The dictionary finds repeated keys (by the same `String` equality as `readObject`).
+                guard object.updateValue(member.value, forKey: member.key) == nil else {
+                    throw Bail(.repeatedKey, at: member.offset)
+                }
             }
             index += 1
             depth -= 1
@@ -714,6 +725,19 @@ public struct JSONReader: ~Copyable {
         default:
             throw Bail(.unexpectedByte, at: index)
         }
+    }
+
+    /// Reads any value as `readValue` does, and returns its bytes too when they are in the canonical form
+    /// (`JSONWriter.isCanonical`): a caller that stores canonical bytes keeps them instead of writing the
+    /// value again. The bytes are the reader's: copy them before the input goes.
+    public mutating func readValueAndCanonicalBytes() throws(Bail) -> (
+        value: JSONValue, canonical: UnsafeRawBufferPointer?
+    ) {
+        _ = try next()
+        let start = index
+        let value = try readValue()
+        let read = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
+        return (value, JSONWriter.isCanonical(read) ? read : nil)
     }
 
     /// Reads (and checks) any value without building it, and returns its bytes.

@@ -305,6 +305,7 @@ private struct BodyDecoder {
     mutating func syncResponse(_ reader: inout JSONReader) throws(Bail) -> SyncResponse {
         var results: [PushResult]?
         var events: [Event]?
+        var payloads = CanonicalPayloads()
         var cursor: String?
         var hasMore: Bool?
         var remaining: Int64?
@@ -314,7 +315,10 @@ private struct BodyDecoder {
             switch key {
             case "marks": marks = try decoder.marks(&reader)
             case "results": results = try decoder.results(&reader)
-            case "events": events = try decoder.events(&reader, "events")
+            case "events":
+                let read = try decoder.eventsAndPayloads(&reader, "events")
+                events = read.0
+                payloads = read.1
             case "cursor": cursor = try decoder.string(&reader, "cursor")
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
             case "remaining": remaining = try decoder.int64(&reader, "remaining")
@@ -327,9 +331,11 @@ private struct BodyDecoder {
         guard let events else { throw missing("events") }
         guard let cursor else { throw missing("cursor") }
         guard let hasMore else { throw missing("hasMore") }
-        return SyncResponse(
+        var response = SyncResponse(
             results: results, events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) },
             stable: stable, marks: marks)
+        response.canonicalPayloads = payloads
+        return response
     }
 
     mutating func pushResponse(_ reader: inout JSONReader) throws(Bail) -> PushResponse {
@@ -368,8 +374,30 @@ private struct BodyDecoder {
         return events
     }
 
+    /// `events`, with each payload's bytes when they are canonical (`CanonicalPayloads`).
+    private mutating func eventsAndPayloads(_ reader: inout JSONReader, _ path: String) throws(Bail) -> (
+        [Event], CanonicalPayloads
+    ) {
+        var events: [Event] = []
+        var payloads = CanonicalPayloads()
+        try array(&reader, path) { decoder, reader, index throws(Bail) in
+            var bytes: Data?
+            events.append(try decoder.event(&reader, index, canonicalPayload: &bytes))
+            payloads.bytes.append(bytes)
+        }
+        return (events, payloads)
+    }
+
     /// One event, as `Event`'s `Codable` conformance reads it.
     private mutating func event(_ reader: inout JSONReader, _ index: Int) throws(Bail) -> Event {
+        var ignored: Data?
+        return try event(&reader, index, canonicalPayload: &ignored, keep: false)
+    }
+
+    /// One event; `canonicalPayload` gets its payload's bytes when `keep` and they are canonical.
+    private mutating func event(
+        _ reader: inout JSONReader, _ index: Int, canonicalPayload: inout Data?, keep: Bool = true
+    ) throws(Bail) -> Event {
         var id: EventID?
         var scope: Scope?
         var stream: String?
@@ -392,7 +420,14 @@ private struct BodyDecoder {
             case "hlc":
                 hlc = try decoder.parsed(&reader, "events[\(index)].hlc") { try HLCTimestamp(utf8: $0) }
             case "dot": dot = try decoder.dot(&reader, index)
-            case "payload": payload = try reader.readValue()
+            case "payload":
+                if keep {
+                    let (value, canonical) = try reader.readValueAndCanonicalBytes()
+                    payload = value
+                    canonicalPayload = canonical.map { Data($0) }
+                } else {
+                    payload = try reader.readValue()
+                }
             case "seq":
                 seq = try decoder.optional(&reader) { decoder, reader throws(Bail) in
                     try decoder.int64(&reader, "events[\(index)].seq")

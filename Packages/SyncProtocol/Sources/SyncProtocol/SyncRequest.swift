@@ -1,3 +1,4 @@
+import Foundation
 import SyncModels
 
 /// The body of `POST /v1/sync`: a push and a pull in one round trip. The pull runs after the push, so it
@@ -78,6 +79,13 @@ public struct SyncResponse: Codable, Hashable, Sendable {
     public var stable: [String: Int64]?
     /// As `PullResponse.marks`.
     public var marks: [String]?
+    /// Not on the wire: each event's payload bytes as they came, when already canonical (see
+    /// `CanonicalPayloads`).
+    public var canonicalPayloads = CanonicalPayloads()
+
+    enum CodingKeys: String, CodingKey {
+        case results, events, cursor, hasMore, remaining, stable, marks
+    }
 
     public init(
         results: [PushResult], events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil,
@@ -91,4 +99,22 @@ public struct SyncResponse: Codable, Hashable, Sendable {
         self.remaining = remaining
         self.stable = stable
     }
+}
+
+/// The payload bytes of a decoded answer's events, kept when they are already what the client's log stores
+/// (`JSONWriter.isCanonical`): `FastEventDecoding` fills it, so the client stores those bytes instead of
+/// writing each payload again. Not part of the answer's value: any two are equal, and it hashes as nothing.
+public struct CanonicalPayloads: Hashable, Sendable {
+    /// By the index of the event; nil for a payload that was not canonical (or none decoded).
+    public var bytes: [Data?] = []
+
+    public init(bytes: [Data?] = []) {
+        self.bytes = bytes
+    }
+
+    /// The bytes of event `index`, when kept.
+    public subscript(index: Int) -> Data? { index < bytes.count ? bytes[index] : nil }
+
+    public static func == (_: Self, _: Self) -> Bool { true }
+    public func hash(into _: inout Hasher) {}
 }

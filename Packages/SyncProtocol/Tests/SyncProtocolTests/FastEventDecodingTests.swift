@@ -113,6 +113,27 @@ import Testing
         }
     }
 
+    /// A sync answer keeps each payload's bytes when they are canonical, and only then; for those it keeps,
+    /// they are what the payload's `canonicalData` gives.
+    @Test func aSyncAnswerKeepsCanonicalPayloadBytes() throws {
+        let payloads = [
+            #"{"a":1,"b":["x\n",true]}"#, #"{"b":1, "a":2}"#, #"{"title":"caf\u00e9"}"#, #"[1.5]"#, #"{"z":{}}"#,
+        ]
+        let events = payloads.map { Self.event.replacingOccurrences(of: "PAYLOAD", with: $0) }
+        let body = #"{"results":[],"events":["# + events.joined(separator: ",") + #"],"cursor":"c","hasMore":false}"#
+        let answer = try FastEventDecoding.syncResponse(Data(body.utf8))
+        #expect(answer.canonicalPayloads.bytes.map { $0 != nil } == [true, false, false, false, true])
+        for (index, event) in answer.events.enumerated() {
+            if let kept = answer.canonicalPayloads[index] {
+                #expect(kept == Data(payloads[index].utf8) && kept == event.payload.canonicalData())
+            }
+        }
+        // Not part of the answer's value.
+        var other = answer
+        other.canonicalPayloads = CanonicalPayloads()
+        #expect(other == answer)
+    }
+
     static let event =
         #"{"id":"018f4e3a-5b7c-7d8e-9f00-112233445566","scope":"a","stream":"s","streamVersion":1,"type":"t","schemaVersion":1,"hlc":"0000018f4e3a5b7c:0003:6d2c1f0e9a8b4c7d","dot":{"replica":"6d2c1f0e9a8b4c7d8e9f001122334455","counter":1},"payload":PAYLOAD}"#
 
