@@ -236,6 +236,7 @@ struct BootstrapCommand: AsyncParsableCommand {
         let scopes = try scopeList.map(\.name).joined(separator: ",")
         var pulled = 0
         var bytes = 0
+        var rounds: [(ContinuousClock.Instant, Int)] = []
         let started = ContinuousClock.now
         for page in pages {
             var components = URLComponents(string: base + "/v1/pull")!
@@ -253,11 +254,13 @@ struct BootstrapCommand: AsyncParsableCommand {
             if Gzip.isGzip(data) { data = try Gzip.decompress(data, maxOutputBytes: 256 << 20) }
             let answer = try codec.decode(PullResponse.self, from: data)
             pulled += answer.events.count
+            rounds.append((ContinuousClock.now, answer.events.count))
         }
         let seconds = Self.seconds(ContinuousClock.now - started)
         return BootstrapReport.Baseline(
             pages: pages.count, events: pulled, seconds: seconds,
-            eventsPerSecond: Double(pulled) / seconds, bytesWire: bytes)
+            eventsPerSecond: Double(pulled) / seconds, bytesWire: bytes,
+            tenths: Self.tenths(rounds, start: started, total: pulled))
     }
 
     // MARK: - 4. The outbox
@@ -436,6 +439,9 @@ struct BootstrapReport: Codable, Sendable {
         var seconds = 0.0
         var eventsPerSecond = 0.0
         var bytesWire = 0
+        /// Events/s of each tenth of the log, as for the device: where both slow down together, the server
+        /// does.
+        var tenths: [Double] = []
     }
 
     struct Outbox: Codable, Sendable {
@@ -497,6 +503,12 @@ struct BootstrapReport: Codable, Sendable {
                 baseline.pages, baseline.events, baseline.seconds, baseline.eventsPerSecond,
                 device.eventsPerSecond / max(baseline.eventsPerSecond, 1e-9)),
         ]
+        if let first = baseline.tenths.first, let last = baseline.tenths.last, first > 0 {
+            lines.append(
+                "  baseline events/s by tenth: "
+                    + baseline.tenths.map { String(format: "%.0f", $0) }.joined(separator: " ")
+                    + String(format: " (last / first %.2f)", last / first))
+        }
         if let outbox {
             lines.append(
                 String(

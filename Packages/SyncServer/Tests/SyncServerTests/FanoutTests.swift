@@ -71,8 +71,17 @@ import Testing
     @Test func oneThousandWaitersAreWokenWithTheEventByOneRead() async throws {
         let devices = 1000
         let scope: Scope = "fan"
-        // A database queue far smaller than the waiters: waiting must not take places in it.
-        try await Self.withClient(devices: devices, configure: { $0.databaseQueueLimit = 32 }) { http, base, server in
+        // A database queue far smaller than the waiters: waiting must not take places in it. Polls that wait
+        // longer than registering all of them may take under the load of the whole suite (it took over 30 s
+        // once in a clean-clone run), so that none times out before the push.
+        let wait = 150
+        try await Self.withClient(
+            devices: devices,
+            configure: {
+                $0.databaseQueueLimit = 32
+                $0.limits.maxWaitSeconds = wait
+            }
+        ) { http, base, server in
             var tokens: [String] = []
             for index in 0..<devices { tokens.append(try await server.token([scope.name], subject: "device-\(index)")) }
             // Commits are known to be signalled only once the hub listens (before, reads are not shared
@@ -84,7 +93,9 @@ import Testing
                 #"sync_pull_reads_total{kind="database"}"#, http: http, base: base)
             try await withThrowingTaskGroup(of: (Int, PullResponse?).self) { group in
                 for token in tokens {
-                    group.addTask { try await Self.poll(http: http, base: base, token: token, scope: scope, wait: 30) }
+                    group.addTask {
+                        try await Self.poll(http: http, base: base, token: token, scope: scope, wait: wait)
+                    }
                 }
                 let deadline = ContinuousClock.now + .seconds(120)
                 while try await Self.metric("sync_longpolls_active", http: http, base: base) < Double(devices) {
