@@ -36,24 +36,7 @@ import Testing
     /// pass are the writer's own for the value read from them.
     @Test func agreesWithTheWriterOnRandomValues() async {
         await propertyCheck(count: 300, input: Gen.int(in: 0...Int.max).array(of: 1...40)) { seeds in
-            var iterator = seeds.makeIterator()
-            func next() -> Int { iterator.next() ?? 0 }
-            func value(_ depth: Int) -> JSONValue {
-                switch next() % (depth > 3 ? 5 : 7) {
-                case 0: return .null
-                case 1: return .bool(next() % 2 == 0)
-                case 2: return .int(Int64(next() % 2_000_001) - 1_000_000)
-                case 3: return .double(Double(next() % 10_000) / 64)
-                case 4: return .string(String(repeating: "ab\"\\/é\n\u{1}", count: next() % 3))
-                case 5: return .array((0..<(next() % 4)).map { _ in value(depth + 1) })
-                default:
-                    return .object(
-                        Dictionary(
-                            (0..<(next() % 4)).map { _ in ("k\(next() % 10)", value(depth + 1)) },
-                            uniquingKeysWith: { a, _ in a }))
-                }
-            }
-            let bytes = value(0).canonicalData()
+            let bytes = seededJSONValue(seeds).canonicalData()
             let text = String(decoding: bytes, as: UTF8.self)
             // The strings here hold no dot: one is a fraction.
             if !text.contains(".") { #expect(Self.isCanonical(text), "\(text)") }

@@ -57,24 +57,7 @@ import Testing
 
     @Test func randomValuesRoundTripThroughBothCodecs() async {
         await propertyCheck(count: 300, input: Gen.int(in: 0...Int.max).array(of: 1...40)) { seeds in
-            var iterator = seeds.makeIterator()
-            func next() -> Int { iterator.next() ?? 0 }
-            func value(_ depth: Int) -> JSONValue {
-                switch next() % (depth > 3 ? 5 : 7) {
-                case 0: return .null
-                case 1: return .bool(next() % 2 == 0)
-                case 2: return .int(Int64(next() % 2_000_001) - 1_000_000)
-                case 3: return .double(Double(next() % 10_000) / 64)
-                case 4: return .string(String(repeating: "ab\"\\/é\n", count: next() % 3))
-                case 5: return .array((0..<(next() % 4)).map { _ in value(depth + 1) })
-                default:
-                    return .object(
-                        Dictionary(
-                            (0..<(next() % 4)).map { _ in ("k\(next() % 10)", value(depth + 1)) },
-                            uniquingKeysWith: { a, _ in a }))
-                }
-            }
-            let original = value(0)
+            let original = seededJSONValue(seeds)
             let canonical = try! CanonicalJSON.encode(original)
             #expect(original.canonicalData() == canonical)
             // JSON has one number type, so 2.0 comes back as 2: what must hold is that the canonical bytes are

@@ -129,7 +129,10 @@ import Testing
     /// The budget of events bounds what is read ahead; a replica holds one page at most, and a page not
     /// asked for in time is dropped.
     @Test func theBudgetAndTheAgeBoundWhatIsHeld() async throws {
-        let readAhead = ReadAhead(maxEvents: 25, maxAge: .milliseconds(200))
+        // A long age for the budget and the replacements (nothing expires however slow the machine), a
+        // short one for the expiry.
+        let readAhead = ReadAhead(maxEvents: 25, maxAge: .seconds(60))
+        let shortLived = ReadAhead(maxEvents: 25, maxAge: .milliseconds(100))
         func key(_ replica: UInt64, cursor: Int64 = 0, limit: Int = 10) -> ReadAhead.Key {
             var position = ScopeCursor()
             position.advance("s", to: cursor)
@@ -150,14 +153,14 @@ import Testing
         #expect(readAhead.count == 1)
         #expect(await readAhead.take(key(1))?.eventCount == 10)
         #expect(readAhead.count == 0)
-        #expect(readAhead.start(key(4)) { prepared })
+        #expect(shortLived.start(key(4)) { prepared })
         try await Task.sleep(for: .milliseconds(300))
-        #expect(await readAhead.take(key(4)) == nil, "not asked for within maxAge")
+        #expect(await shortLived.take(key(4)) == nil, "not asked for within maxAge")
         // Pages whose replicas never came back give their room back.
-        #expect(readAhead.start(key(5)) { prepared } && readAhead.start(key(6)) { prepared })
+        #expect(shortLived.start(key(5)) { prepared } && shortLived.start(key(6)) { prepared })
         try await Task.sleep(for: .milliseconds(300))
-        #expect(readAhead.start(key(7, limit: 20)) { prepared })
-        #expect(readAhead.count == 1)
+        #expect(shortLived.start(key(7, limit: 20)) { prepared })
+        #expect(shortLived.count == 1)
     }
 
     /// The value of the `/metrics` sample whose name and labels are `prefix`, 0 when absent.
