@@ -126,6 +126,37 @@ import Testing
         }
     }
 
+    /// A replica whose pages double while they come back full (as the reference engine's do) gets them read
+    /// ahead at the size it asks for next; one whose pages stop growing short of the maximum misses once.
+    @Test func pagesThatGrowAreReadAheadAtTheirNextSize() async throws {
+        try await TestServer.run { server in
+            let events = (0..<250).map { _ in EventFixtures.event(scope: "g") }
+            _ = try await server.push(events, scopes: ["g"])
+            let headers = try await server.bearer(["g"])
+            var cursor: String? = nil
+            var pulled: [EventID] = []
+            for limit in [10, 20, 40, 40, 40, 40] {
+                let response = try await server.send(
+                    .post, "/v1/sync", headers: headers,
+                    body: try server.codec.encode(
+                        SyncRequest(replica: Self.device, events: [], cursor: cursor, limit: limit)))
+                let page = try server.decode(SyncResponse.self, response)
+                #expect(page.events.count == limit && page.hasMore)
+                pulled += page.events.map(\.id)
+                cursor = page.cursor
+            }
+            #expect(pulled == events.prefix(pulled.count).map(\.id))
+            // Read ahead at 10 (missed by 20), at 40 (taken), at 80 (missed by 40), then at 40 (taken twice).
+            let metrics = String(buffer: try await server.send(.get, "/metrics").body)
+            #expect(Self.sample(metrics, #"sync_pull_read_ahead_total{outcome="used"}"#) == 3)
+        }
+        #expect(ReadAhead.predictedLimit(asked: 500, before: nil, max: 5000) == 500)
+        #expect(ReadAhead.predictedLimit(asked: 1000, before: 500, max: 5000) == 2000)
+        #expect(ReadAhead.predictedLimit(asked: 4000, before: 2000, max: 5000) == 5000)
+        #expect(ReadAhead.predictedLimit(asked: 5000, before: 5000, max: 5000) == 5000)
+        #expect(ReadAhead.predictedLimit(asked: 300, before: 600, max: 5000) == 300)
+    }
+
     /// The budget of events bounds what is read ahead; a replica holds one page at most, and a page not
     /// asked for in time is dropped.
     @Test func theBudgetAndTheAgeBoundWhatIsHeld() async throws {
@@ -149,13 +180,13 @@ import Testing
         // The same replica again: its earlier page is replaced, not added to.
         #expect(readAhead.start(key(2, cursor: 5)) { prepared })
         #expect(readAhead.count == 2)
-        #expect(await readAhead.take(key(2)) == nil, "read ahead for another cursor: dropped")
+        #expect(await readAhead.take(key(2)).prepared == nil, "read ahead for another cursor: dropped")
         #expect(readAhead.count == 1)
-        #expect(await readAhead.take(key(1))?.eventCount == 10)
+        #expect(await readAhead.take(key(1)).prepared?.eventCount == 10)
         #expect(readAhead.count == 0)
         #expect(shortLived.start(key(4)) { prepared })
         try await Task.sleep(for: .milliseconds(300))
-        #expect(await shortLived.take(key(4)) == nil, "not asked for within maxAge")
+        #expect(await shortLived.take(key(4)).prepared == nil, "not asked for within maxAge")
         // Pages whose replicas never came back give their room back.
         #expect(shortLived.start(key(5)) { prepared } && shortLived.start(key(6)) { prepared })
         try await Task.sleep(for: .milliseconds(300))

@@ -89,14 +89,15 @@ struct SyncAPI: Sendable {
                 gzip: ContentCoding.acceptsGzip(request.headers[.acceptEncoding]))
             // A request that pushes events it wants back reads after its push (PROTOCOL.md, `/v1/sync`).
             let mayUseReadAhead = readAhead.isEnabled && (sync.events.isEmpty || pullRequest.exclude != nil)
-            if mayUseReadAhead, let prepared = await readAhead.take(key) {
+            let (ready, limitBefore) = mayUseReadAhead ? await readAhead.take(key) : (nil, nil)
+            if let prepared = ready {
                 try await pull.recordProgress(
                     replica: sync.replica, scopes: scopes, cursor: pullRequest.cursor,
                     acknowledged: pullRequest.acknowledged, retainedFrom: prepared.page.retainedFrom,
                     logger: context.logger)
                 metrics.recordReadAhead(used: true)
                 metrics.recordPulled(prepared.eventCount)
-                readAhead(after: prepared.page, key, logger: context.logger)
+                readAhead(after: prepared.page, key, limitBefore: limitBefore, logger: context.logger)
                 let head = EventJSONWriter.pageHead(results: results)
                 guard let segment = prepared.segment else {
                     return try respond(Data(head + prepared.tail), to: request)
@@ -107,7 +108,7 @@ struct SyncAPI: Sendable {
             let page = try await pull.pull(
                 pullRequest, identity: identity, replica: sync.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
-            readAhead(after: page, key, logger: context.logger)
+            readAhead(after: page, key, limitBefore: limitBefore, logger: context.logger)
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
                 remaining: page.remaining, stable: page.stable, results: results,
@@ -117,13 +118,16 @@ struct SyncAPI: Sendable {
     }
 
     /// After answering `key` with `page`: when more is to pull, reads the page after it ahead, for the
-    /// replica's next request.
-    func readAhead(after page: PullService.Page, _ key: ReadAhead.Key, logger: Logger) {
+    /// replica's next request (with the limit `ReadAhead.predictedLimit` expects it to ask for, from
+    /// `limitBefore`, the limit of the request before this one).
+    func readAhead(after page: PullService.Page, _ key: ReadAhead.Key, limitBefore: Int?, logger: Logger) {
         guard readAhead.isEnabled, page.hasMore else { return }
         var following = key
         following.cursor = page.cursor
+        following.limit = ReadAhead.predictedLimit(
+            asked: key.limit, before: limitBefore, max: codec.limits.maxPullLimit)
         let next = following
-        let started = readAhead.start(next) { [pull, codec, gzipLevel] in
+        let started = readAhead.start(next, askedLimit: key.limit) { [pull, codec, gzipLevel] in
             let page = try await pull.read(
                 scopes: next.scopes, cursor: next.cursor, limit: next.limit, replica: next.replica, record: false,
                 exclude: next.exclude, logger: logger)

@@ -4,8 +4,9 @@ import SyncProtocol
 import Synchronization
 
 /// Read-ahead for replicas catching up through `POST /v1/sync`: when an answer has more to pull, the page
-/// that replica will ask for next (same scopes, limit and options, from the cursor just given) is read,
-/// written and compressed while the answer travels and the replica applies it. Its next request is then
+/// that replica will ask for next (same scopes and options, from the cursor just given, with the limit
+/// `predictedLimit` expects) is read, written and compressed while the answer travels and the replica
+/// applies it. Its next request is then
 /// answered without waiting for the database or the compressor: only the results of what it pushed are
 /// written, and joined before the page already compressed (`Gzip.compress(head:then:)`).
 ///
@@ -52,6 +53,8 @@ final class ReadAhead: Sendable {
 
     private struct Entry {
         var key: Key
+        /// The limit of the request whose answer this page follows.
+        var askedLimit: Int
         var started: ContinuousClock.Instant
         var task: Task<Prepared?, Never>
     }
@@ -80,24 +83,34 @@ final class ReadAhead: Sendable {
 
     /// The page read ahead for `key` (waiting for it while it is still read), or nil: none was read ahead
     /// for this replica, it was for another request (it is dropped), it expired, or its read failed (the
-    /// request reads as usual and meets the same error, if it still holds).
-    func take(_ key: Key) async -> Prepared? {
+    /// request reads as usual and meets the same error, if it still holds). Also the limit of the request
+    /// before, when a page was read ahead after it (see `predictedLimit`).
+    func take(_ key: Key) async -> (prepared: Prepared?, limitBefore: Int?) {
         let entry = state.withLock { state -> Entry? in
             guard let entry = state.entries.removeValue(forKey: key.replica) else { return nil }
             state.reserved -= entry.key.limit
             return entry
         }
-        guard let entry else { return nil }
+        guard let entry else { return (nil, nil) }
         // A page dropped is left to finish: cancelling a read in the middle of a query gains nothing.
-        guard entry.key == key, ContinuousClock.now - entry.started <= maxAge else { return nil }
-        return await entry.task.value
+        guard entry.key == key, ContinuousClock.now - entry.started <= maxAge else { return (nil, entry.askedLimit) }
+        return (await entry.task.value, entry.askedLimit)
+    }
+
+    /// The limit to read the next page ahead with, after a request for `asked` events whose answer had more:
+    /// twice as many (up to `max`) while the replica's requests grow (`before`, the limit of the request
+    /// before, was smaller; the reference engine doubles its pages while they come back full), the same
+    /// otherwise. A replica whose pages stopped growing below `max` misses once, then gets its pages again.
+    static func predictedLimit(asked: Int, before: Int?, max: Int) -> Int {
+        guard let before, asked > before else { return asked }
+        return min(asked * 2, max)
     }
 
     /// Reads `key`'s page ahead with `read`, in a task of its own, in place of the replica's earlier one;
     /// nothing when the budget is spent.
     /// - Returns: whether it started.
     @discardableResult
-    func start(_ key: Key, _ read: @escaping @Sendable () async throws -> Prepared) -> Bool {
+    func start(_ key: Key, askedLimit: Int? = nil, _ read: @escaping @Sendable () async throws -> Prepared) -> Bool {
         guard isEnabled else { return false }
         return state.withLock { state in
             let now = ContinuousClock.now
@@ -110,7 +123,8 @@ final class ReadAhead: Sendable {
                 }
                 guard state.reserved + key.limit <= maxEvents else { return false }
             }
-            state.entries[key.replica] = Entry(key: key, started: now, task: Task { try? await read() })
+            state.entries[key.replica] = Entry(
+                key: key, askedLimit: askedLimit ?? key.limit, started: now, task: Task { try? await read() })
             state.reserved += key.limit
             return true
         }
