@@ -466,9 +466,18 @@ struct BootstrapReport: Codable, Sendable {
     var outbox: Outbox?
 
     /// The last tenth's rate over the first's.
-    var flatness: Double {
-        guard let first = device.tenths.first, let last = device.tenths.last, first > 0 else { return 0 }
+    var flatness: Double { Self.flatness(device.tenths) }
+
+    /// The last of `tenths` over the first (0 without them).
+    static func flatness(_ tenths: [Double]) -> Double {
+        guard let first = tenths.first, let last = tenths.last, first > 0 else { return 0 }
         return last / first
+    }
+
+    /// `tenths` as printed: each rate, then the last over the first.
+    static func tenthsText(_ tenths: [Double]) -> String {
+        tenths.map { String(format: "%.0f", $0) }.joined(separator: " ")
+            + String(format: " (last / first %.2f)", flatness(tenths))
     }
 
     var text: String {
@@ -484,8 +493,7 @@ struct BootstrapReport: Codable, Sendable {
                 format: "device: %d events in %.2f s: %.0f events/s (%.1f CPU s), %d rounds, pages up to %d",
                 device.events, device.seconds, device.eventsPerSecond, device.cpuSeconds, device.rounds,
                 device.largestPage),
-            "  events/s by tenth: " + device.tenths.map { String(format: "%.0f", $0) }.joined(separator: " ")
-                + String(format: " (last / first %.2f)", flatness),
+            "  events/s by tenth: " + Self.tenthsText(device.tenths),
             String(
                 format:
                     "  time: applying %.2f s (%.0f%%; pages %.2f s, buffered projection writes %.2f s), waiting for the server and the wire %.2f s (%.0f%%); round trips %.2f s; longest transaction %.1f ms",
@@ -503,11 +511,8 @@ struct BootstrapReport: Codable, Sendable {
                 baseline.pages, baseline.events, baseline.seconds, baseline.eventsPerSecond,
                 device.eventsPerSecond / max(baseline.eventsPerSecond, 1e-9)),
         ]
-        if let first = baseline.tenths.first, let last = baseline.tenths.last, first > 0 {
-            lines.append(
-                "  baseline events/s by tenth: "
-                    + baseline.tenths.map { String(format: "%.0f", $0) }.joined(separator: " ")
-                    + String(format: " (last / first %.2f)", last / first))
+        if !baseline.tenths.isEmpty {
+            lines.append("  baseline events/s by tenth: " + Self.tenthsText(baseline.tenths))
         }
         if let outbox {
             lines.append(

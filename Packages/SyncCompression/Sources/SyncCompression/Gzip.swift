@@ -68,13 +68,7 @@ public enum Gzip {
 
     /// Deflates `data` as the last part of a future gzip member (see `Segment`).
     public static func segment(_ data: [UInt8], level: Int32 = 6) -> Segment {
-        var stream = z_stream()
-        // Negative windowBits: raw deflate, no wrapper (the member's header and trailer are written by the join).
-        let initialized = deflateInit2_(
-            &stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
-        precondition(initialized == Z_OK, "deflateInit2 failed: \(initialized)")
-        defer { deflateEnd(&stream) }
-        let deflated = run(&stream, data, flush: Z_FINISH)
+        let deflated = deflateRaw(data, level: level, flush: Z_FINISH)
         let crc = data.withUnsafeBufferPointer { UInt32(crc32(0, $0.baseAddress, uInt($0.count))) }
         return Segment(deflated: deflated, crc: crc, count: data.count)
     }
@@ -86,15 +80,7 @@ public enum Gzip {
     /// does; the decompressor sees one member).
     public static func compress(head: [UInt8], then tail: Segment, level: Int32 = 6) -> Data {
         var output: [UInt8] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]
-        if !head.isEmpty {
-            var stream = z_stream()
-            let initialized = deflateInit2_(
-                &stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
-                Int32(MemoryLayout<z_stream>.size))
-            precondition(initialized == Z_OK, "deflateInit2 failed: \(initialized)")
-            defer { deflateEnd(&stream) }
-            output += run(&stream, head, flush: Z_SYNC_FLUSH)
-        }
+        if !head.isEmpty { output += deflateRaw(head, level: level, flush: Z_SYNC_FLUSH) }
         output.reserveCapacity(output.count + tail.deflated.count + 8)
         output += tail.deflated
         let headCRC = head.withUnsafeBufferPointer { crc32(0, $0.baseAddress, uInt($0.count)) }
@@ -105,8 +91,15 @@ public enum Gzip {
         return Data(output)
     }
 
-    /// Deflates all of `input` through `stream` with `flush` into a buffer of the bound's size.
-    private static func run(_ stream: inout z_stream, _ input: [UInt8], flush: Int32) -> [UInt8] {
+    /// All of `input` as raw deflate data (no wrapper: a member's header and trailer are written by
+    /// `compress(head:then:)`), ended by `flush`: `Z_FINISH` (a final block) or `Z_SYNC_FLUSH` (a byte
+    /// boundary, more blocks may follow).
+    private static func deflateRaw(_ input: [UInt8], level: Int32, flush: Int32) -> [UInt8] {
+        var stream = z_stream()
+        let initialized = deflateInit2_(
+            &stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        precondition(initialized == Z_OK, "deflateInit2 failed: \(initialized)")
+        defer { deflateEnd(&stream) }
         // The bound, plus room for a sync flush's empty stored block.
         var output = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(input.count))) + 16)
         let produced = input.withUnsafeBufferPointer { input in

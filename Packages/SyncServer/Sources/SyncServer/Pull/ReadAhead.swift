@@ -6,9 +6,9 @@ import Synchronization
 /// Read-ahead for replicas catching up through `POST /v1/sync`: when an answer has more to pull, the page
 /// that replica will ask for next (same scopes and options, from the cursor just given, with the limit
 /// `predictedLimit` expects) is read, written and compressed while the answer travels and the replica
-/// applies it. Its next request is then
-/// answered without waiting for the database or the compressor: only the results of what it pushed are
-/// written, and joined before the page already compressed (`Gzip.compress(head:then:)`).
+/// applies it. Its next request is then answered without waiting for the database or the compressor: only
+/// the results of what it pushed are written, and joined before the page already compressed
+/// (`Gzip.compress(head:then:)`).
 ///
 /// A bootstrapping device alternates between waiting for the server and applying, and the server between
 /// reading and waiting for the device: this overlaps the two. A bootstrap of 1,000,000 events spends
