@@ -318,6 +318,17 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
         return streams
     }
 
+    /// The deleted notes among `streams`, each looked up by its id.
+    public func retiredStreams(among streams: Set<String>, in db: Database) throws -> Set<String> {
+        var retired: Set<String> = []
+        let deleted = try db.cachedStatement(sql: "SELECT deleted FROM notes WHERE id = ?")
+        for stream in streams {
+            guard let note = NoteID(stream), stream.hasPrefix("note:") else { continue }
+            if try Bool.fetchOne(deleted, arguments: [note.description]) == true { retired.insert(stream) }
+        }
+        return retired
+    }
+
     public func discardSnapshot(in db: Database) throws {
         cache.clear()
         // Marking rows changed copies them into notes_snapshot first (the trigger); then none is kept.

@@ -107,6 +107,14 @@ import Testing
         #expect(seq == deletesAt + 1)
         #expect(Set(try await Self.versions(b).keys) == Set(ids.map(\.stream)))
         let versionOfEdited = try #require(try await Self.versions(b)[ids[1].stream])
+        // What a prune step asks (the streams it folds) agrees with the whole list of deleted notes.
+        let projection = NotesProjection()
+        let asked: Set<String> = Set(ids[1...].map(\.stream)).union(["note:not-a-uuid", "list:other"])
+        let (among, all) = try await b.store.database.writer.read { db in
+            (try projection.retiredStreams(among: asked, in: db), try projection.retiredStreams(in: db))
+        }
+        #expect(all == Set(ids[0...1].map(\.stream)))
+        #expect(among == [ids[1].stream])
 
         // Stable only up to the creations: the deletes are still in the log, every version stays.
         _ = try await b.store.prune(stablePoints: ["team-1": beforeDelete])

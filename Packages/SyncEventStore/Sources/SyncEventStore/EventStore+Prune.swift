@@ -189,7 +189,7 @@ extension EventStore {
                 preconditionFailure("a stepped prune needs every projection to snapshot by stream")
             }
             // The clean streams' tables hold exactly their fold: it becomes their snapshot.
-            retired.formUnion(try projection.retiredStreams(in: db).intersection(clean))
+            retired.formUnion(try projection.retiredStreams(among: clean, in: db))
             try projection.saveSnapshot(streams: clean, stable: true, in: db)
             // The mixed ones' snapshot takes this step's events; their tables stay as they are.
             try projection.foldIntoSnapshot(foldedOfMixed, streams: mixed, stable: true, in: db)
