@@ -202,8 +202,8 @@ public struct Compactor: Sendable {
             // The window: the next `batchEvents` rows after `from` (seqs below the stable point are dense
             // except where earlier passes folded, which is at or below `from`).
             let window = try await Self.rows(
-                "WHERE scope = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4",
-                [scope, from, stable, Int64(batchEvents)], on: connection, logger: logger)
+                of: scope, "seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4",
+                [from, stable, Int64(batchEvents)], on: connection, logger: logger)
             guard let last = window.last else {
                 try await Self.advance(scope, to: stable, folded: 0, on: connection, logger: logger)
                 return Window(from: from, through: stable, folded: 0, snapshots: 0, dropped: 0, unfoldable: 0)
@@ -228,7 +228,7 @@ public struct Compactor: Sendable {
             ).decode((String, Int64).self) { bases[stream] = seq }
             let baseSeqs = Array(bases.values)
             let baseRows = try await Self.rows(
-                "WHERE scope = $1 AND seq = ANY($2::int8[])", [scope, baseSeqs], on: connection, logger: logger)
+                of: scope, "seq = ANY($2::int8[])", [baseSeqs], on: connection, logger: logger)
             var baseBySeq: [Int64: StoredEvent] = [:]
             for row in baseRows { baseBySeq[row.seq] = row }
 
@@ -370,28 +370,24 @@ public struct Compactor: Sendable {
             """, logger: logger)
     }
 
-    /// Rows of `events` matching `filter` (a `WHERE …` with `$n` binds).
+    /// Rows of `scope`'s events matching `filter` (what follows `WHERE scope = $1 AND`, with binds from `$2`).
     static func rows(
-        _ filter: String, _ binds: [any PostgresEncodable & Sendable], on connection: PostgresConnection,
-        logger: Logger
+        of scope: String, _ filter: String, _ binds: [any PostgresEncodable & Sendable],
+        on connection: PostgresConnection, logger: Logger
     ) async throws -> [StoredEvent] {
         var bindings = PostgresBindings()
+        try bindings.append(scope)
         for value in binds { try bindings.append(value) }
         let query = PostgresQuery(
             unsafeSQL: """
-                SELECT scope, seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica,
-                       dot_counter, payload::text, received_at
-                FROM events \(filter)
+                SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                       payload::text, received_at
+                FROM events WHERE scope = $1 AND \(filter)
                 """, binds: bindings)
+        let named = try Scope(scope)
         var events: [StoredEvent] = []
-        for try await row in try await connection.checkedQuery(query, logger: logger).decode(
-            (String, Int64, UUID, String, Int64, String, Int32, String, String, Int64, String, Date).self)
-        {
-            events.append(
-                StoredEvent(
-                    scope: try Scope(row.0), seq: row.1, id: row.2, stream: row.3, streamVersion: row.4, type: row.5,
-                    schemaVersion: row.6, hlc: row.7, dotReplica: row.8, dotCounter: row.9, payloadJSON: row.10,
-                    receivedAt: row.11))
+        for try await row in try await connection.checkedQuery(query, logger: logger) {
+            events.append(try StoredEvent(pulled: row, scope: named))
         }
         return events
     }

@@ -220,15 +220,7 @@ struct EventRepository: Sendable {
             """, logger: logger)
         var events: [StoredEvent] = []
         events.reserveCapacity(limit)
-        for try await row in rows.decode(
-            (Int64, UUID, String, Int64, String, Int32, String, String, Int64, String, Date).self)
-        {
-            events.append(
-                StoredEvent(
-                    scope: scope, seq: row.0, id: row.1, stream: row.2, streamVersion: row.3, type: row.4,
-                    schemaVersion: row.5, hlc: row.6, dotReplica: row.7, dotCounter: row.8, payloadJSON: row.9,
-                    receivedAt: row.10))
-        }
+        for try await row in rows { events.append(try StoredEvent(pulled: row, scope: scope)) }
         return events
     }
 
