@@ -15,11 +15,7 @@ extension TestServer {
         let client = PostgresClient(
             configuration: Database.clientConfiguration(database.url, poolSize: 2),
             backgroundLogger: TestDatabase.logger)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            return try await body(client)
-        }
+        return try await client.whileRunning(body)
     }
 
     /// An API value for inspecting routes (its services are never run).

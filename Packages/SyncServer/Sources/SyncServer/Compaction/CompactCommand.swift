@@ -42,16 +42,7 @@ extension SyncServerApp {
         let url = try DatabaseURL(configuration.databaseURL)
         let client = PostgresClient(
             configuration: Database.clientConfiguration(url, poolSize: 2), backgroundLogger: logger)
-        return try await withThrowingTaskGroup(of: CompactionReport?.self) { group in
-            // The client is used once its `run()` is under way: a lease before it logs a warning.
-            let (running, runStarts) = AsyncStream<Never>.makeStream()
-            group.addTask {
-                runStarts.finish()
-                await client.run()
-                return nil
-            }
-            defer { group.cancelAll() }
-            for await _ in running {}
+        return try await client.whileRunning { client in
             let started = ContinuousClock.now
             let migrator = Migrator(migrations: Migration.generic + domain.rules.flatMap(\.migrations))
             try await migrate(

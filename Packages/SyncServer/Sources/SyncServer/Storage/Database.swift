@@ -276,3 +276,22 @@ final class LeaseFlag: Sendable {
         }
     }
 }
+
+extension PostgresClient {
+    /// Runs `body` while the client runs (its `run()` in a child task, cancelled when `body` returns or
+    /// throws). `body` starts once `run()` is under way: a lease before it makes PostgresNIO log a warning.
+    public func whileRunning<Result: Sendable>(_ body: @Sendable (PostgresClient) async throws -> Result)
+        async throws -> Result
+    {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let (running, starts) = AsyncStream<Never>.makeStream()
+            group.addTask {
+                starts.finish()
+                await self.run()
+            }
+            defer { group.cancelAll() }
+            for await _ in running {}
+            return try await body(self)
+        }
+    }
+}
