@@ -20,9 +20,9 @@ struct StoredEvent: Sendable {
 }
 
 extension StoredEvent {
-    /// A row of the pull's query (`EventRepository.events`: seq, event_id, stream, stream_version, type,
-    /// schema_version, hlc, dot_replica, dot_counter, payload::text, received_at), read cell by cell with each
-    /// column's type written out. `rows.decode((Int64, UUID, …).self)` took the variadic generic path, which
+    /// A row of the pull's query and of compaction's windows (`EventRepository.events`, `Compactor.rows`:
+    /// seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+    /// payload::text, received_at), read cell by cell with each column's type written out. `rows.decode((Int64, UUID, …).self)` took the variadic generic path, which
     /// looked up generic and tuple metadata for every row: 18 % of the server's CPU while it served a
     /// bootstrap, about half of it the lookups.
     init(pulled row: PostgresRow, scope: Scope) throws {
