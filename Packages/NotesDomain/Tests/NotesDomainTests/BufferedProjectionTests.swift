@@ -60,6 +60,91 @@ import Testing
         }
     }
 
+    /// The `streams` table: each stream's version and scope.
+    static func streams(_ store: EventStore) async throws -> [String: String] {
+        try await store.database.writer.read { db in
+            Dictionary(
+                try Row.fetchAll(db, sql: "SELECT stream, version, scope FROM streams").map {
+                    ($0[0], "\($0[1] as Int64) \(($0[2] as String?) ?? "-")")
+                },
+                uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    /// Pulled pages applied with deferred saves write the streams' versions only when the projections flush;
+    /// meanwhile a local edit builds on the pulled version, and after the flush `streams` is what a device
+    /// that wrote them at once holds.
+    @Test func pulledVersionsWaitForTheFlushAndLocalEditsBuildOnThem() async throws {
+        let directory = try TemporaryDirectory()
+        let pages = try await Self.serverPages(directory)
+        let store = try EventStore(path: directory.path("device.sqlite"), projections: [NotesProjection()])
+        let reference = try EventStore(path: directory.path("reference.sqlite"), projections: [NotesProjection()])
+        try await Self.apply(pages, to: store)
+        try await Self.apply(pages, to: reference, deferring: false)
+        #expect(try await Self.streams(store).isEmpty, "no version written yet")
+        #expect(store.hasDeferredWrites())
+
+        // The most edited note that is still there, edited on both.
+        let versions = try await reference.database.writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT stream, version FROM streams ORDER BY version DESC").map {
+                ($0[0] as String, $0[1] as Int64)
+            }
+        }
+        var edited: (NoteID, Int64)?
+        for (stream, version) in versions {
+            guard let id = NoteID(stream), try await NotesClient(store: reference).note(id) != nil else { continue }
+            edited = (id, version)
+            break
+        }
+        let (id, version) = try #require(edited)
+        #expect(version > 1)
+        for device in [store, reference] {
+            try await NotesClient(store: device).setTitle(id, "edited here")
+            #expect(try await device.pendingEvents().last?.event.streamVersion == version + 1)
+        }
+
+        while try await !store.flushProjections(limit: 25) {}
+        #expect(store.hasDeferredWrites(), "the notes are written; the versions come after them")
+        var versionFlushes = 0
+        while try await !store.flushDeferredVersions(limit: 25) { versionFlushes += 1 }
+        #expect(versionFlushes >= 4, "120 notes' versions in transactions of 25")
+        #expect(!store.hasDeferredWrites())
+        #expect(try await Self.streams(store) == Self.streams(reference))
+        #expect(try await Self.table(store) == Self.rebuilt(store, directory))
+    }
+
+    /// Versions deferred when the process ends are written from the log when the file opens again; a rolled
+    /// back page leaves memory unsure, and the flush then reads them from the log.
+    @Test func deferredVersionsSurviveACrashAndARollback() async throws {
+        let directory = try TemporaryDirectory()
+        let pages = try await Self.serverPages(directory)
+        let path = directory.path("device.sqlite")
+        let reference = try EventStore(path: directory.path("reference.sqlite"), projections: [NotesProjection()])
+        try await Self.apply(pages.prefix(4), to: reference, deferring: false)
+        do {
+            let store = try EventStore(path: path, projections: [NotesProjection()])
+            try await Self.apply(pages.prefix(4), to: store)
+            #expect(store.hasDeferredWrites())
+            // The process ends here, versions unwritten.
+        }
+        let reopened = try EventStore(path: path, projections: [NotesProjection()])
+        #expect(!reopened.hasDeferredWrites())
+        #expect(try await Self.streams(reopened) == Self.streams(reference))
+
+        try await Self.apply(pages[4..<6], to: reopened)
+        struct Abort: Error {}
+        await EventStore.$syncResponseFault.withValue({ step in if step == .beforeCursor { throw Abort() } }) {
+            await #expect(throws: Abort.self) { try await Self.apply([pages[6]], to: reopened) }
+        }
+        try await Self.apply(pages[6...], to: reopened)
+        while try await !reopened.flushProjections(limit: 25) {}
+        while try await !reopened.flushDeferredVersions(limit: 25) {}
+        try await Self.apply(pages[4...], to: reference, deferring: false)
+        #expect(!reopened.hasDeferredWrites())
+        #expect(try await Self.streams(reopened) == Self.streams(reference))
+        #expect(try await Self.table(reopened) == Self.rebuilt(reopened, directory))
+    }
+
     @Test func bufferedPagesReachTheTableOnlyWhenFlushedAndThenExactly() async throws {
         let directory = try TemporaryDirectory()
         let pages = try await Self.serverPages(directory)

@@ -92,6 +92,9 @@ public final class SyncEngine: Sendable {
     public let configuration: Configuration
     public let journal: SyncJournal
     private let state = Mutex(EngineStatus())
+    /// Streams' versions a flush transaction writes (`EventStore.flushDeferredVersions(limit:)`), adapted as
+    /// `flushProjections(limit:)` adapts its records' limit, on its own: a version costs another amount.
+    private let versionFlushLimit = Mutex(SyncEngine.firstFlushLimit)
     /// The stable points of the last prune: a sync prunes by itself only when they have moved since.
     private let prunedAt = Mutex<[String: Int64]>([:])
     /// What the long-poll leaves for the run loop (`applyPolledPages`): pages with other replicas' events,
@@ -272,7 +275,7 @@ public final class SyncEngine: Sendable {
             let outcome = applied.outcome
             lastApply = applied.longest
             var flushed = Duration.zero
-            if store.hasBufferedProjections() {
+            if store.hasDeferredWrites() {
                 let since = bufferedSince ?? applyStart
                 bufferedSince = since
                 if !deferring || ContinuousClock.now - since >= configuration.projectionLag {
@@ -321,7 +324,22 @@ public final class SyncEngine: Sendable {
             } else if took * 2 < configuration.applyBudget {
                 limit = min(1 << 16, limit * 2)
             }
-            if done { return }
+            if done { break }
+        }
+        // Then the streams' versions the pages deferred with them, in transactions sized on their own: they
+        // cost another amount each, and sized by `limit` they made the next records' flush too long.
+        while store.hasDeferredVersions {
+            let count = versionFlushLimit.withLock { $0 }
+            let start = ContinuousClock.now
+            _ = try await local { try await self.store.flushDeferredVersions(limit: count) }
+            let took = ContinuousClock.now - start
+            versionFlushLimit.withLock { limit in
+                if took > configuration.applyBudget {
+                    limit = max(16, limit / 2)
+                } else if took * 2 < configuration.applyBudget {
+                    limit = min(1 << 16, limit * 2)
+                }
+            }
         }
     }
 

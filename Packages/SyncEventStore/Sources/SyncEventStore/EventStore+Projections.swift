@@ -46,7 +46,8 @@ extension EventStore {
     }
 
     /// Writes up to `limit` records that projections hold in memory (`BufferingProjection`), in one
-    /// transaction; once a projection has written its last one, its checkpoint moves to what it held.
+    /// transaction; once a projection has written its last one, its checkpoint moves to what it held. The
+    /// streams' versions deferred with them are written by `flushDeferredVersions(limit:)`.
     /// - Returns: true when nothing is buffered any more and every projection's tables hold the whole log.
     @discardableResult
     public func flushProjections(limit: Int = .max) async throws -> Bool {
@@ -61,6 +62,12 @@ extension EventStore {
     /// Whether some projection holds events in memory that its tables do not show yet.
     public func hasBufferedProjections() -> Bool {
         projections.contains { ($0 as? any BufferingProjection)?.bufferedThrough != nil }
+    }
+
+    /// Whether a flush has anything to write: buffered projection records (`flushProjections(limit:)`), or the
+    /// streams' versions of pages applied with deferred saves (`flushDeferredVersions(limit:)`).
+    public func hasDeferredWrites() -> Bool {
+        hasBufferedProjections() || hasDeferredVersions
     }
 
     /// `flushProjections(limit:)` inside the caller's transaction; returns whether it is done and the streams

@@ -157,8 +157,10 @@ extension EventStore {
             }
         }
         guard count > 0 else { return (0, live) }
-        // The projections' tables hold the whole log before any is touched (buffered state written).
+        // The projections' tables hold the whole log before any is touched (buffered state written), and
+        // `streams` every version before any is forgotten.
         _ = try flushProjections(limit: .max, db)
+        _ = try flushDeferredVersions(limit: .max, db)
 
         // Folded streams the log keeps live events of, and those not known to be of this scope alone (which
         // may have events anywhere): their tables hold more than the fold.
@@ -239,6 +241,8 @@ extension EventStore {
         let foldable = "status = 'confirmed' AND (\(conditions.joined(separator: " OR ")))"
 
         return try await database.writer.write { db -> Int in
+            // `streams` complete before versions are forgotten.
+            _ = try self.flushDeferredVersions(limit: .max, db)
             let count =
                 try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE \(foldable)", arguments: filterArguments)
                 ?? 0

@@ -72,6 +72,7 @@ extension EventStore {
             try db.execute(sql: "DELETE FROM events WHERE status = 'confirmed'")
             try db.execute(sql: "DELETE FROM store_meta WHERE key = 'cursor'")
             try db.execute(sql: "DELETE FROM outbox_marks")
+            try self.dropDeferredVersions(db)
             try db.execute(sql: "DELETE FROM streams")
             try db.execute(
                 sql:

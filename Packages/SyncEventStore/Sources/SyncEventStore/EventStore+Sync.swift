@@ -202,10 +202,15 @@ extension EventStore {
             try db.cachedStatement(sql: "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'events' AND seq > ?1")
                 .execute(arguments: [issued])
         }
-        // One version update per stream of the page, not one per event.
-        let raise = try StreamVersionRaise(db)
-        for (stream, held) in versions {
-            try raise(stream, in: held.scope, to: held.version)
+        // One version update per stream of the page, not one per event; none until the projections flush
+        // when their saves are deferred too (`DeferredVersions`).
+        if deferSaves {
+            try deferVersions(versions, after: positionBefore, db)
+        } else {
+            let raise = try StreamVersionRaise(db)
+            for (stream, held) in versions {
+                try raise(stream, in: held.scope, to: held.version)
+            }
         }
         try Self.count(.confirmed, result.inserted, db)
         try fault?(.pulledInserted)

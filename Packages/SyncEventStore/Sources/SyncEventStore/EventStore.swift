@@ -24,6 +24,8 @@ public final class EventStore: Sendable {
     let wallClock: @Sendable () -> UInt64
     let ids = Mutex(EventIDGenerator())
     let broadcaster = ChangeBroadcaster()
+    /// Versions of pulled pages not yet in `streams` (see `DeferredVersions`).
+    let deferredVersions = Mutex(DeferredVersions())
 
     /// The canonical order as SQL.
     static let canonicalOrder = "seq IS NULL, scope, seq, position"
@@ -58,7 +60,10 @@ public final class EventStore: Sendable {
         self.validators = validators
         self.wallClock = wallClock
         self.clock = HybridLogicalClock(replica: replica, resumingAfter: lastHLC, wallClock: wallClock)
-        try database.writer.write { db in try self.catchUpProjections(db) }
+        try database.writer.write { db in
+            try self.catchUpDeferredVersions(db)
+            try self.catchUpProjections(db)
+        }
     }
 
     /// Opens (creating if needed) a store on the SQLite file at `path`.
@@ -119,11 +124,14 @@ public final class EventStore: Sendable {
             if let known = versions[draft.stream] {
                 current = known
             } else {
-                current =
+                // `streams`, or a pulled page's version not written there yet.
+                let deferred = try deferredVersion(of: draft.stream, db)
+                current = max(
+                    deferred,
                     try Int64.fetchOne(
                         db.cachedStatement(sql: "SELECT version FROM streams WHERE stream = ?"),
                         arguments: [draft.stream])
-                    ?? 0
+                        ?? 0)
             }
             try draft.expectedVersion.check(stream: draft.stream, actual: current)
             dotCounter += 1
