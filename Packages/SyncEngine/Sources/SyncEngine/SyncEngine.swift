@@ -318,12 +318,7 @@ public final class SyncEngine: Sendable {
             let count = limit
             let start = ContinuousClock.now
             let done = try await local { try await self.store.flushProjections(limit: count) }
-            let took = ContinuousClock.now - start
-            if took > configuration.applyBudget {
-                limit = max(16, limit / 2)
-            } else if took * 2 < configuration.applyBudget {
-                limit = min(1 << 16, limit * 2)
-            }
+            adapt(&limit, took: ContinuousClock.now - start)
             if done { break }
         }
         // Then the streams' versions the pages deferred with them, in transactions sized on their own: they
@@ -333,13 +328,16 @@ public final class SyncEngine: Sendable {
             let start = ContinuousClock.now
             _ = try await local { try await self.store.flushDeferredVersions(limit: count) }
             let took = ContinuousClock.now - start
-            versionFlushLimit.withLock { limit in
-                if took > configuration.applyBudget {
-                    limit = max(16, limit / 2)
-                } else if took * 2 < configuration.applyBudget {
-                    limit = min(1 << 16, limit * 2)
-                }
-            }
+            versionFlushLimit.withLock { adapt(&$0, took: took) }
+        }
+    }
+
+    /// A flush's limit after a transaction that took `took`: halved past `applyBudget`, doubled under half of it.
+    private func adapt(_ limit: inout Int, took: Duration) {
+        if took > configuration.applyBudget {
+            limit = max(16, limit / 2)
+        } else if took * 2 < configuration.applyBudget {
+            limit = min(1 << 16, limit * 2)
         }
     }
 

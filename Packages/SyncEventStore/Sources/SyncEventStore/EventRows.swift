@@ -100,13 +100,16 @@ struct EventRowInsert {
 struct StreamVersionRaise {
     private let statement: Statement
 
+    /// How a row met again is raised: the higher version, and `''` for a second scope. Deferred versions
+    /// read back from the log are raised by the same rule (`EventStore.raiseVersions(fromLogAfter:_:)`).
+    static let onConflict = """
+        ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version),
+            scope = CASE WHEN scope IS NULL OR scope = excluded.scope THEN excluded.scope ELSE '' END
+        """
+
     init(_ db: Database) throws {
         statement = try db.cachedStatement(
-            sql: """
-                INSERT INTO streams (stream, version, scope) VALUES (?, ?, ?)
-                ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version),
-                    scope = CASE WHEN scope IS NULL OR scope = excluded.scope THEN excluded.scope ELSE '' END
-                """)
+            sql: "INSERT INTO streams (stream, version, scope) VALUES (?, ?, ?) \(Self.onConflict)")
         statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 3)))
     }
 

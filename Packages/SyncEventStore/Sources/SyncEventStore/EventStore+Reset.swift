@@ -126,7 +126,7 @@ extension EventStore {
             }
             try db.execute(sql: "DELETE FROM outbox_marks")
             if let oldest = try Self.oldestPending(db) { try Self.markOutbox(from: oldest, db) }
-            try db.execute(sql: "DELETE FROM store_meta WHERE key = ?", arguments: [Self.bootstrappingKey])
+            try Self.removeMeta(Self.bootstrappingKey, db)
             return (report, superseded, appended)
         }
         if !superseded.isEmpty { publish(.rejected, superseded) }

@@ -113,7 +113,7 @@ extension EventStore {
         let state = deferredVersions.withLock { $0 }
         guard state.usable else {
             try Self.raiseVersions(fromLogAfter: marker, db)
-            try db.execute(sql: "DELETE FROM store_meta WHERE key = ?", arguments: [Self.deferredVersionsKey])
+            try Self.removeMeta(Self.deferredVersionsKey, db)
             db.afterNextTransaction(
                 onCommit: { [self] _ in deferredVersions.withLock { $0.clear() } }, onRollback: { _ in })
             return true
@@ -122,7 +122,7 @@ extension EventStore {
         let raise = try StreamVersionRaise(db)
         for (stream, held) in written { try raise(stream, in: held.scope, to: held.version) }
         let done = written.count == state.versions.count
-        if done { try db.execute(sql: "DELETE FROM store_meta WHERE key = ?", arguments: [Self.deferredVersionsKey]) }
+        if done { try Self.removeMeta(Self.deferredVersionsKey, db) }
         db.afterNextTransaction(
             onCommit: { [self] _ in
                 deferredVersions.withLock { state in
@@ -141,26 +141,23 @@ extension EventStore {
     func catchUpDeferredVersions(_ db: Database) throws {
         guard let marker = try Self.meta(Self.deferredVersionsKey, db).flatMap(Int64.init) else { return }
         try Self.raiseVersions(fromLogAfter: marker, db)
-        try db.execute(sql: "DELETE FROM store_meta WHERE key = ?", arguments: [Self.deferredVersionsKey])
+        try Self.removeMeta(Self.deferredVersionsKey, db)
     }
 
     /// Drops the deferred versions, inside a transaction that rewrites `streams` from the log (a reset).
     func dropDeferredVersions(_ db: Database) throws {
-        try db.execute(sql: "DELETE FROM store_meta WHERE key = ?", arguments: [Self.deferredVersionsKey])
+        try Self.removeMeta(Self.deferredVersionsKey, db)
         db.afterNextTransaction(
             onCommit: { [self] _ in deferredVersions.withLock { $0.clear() } }, onRollback: { _ in })
     }
 
-    /// Raises `streams` to the versions of the log's events after `position`, by the rules of
-    /// `StreamVersionRaise`.
+    /// Raises `streams` to the versions of the log's events after `position`, by `StreamVersionRaise`'s rule.
     static func raiseVersions(fromLogAfter position: Int64, _ db: Database) throws {
         try db.execute(
             sql: """
                 INSERT INTO streams (stream, version, scope)
                 SELECT stream, max(stream_version), CASE WHEN min(scope) = max(scope) THEN min(scope) ELSE '' END
-                FROM events WHERE position > ? GROUP BY stream
-                ON CONFLICT (stream) DO UPDATE SET version = max(version, excluded.version),
-                    scope = CASE WHEN scope IS NULL OR scope = excluded.scope THEN excluded.scope ELSE '' END
+                FROM events WHERE position > ? GROUP BY stream \(StreamVersionRaise.onConflict)
                 """, arguments: [position])
     }
 }

@@ -324,6 +324,10 @@ public final class EventStore: Sendable {
         try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM store_meta WHERE key = ?"), arguments: [key])
     }
 
+    static func removeMeta(_ key: String, _ db: Database) throws {
+        try db.cachedStatement(sql: "DELETE FROM store_meta WHERE key = ?").execute(arguments: [key])
+    }
+
     static func setMeta(_ key: String, _ value: String, _ db: Database) throws {
         try db.cachedStatement(
             sql:
