@@ -155,7 +155,7 @@ extension EventStore {
             }
             // Most pulled events are new: insert first, and look at the row only when the id was there.
             let given = index < payloads.count ? payloads[index] : nil
-            let payload = try given ?? PayloadCodec.encode(event.payload)
+            let payload = given ?? PayloadCodec.encode(event)
             if let position = try insert(event, payload: payload, status: .confirmed, db) {
                 inserted.append(
                     StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))

@@ -300,7 +300,7 @@ public final class EventStore: Sendable {
     /// - Returns: the row as stored, with the payload bytes written (`StoredEvent.withPayloadBytes`).
     @discardableResult
     static func insert(_ event: Event, status: SyncStatus, _ db: Database) throws -> StoredEvent {
-        let payload = try PayloadCodec.encode(event.payload)
+        let payload = PayloadCodec.encode(event)
         var insertRow = try EventRowInsert(db, ifNew: false)
         guard let position = try insertRow(event, payload: payload, status: status, db) else {
             preconditionFailure("an insert without ON CONFLICT inserts or throws")

@@ -54,7 +54,7 @@ public struct StoredEvent: Sendable, Hashable {
     /// payloads from bytes reads them this way instead of encoding `event.payload` itself.
     public func withPayloadBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         if let payloadBytes { return try payloadBytes.withUnsafeBytes(body) }
-        return try event.payload.canonicalData().withUnsafeBytes(body)
+        return try PayloadCodec.encode(event).withUnsafeBytes(body)
     }
 
     public static func == (lhs: StoredEvent, rhs: StoredEvent) -> Bool {
@@ -110,6 +110,11 @@ public struct StoredEvent: Sendable, Hashable {
 enum PayloadCodec {
     static func encode(_ payload: JSONValue) throws -> Data {
         payload.canonicalData()
+    }
+
+    /// The canonical bytes of `event`'s payload: those it holds when it was decoded from them.
+    static func encode(_ event: Event) -> Data {
+        event.canonicalPayload ?? event.payload.canonicalData()
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer) throws -> JSONValue {

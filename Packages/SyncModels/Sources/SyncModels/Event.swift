@@ -17,7 +17,18 @@ public struct Event: Hashable, Sendable, Codable {
     public var schemaVersion: Int
     public var hlc: HLCTimestamp
     public var dot: Dot
-    public var payload: JSONValue
+    /// The domain's payload. An event decoded from canonical JSON (`init(…canonicalPayload:…)`) holds its
+    /// payload's bytes and builds this value only when it is read: a device applying a pulled page stores
+    /// and projects the bytes, and never needs the value.
+    public var payload: JSONValue {
+        get {
+            switch storedPayload {
+            case .value(let value): return value
+            case .canonical(let bytes): return Self.value(ofCanonical: bytes)
+            }
+        }
+        set { storedPayload = .value(newValue) }
+    }
     /// The event's position in its scope, assigned by the server.
     public var seq: Int64?
     /// When the server committed the event.
@@ -35,9 +46,44 @@ public struct Event: Hashable, Sendable, Codable {
         self.schemaVersion = schemaVersion
         self.hlc = hlc
         self.dot = dot
-        self.payload = payload
+        self.storedPayload = .value(payload)
         self.seq = seq
         self.receivedAt = receivedAt
+    }
+
+    /// An event whose payload is held as the canonical JSON bytes `canonicalPayload`: bytes that
+    /// `JSONReader` accepted and for which `JSONWriter.isCanonical` holds (a decoder that checked both keeps
+    /// the bytes it read instead of building the value). `payload` parses them when it is read.
+    public init(
+        id: EventID, scope: Scope, stream: String, streamVersion: Int64, type: String, schemaVersion: Int = 1,
+        hlc: HLCTimestamp, dot: Dot, canonicalPayload: Data, seq: Int64? = nil, receivedAt: Date? = nil
+    ) {
+        self.init(
+            id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,
+            schemaVersion: schemaVersion, hlc: hlc, dot: dot, payload: .null, seq: seq, receivedAt: receivedAt)
+        self.storedPayload = .canonical(canonicalPayload)
+    }
+
+    /// The payload's canonical bytes when the event holds them (`init(…canonicalPayload:…)`, and `payload`
+    /// not set since); nil when it holds a value.
+    public var canonicalPayload: Data? {
+        if case .canonical(let bytes) = storedPayload { return bytes }
+        return nil
+    }
+
+    /// How the payload is held: as a value, or as canonical bytes not parsed yet.
+    private enum StoredPayload: Sendable {
+        case value(JSONValue)
+        case canonical(Data)
+    }
+    private var storedPayload: StoredPayload
+
+    private static func value(ofCanonical bytes: Data) -> JSONValue {
+        do {
+            return try JSONValue(parsing: bytes)
+        } catch {
+            preconditionFailure("Event(canonicalPayload:) was given bytes JSONReader refuses: \(error)")
+        }
     }
 
     /// Limits every component that accepts events applies.
@@ -63,5 +109,68 @@ public struct Event: Hashable, Sendable, Codable {
         guard schemaVersion >= 1 else { throw fail("schemaVersion must be at least 1") }
         guard dot.counter >= 1 else { throw fail("dot.counter must be at least 1") }
         guard hlc.node == dot.replica.high else { throw fail("hlc node must match dot.replica") }
+    }
+}
+
+extension Event {
+    public static func == (lhs: Event, rhs: Event) -> Bool {
+        guard
+            lhs.id == rhs.id && lhs.scope == rhs.scope && lhs.stream == rhs.stream
+                && lhs.streamVersion == rhs.streamVersion && lhs.type == rhs.type
+                && lhs.schemaVersion == rhs.schemaVersion && lhs.hlc == rhs.hlc && lhs.dot == rhs.dot
+                && lhs.seq == rhs.seq && lhs.receivedAt == rhs.receivedAt
+        else { return false }
+        // Equal canonical bytes hold equal values; anything else compares the values.
+        if let left = lhs.canonicalPayload, let right = rhs.canonicalPayload, left == right { return true }
+        return lhs.payload == rhs.payload
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(scope)
+        hasher.combine(stream)
+        hasher.combine(streamVersion)
+        hasher.combine(type)
+        hasher.combine(schemaVersion)
+        hasher.combine(hlc)
+        hasher.combine(dot)
+        hasher.combine(payload)
+        hasher.combine(seq)
+        hasher.combine(receivedAt)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, scope, stream, streamVersion, type, schemaVersion, hlc, dot, payload, seq, receivedAt
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            id: try container.decode(EventID.self, forKey: .id),
+            scope: try container.decode(Scope.self, forKey: .scope),
+            stream: try container.decode(String.self, forKey: .stream),
+            streamVersion: try container.decode(Int64.self, forKey: .streamVersion),
+            type: try container.decode(String.self, forKey: .type),
+            schemaVersion: try container.decode(Int.self, forKey: .schemaVersion),
+            hlc: try container.decode(HLCTimestamp.self, forKey: .hlc),
+            dot: try container.decode(Dot.self, forKey: .dot),
+            payload: try container.decode(JSONValue.self, forKey: .payload),
+            seq: try container.decodeIfPresent(Int64.self, forKey: .seq),
+            receivedAt: try container.decodeIfPresent(Date.self, forKey: .receivedAt))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(scope, forKey: .scope)
+        try container.encode(stream, forKey: .stream)
+        try container.encode(streamVersion, forKey: .streamVersion)
+        try container.encode(type, forKey: .type)
+        try container.encode(schemaVersion, forKey: .schemaVersion)
+        try container.encode(hlc, forKey: .hlc)
+        try container.encode(dot, forKey: .dot)
+        try container.encode(payload, forKey: .payload)
+        try container.encodeIfPresent(seq, forKey: .seq)
+        try container.encodeIfPresent(receivedAt, forKey: .receivedAt)
     }
 }

@@ -22,6 +22,30 @@ import Testing
         try event.validate()
     }
 
+    /// An event holding its payload as canonical bytes is the event holding the value: equal, same hash,
+    /// same encoding; setting the payload replaces the bytes.
+    @Test func anEventHoldingCanonicalBytesIsTheEventHoldingTheirValue() throws {
+        let golden = try CanonicalJSON.decode(Event.self, from: Self.fixture("event-server.json"))
+        let bytes = golden.payload.canonicalData()
+        try bytes.withUnsafeBytes { #expect(JSONWriter.isCanonical($0)) }
+        let held = Event(
+            id: golden.id, scope: golden.scope, stream: golden.stream, streamVersion: golden.streamVersion,
+            type: golden.type, schemaVersion: golden.schemaVersion, hlc: golden.hlc, dot: golden.dot,
+            canonicalPayload: bytes, seq: golden.seq, receivedAt: golden.receivedAt)
+        #expect(held.canonicalPayload == bytes && golden.canonicalPayload == nil)
+        #expect(held.payload == golden.payload)
+        #expect(held == golden && golden == held)
+        #expect(held.hashValue == golden.hashValue)
+        #expect(try CanonicalJSON.encode(held) == CanonicalJSON.encode(golden))
+        #expect(try CanonicalJSON.decode(Event.self, from: CanonicalJSON.encode(held)) == golden)
+        var other = held
+        other.payload = ["changed": true]
+        #expect(other.canonicalPayload == nil && other != held && other.payload["changed"] == true)
+        var sameBytesOtherSeq = held
+        sameBytesOtherSeq.seq = (held.seq ?? 0) + 1
+        #expect(sameBytesOtherSeq != held)
+    }
+
     @Test func goldenFieldsDecodeToTheirValues() throws {
         let event = try CanonicalJSON.decode(Event.self, from: Self.fixture("event-server.json"))
         #expect(event.id.description == "018f4e3a-5b7c-7d8e-9f00-112233445566")

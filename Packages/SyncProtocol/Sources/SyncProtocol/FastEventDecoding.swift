@@ -407,6 +407,7 @@ private struct BodyDecoder {
         var hlc: HLCTimestamp?
         var dot: Dot?
         var payload: JSONValue?
+        var canonical: Data?
         var seq: Int64?
         var receivedAt: Date?
         try object(&reader, "events[\(index)]") { decoder, reader, key throws(Bail) in
@@ -422,9 +423,16 @@ private struct BodyDecoder {
             case "dot": dot = try decoder.dot(&reader, index)
             case "payload":
                 if keep {
-                    let (value, canonical) = try reader.readValueAndCanonicalBytes()
-                    payload = value
-                    canonicalPayload = canonical.map { Data($0) }
+                    // Canonical bytes are kept as they are; the event builds the value only if it is read.
+                    let raw = try reader.readRawValue()
+                    if JSONWriter.isCanonical(raw) {
+                        canonical = Data(raw)
+                        payload = nil
+                    } else {
+                        var nested = JSONReader(raw)
+                        payload = try nested.readValue()
+                        canonical = nil
+                    }
                 } else {
                     payload = try reader.readValue()
                 }
@@ -452,6 +460,14 @@ private struct BodyDecoder {
         guard let schemaVersion else { throw missing("events[\(index)].schemaVersion") }
         guard let hlc else { throw missing("events[\(index)].hlc") }
         guard let dot else { throw missing("events[\(index)].dot") }
+        if let canonical {
+            canonicalPayload = canonical
+            return Event(
+                id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,
+                schemaVersion: schemaVersion, hlc: hlc, dot: dot, canonicalPayload: canonical, seq: seq,
+                receivedAt: receivedAt)
+        }
+        canonicalPayload = nil
         guard let payload else { throw missing("events[\(index)].payload") }
         return Event(
             id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,

@@ -124,6 +124,9 @@ import Testing
         let answer = try FastEventDecoding.syncResponse(Data(body.utf8))
         #expect(answer.canonicalPayloads.bytes.map { $0 != nil } == [true, false, false, false, true])
         for (index, event) in answer.events.enumerated() {
+            // The event holds the bytes it kept, and builds the value from them when asked.
+            #expect(event.canonicalPayload == answer.canonicalPayloads[index])
+            #expect(event.payload == (try JSONValue(parsing: Data(payloads[index].utf8))))
             if let kept = answer.canonicalPayloads[index] {
                 #expect(kept == Data(payloads[index].utf8) && kept == event.payload.canonicalData())
             }
