@@ -15,7 +15,8 @@ import Testing
     /// A device catching up through `/v1/sync` while it pushes its own edits and another replica keeps
     /// writing: every page but the first is read ahead, and each is what a fresh read at that moment gives.
     @Test func aReplicaCatchingUpGetsEveryEventOnceFromPagesReadAhead() async throws {
-        try await TestServer.run { server in
+        // Pages read ahead are dropped after 10 s by default; under a loaded test run a round can take longer.
+        try await TestServer.run(configure: { $0.readAheadMaxAge = .seconds(600) }) { server in
             let scopes = ["a", "b", "c"]
             var others: [EventID] = []
             for scope in scopes {
@@ -129,7 +130,7 @@ import Testing
     /// A replica whose pages double while they come back full (as the reference engine's do) gets them read
     /// ahead at the size it asks for next; one whose pages stop growing short of the maximum misses once.
     @Test func pagesThatGrowAreReadAheadAtTheirNextSize() async throws {
-        try await TestServer.run { server in
+        try await TestServer.run(configure: { $0.readAheadMaxAge = .seconds(600) }) { server in
             let events = (0..<250).map { _ in EventFixtures.event(scope: "g") }
             _ = try await server.push(events, scopes: ["g"])
             let headers = try await server.bearer(["g"])

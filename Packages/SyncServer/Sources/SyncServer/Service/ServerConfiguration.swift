@@ -32,6 +32,8 @@ public struct ServerConfiguration: Sendable {
     /// Events that pages read ahead for replicas catching up may hold between them, about 450 bytes each
     /// (`SYNC_READ_AHEAD_EVENTS`, default 20,000; 0 turns read-ahead off). See `ReadAhead`.
     public var readAheadEvents: Int = 20_000
+    /// How long a page read ahead waits for the request it was read for before it is dropped (10 s).
+    public var readAheadMaxAge: Duration = .seconds(10)
     /// How long start-up keeps retrying to reach the database before giving up
     /// (`SYNC_STARTUP_TIMEOUT_SECONDS`, default 30).
     public var startupTimeoutSeconds: Int = 30

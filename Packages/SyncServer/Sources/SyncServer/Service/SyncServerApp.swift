@@ -68,7 +68,7 @@ public struct SyncServerApp: Sendable {
                     maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds)), metrics: metrics),
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
-        api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents)
+        api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents, maxAge: configuration.readAheadMaxAge)
 
         let router = Router()
         router.add(middleware: ErrorMiddleware(metrics: metrics))
