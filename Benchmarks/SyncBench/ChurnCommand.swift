@@ -137,8 +137,9 @@ struct ChurnCommand: AsyncParsableCommand {
             }
         }
         report.writeSeconds = BootstrapCommand.seconds(ContinuousClock.now - started)
-        let (bootstrap, fresh) = try await bench.bootstrap(expected: device)
+        let (bootstrap, keepingLog, fresh) = try await bench.bootstrap(expected: device)
         report.bootstrap = bootstrap
+        report.bootstrapKeepingLog = keepingLog
         if compaction, costOperations > 0 {
             report.cost = try await bench.cost(operations: costOperations, writer: &writer, devices: [device, fresh])
         }
@@ -252,13 +253,19 @@ struct ChurnRun: Sendable {
     let http: HTTPClient
     let folder: URL
 
-    func device(_ name: String) throws -> (client: NotesClient, engine: SyncEngine) {
+    /// A device on a fresh file. `policy`: its own compaction policy, the engine's default (a new device
+    /// bootstraps with it); otherwise the run's (without compaction nothing prunes, with it the engine's own
+    /// policy does between checkpoints), or, with `keepingLog`, none: it logs every event it pulls.
+    func device(_ name: String, policy: DevicePolicy = .run) throws -> (client: NotesClient, engine: SyncEngine) {
         let client = try NotesClient.open(path: folder.appendingPathComponent("\(name)-\(UUID()).sqlite").path)
         guard let url = URL(string: server) else { throw ValidationError("not a URL: \(server)") }
         var configuration = SyncEngine.Configuration(scopes: scopes)
         configuration.rebaser = NotesRebaser(replica: client.store.replica)
-        // Without compaction nothing prunes; with it, the engine's own policy does between checkpoints.
-        if !compaction { configuration.autoCompactAfter = nil }
+        switch policy {
+        case .run: if !compaction { configuration.autoCompactAfter = nil }
+        case .defaults: break
+        case .keepingLog: configuration.autoCompactAfter = nil
+        }
         let engine = try SyncEngine(
             store: client.store, transport: HTTPClientTransport(baseURL: url, token: token),
             configuration: configuration)
@@ -436,23 +443,41 @@ struct ChurnRun: Sendable {
         }
     }
 
-    /// A fresh device pulls the whole history; its state must equal `expected`'s.
+    /// What a device prunes by (see `device(_:policy:)`).
+    enum DevicePolicy {
+        case run, defaults, keepingLog
+    }
+
+    /// A fresh device with the engine's default policy pulls the whole history (it folds on arrival what
+    /// every other replica has seen, when the pull is long: see `SyncEngine.Configuration.foldOnArrival`),
+    /// then one that logs every event, the in-run baseline. Their states must equal `expected`'s.
     func bootstrap(expected: (client: NotesClient, engine: SyncEngine)) async throws -> (
-        ChurnReport.Bootstrap, (client: NotesClient, engine: SyncEngine)
+        ChurnReport.Bootstrap, keepingLog: ChurnReport.Bootstrap, (client: NotesClient, engine: SyncEngine)
     ) {
-        let fresh = try device("fresh")
+        try await expected.engine.syncNow()
+        let (report, fresh) = try await bootstrapDevice("fresh", policy: .defaults, expected: expected)
+        let keepingLog = try await bootstrapDevice("fresh-log", policy: .keepingLog, expected: expected).0
+        return (report, keepingLog, fresh)
+    }
+
+    /// One fresh device's bootstrap: from its first request to the end of its sync (a purge of what it folded
+    /// included), checked against `expected`.
+    func bootstrapDevice(
+        _ name: String, policy: DevicePolicy, expected: (client: NotesClient, engine: SyncEngine)
+    ) async throws -> (ChurnReport.Bootstrap, (client: NotesClient, engine: SyncEngine)) {
+        let fresh = try device(name, policy: policy)
         let started = ContinuousClock.now
         try await fresh.engine.syncNow()
         let seconds = BootstrapCommand.seconds(ContinuousClock.now - started)
         let traffic = fresh.engine.status.traffic
-        try await expected.engine.syncNow()
         let converged = try await fresh.client.exportState() == expected.client.exportState()
         guard converged else { throw ValidationError("the bootstrapped device's state differs from the device's") }
-        let events = try await fresh.client.store.counts()[.confirmed] ?? 0
+        let events = fresh.engine.status.pulledEvents
         let report = ChurnReport.Bootstrap(
             seconds: seconds, events: events, eventsPerSecond: Double(events) / seconds,
             bytesOnTheWire: traffic.receivedWire, bytesRaw: traffic.receivedRaw,
-            deviceBytes: try fresh.client.store.database.maintenance.statistics().fileBytes)
+            deviceBytes: try fresh.client.store.database.maintenance.statistics().fileBytes,
+            loggedEvents: try await fresh.client.store.counts()[.confirmed] ?? 0)
         return (report, fresh)
     }
 
@@ -521,11 +546,14 @@ struct ChurnReport: Codable, Sendable {
 
     struct Bootstrap: Codable, Sendable {
         var seconds: Double
+        /// Events the device pulled.
         var events: Int
         var eventsPerSecond: Double
         var bytesOnTheWire: Int
         var bytesRaw: Int
         var deviceBytes: Int
+        /// Of those events, the ones its log holds after the sync (the others were folded on arrival).
+        var loggedEvents: Int?
     }
 
     struct Cost: Codable, Sendable {
@@ -551,6 +579,8 @@ struct ChurnReport: Codable, Sendable {
     var folds = 0
     var foldSeconds = 0.0
     var bootstrap: Bootstrap?
+    /// The same bootstrap by a device that logs every event it pulls (no pruning): the in-run baseline.
+    var bootstrapKeepingLog: Bootstrap?
     var cost: Cost?
 
     var text: String {
@@ -577,13 +607,16 @@ struct ChurnReport: Codable, Sendable {
             lines.append(String(format: "folds between checkpoints: %d, %.1f s in all", folds, foldSeconds))
         }
         if let bootstrap {
-            lines.append(
-                String(
-                    format:
-                        "bootstrap: %.2f s, %d events (%.0f/s), %.1f MiB on the wire (%.1f MiB raw), device %.1f MiB",
-                    bootstrap.seconds, bootstrap.events, bootstrap.eventsPerSecond,
-                    Double(bootstrap.bytesOnTheWire) / 1_048_576, Double(bootstrap.bytesRaw) / 1_048_576,
-                    Double(bootstrap.deviceBytes) / 1_048_576))
+            for (label, run) in [("bootstrap", bootstrap), ("bootstrap keeping the log", bootstrapKeepingLog)] {
+                guard let run else { continue }
+                lines.append(
+                    String(
+                        format:
+                            "%@: %.2f s, %d events (%.0f/s), %d logged, %.1f MiB on the wire (%.1f MiB raw), device %.1f MiB",
+                        label, run.seconds, run.events, run.eventsPerSecond, run.loggedEvents ?? run.events,
+                        Double(run.bytesOnTheWire) / 1_048_576, Double(run.bytesRaw) / 1_048_576,
+                        Double(run.deviceBytes) / 1_048_576))
+            }
         }
         if let cost {
             lines.append(

@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Applying a batch loads each touched note once, applies its events in memory and writes it back once,
 /// so rebuilds cost one read and one write per note per batch rather than per event.
-public struct NotesProjection: RowReplayingProjection, BufferingProjection, StreamSnapshotProjection {
+public struct NotesProjection: RowReplayingProjection, ArrivalFoldingProjection {
     public let name = "notes"
     public let version = NoteState.version
     /// Threads a long replay (rebuild, catch-up) applies events and encodes notes on. Notes are independent
@@ -86,9 +86,84 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
         try cache.begin(db)
         var notes = NotesWorkingSet()
         try notes.load(for: events, from: db, cache: cache)
+        try writeFolded(among: notes, db)
         notes.apply(events)
         try notes.save(to: db)
         cache.store(notes.notes)
+    }
+
+    /// Writes, as their own snapshot, the notes of `notes` that hold folded events in memory: before an
+    /// event the log holds is applied to one, so that the snapshot its row's trigger copies holds them.
+    func writeFolded(among notes: NotesWorkingSet, _ db: Database) throws {
+        guard cache.holdsFolded else { return }
+        var folded = NotesWorkingSet()
+        for note in notes.notes where cache.isFolded(note.key) { folded.add(note) }
+        guard !folded.notes.isEmpty else { return }
+        try folded.save(to: db, asSnapshot: true)
+        cache.markFoldedWritten(folded.notes)
+    }
+
+    // MARK: - Folding on arrival (ArrivalFoldingProjection)
+
+    /// Notes whose row is their own snapshot (`changed = 0`) or that have none, and that hold no buffered
+    /// event the log holds; streams that are not notes have nothing here.
+    public func foldable(_ streams: Set<String>, in db: Database) throws -> Set<String> {
+        try cache.begin(db)
+        var foldable: Set<String> = []
+        var unknown: [String: String] = [:]
+        for stream in streams {
+            guard let key = NoteID(stream), stream.hasPrefix("note:") else {
+                foldable.insert(stream)
+                continue
+            }
+            switch cache.rowState(key) {
+            case .buffered: continue
+            case .snapshot: foldable.insert(stream)
+            case .changed: continue
+            case .unknown: unknown[key.description] = stream
+            }
+        }
+        let ids = Array(unknown.keys)
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            let slice = Array(ids[start..<min(start + 500, ids.count)])
+            var changed: Set<String> = []
+            let rows = try Row.fetchCursor(
+                db,
+                sql: "SELECT id FROM notes WHERE changed = 1 AND id IN (\(databaseQuestionMarks(count: slice.count)))",
+                arguments: StatementArguments(slice))
+            while let row = try rows.next() { changed.insert(row[0]) }
+            for id in slice where !changed.contains(id) { foldable.insert(unknown[id]!) }
+        }
+        return foldable
+    }
+
+    /// Applies folded events to the notes' state, which stays their snapshot: held in memory when
+    /// `deferSaves` and the cache has room, written at once (`changed = 0`) otherwise.
+    public func applyFolded(_ events: [StoredEvent], deferSaves: Bool, in db: Database) throws -> Bool {
+        try cache.begin(db)
+        var notes = NotesWorkingSet()
+        try notes.load(for: events, from: db, cache: cache)
+        notes.apply(events)
+        if deferSaves, cache.markFolded(notes.notes) { return true }
+        try notes.save(to: db, workers: notes.notes.count > 256 ? workers : 1, asSnapshot: true)
+        cache.markFoldedWritten(notes.notes)
+        return false
+    }
+
+    public var holdsFolded: Bool { cache.holdsFolded }
+
+    public var foldedLoss: Bool { cache.foldedLoss }
+
+    public func clearFoldedLoss() { cache.clearFoldedLoss() }
+
+    public func snapshotStreams(scope: String, in db: Database) throws -> [String] {
+        var streams: [String] = []
+        let ids = try String.fetchCursor(
+            db, sql: "SELECT id FROM notes WHERE scope = ? AND changed = 0", arguments: [scope])
+        while let id = try ids.next() {
+            if let note = NoteID(id) { streams.append(note.stream) }
+        }
+        return streams
     }
 
     // MARK: - Write-behind (BufferingProjection)
@@ -107,6 +182,7 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
         }
         var notes = NotesWorkingSet()
         try notes.load(for: events, from: db, cache: cache)
+        try writeFolded(among: notes, db)
         notes.apply(events)
         if !cache.markDirty(notes.notes, through: last) {
             try notes.save(to: db)
@@ -117,6 +193,7 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
 
     public var bufferedThrough: Int64? { cache.bufferedThrough }
 
+    /// Buffered notes first, then notes holding folded events (written as their own snapshot), `limit` in all.
     public func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush {
         try cache.begin(db)
         let keys = streams.map { Set($0.compactMap { NoteID($0) }) }
@@ -124,7 +201,12 @@ public struct NotesProjection: RowReplayingProjection, BufferingProjection, Stre
         for note in cache.dirtyNotes(among: keys, limit: limit) { notes.add(note) }
         try notes.save(to: db, workers: notes.notes.count > 256 ? workers : 1)
         let held = cache.markClean(notes.notes, through: nil)
-        return ProjectionFlush(streams: Set(notes.notes.map(\.key.stream)), heldThrough: held)
+        var folded = NotesWorkingSet()
+        for note in cache.foldedNotes(among: keys, limit: limit - notes.notes.count) { folded.add(note) }
+        try folded.save(to: db, workers: folded.notes.count > 256 ? workers : 1, asSnapshot: true)
+        cache.markFoldedWritten(folded.notes)
+        return ProjectionFlush(
+            streams: Set(notes.notes.map(\.key.stream) + folded.notes.map(\.key.stream)), heldThrough: held)
     }
 
     /// Keeps every touched note's state in memory for the whole replay and saves each note once at the end,
@@ -390,11 +472,15 @@ struct NotesWorkingSet {
         let key: NoteID
         var scope: String?
         var state: NoteState
+        /// Whether the note's row is its own snapshot (`changed = 0`) or it has none, as of the last load
+        /// or write; nil when not known.
+        var rowIsSnapshot: Bool?
 
-        init(key: NoteID, scope: String?, state: NoteState = NoteState()) {
+        init(key: NoteID, scope: String?, state: NoteState = NoteState(), rowIsSnapshot: Bool? = nil) {
             self.key = key
             self.scope = scope
             self.state = state
+            self.rowIsSnapshot = rowIsSnapshot
         }
 
         /// The note's id as its row stores it (made when needed, on the thread that saves the note).
@@ -461,18 +547,24 @@ struct NotesWorkingSet {
             }
         }
         guard !missing.isEmpty else { return }
-        var loaded: [String: (scope: String, state: NoteState)] = [:]
+        var loaded: [String: (scope: String, state: NoteState, changed: Bool)] = [:]
         let list = Array(missing.keys)
         for chunk in stride(from: 0, to: list.count, by: 500) {
             let slice = Array(list[chunk..<min(chunk + 500, list.count)])
             let rows = try Row.fetchCursor(
                 db,
-                sql: "SELECT id, scope, state FROM notes WHERE id IN (\(databaseQuestionMarks(count: slice.count)))",
+                sql: """
+                    SELECT id, scope, state, changed FROM notes WHERE id IN (\(databaseQuestionMarks(count: slice.count)))
+                    """,
                 arguments: StatementArguments(slice))
-            while let row = try rows.next() { loaded[row[0]] = (row[1], try Self.state(row, 2)) }
+            while let row = try rows.next() { loaded[row[0]] = (row[1], try Self.state(row, 2), row[3]) }
         }
         for (id, key) in missing {
-            add(Note(key: key, scope: loaded[id]?.scope, state: loaded[id]?.state ?? NoteState()))
+            let found = loaded[id]
+            add(
+                Note(
+                    key: key, scope: found?.scope, state: found?.state ?? NoteState(),
+                    rowIsSnapshot: !(found?.changed ?? false)))
         }
     }
 
@@ -488,9 +580,13 @@ struct NotesWorkingSet {
 
     /// Writes every note of the working set, in id order. Each row's values (read columns and encoded
     /// state) are computed on up to `workers` threads while this thread inserts the rows computed before it.
-    func save(to db: Database, workers: Int = 1) throws {
+    /// With `asSnapshot`, the rows stay their own snapshot (`changed = 0`): for notes holding only folded
+    /// events since their snapshot.
+    func save(to db: Database, workers: Int = 1, asSnapshot: Bool = false) throws {
+        guard !notes.isEmpty else { return }
+        for note in notes { note.rowIsSnapshot = asSnapshot }
         let order = notes.indices.sorted { notes[$0].key < notes[$1].key }
-        let insert = try NotesRowInsert(db)
+        let insert = try NotesRowInsert(db, asSnapshot: asSnapshot)
         defer { insert.finish() }
         try notes.withUnsafeBufferPointer { notes in
             try order.withUnsafeBufferPointer { order in
@@ -528,11 +624,37 @@ final class NoteStateCache: Sendable {
         var dirty: Set<NoteID> = []
         /// The log position buffered notes hold; nil when none is buffered.
         var heldThrough: Int64?
+        /// Notes whose rows are behind their state here by folded events only (see `ArrivalFoldingProjection`):
+        /// each row is its own snapshot and stays one when written.
+        var folded: Set<NoteID> = []
+        /// Whether folded notes were dropped unwritten since the store last dealt with it.
+        var foldedLost = false
 
         mutating func dropClean(toFit capacity: Int) {
             guard notes.count > capacity else { return }
-            notes = notes.filter { dirty.contains($0.key) }
+            notes = notes.filter { dirty.contains($0.key) || folded.contains($0.key) }
         }
+
+        /// Empties the cache, keeping `dataVersion`; folded notes dropped unwritten are a loss.
+        mutating func empty() {
+            let version = dataVersion
+            let lost = foldedLost || !folded.isEmpty
+            self = Storage()
+            dataVersion = version
+            foldedLost = lost
+        }
+    }
+
+    /// What the cache knows of a note's row (`NotesProjection.foldable`).
+    enum RowState {
+        /// Behind by buffered events the log holds.
+        case buffered
+        /// Its own snapshot (or no row), possibly behind by folded events held here.
+        case snapshot
+        /// Changed since its snapshot.
+        case changed
+        /// Not here, or not known.
+        case unknown
     }
 
     let capacity: Int
@@ -550,7 +672,7 @@ final class NoteStateCache: Sendable {
         let version = try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0
         storage.withLock { storage in
             if storage.dataVersion != version {
-                storage = Storage()
+                storage.empty()
                 storage.dataVersion = version
             }
         }
@@ -586,7 +708,7 @@ final class NoteStateCache: Sendable {
     func markDirty(_ notes: [NotesWorkingSet.Note], through last: Int64) -> Bool {
         storage.withLock { storage in
             let added = notes.reduce(0) { $0 + (storage.dirty.contains($1.key) ? 0 : 1) }
-            guard storage.dirty.count + added <= capacity else { return false }
+            guard storage.dirty.count + storage.folded.count + added <= capacity else { return false }
             for note in notes {
                 storage.notes[note.key] = note
                 storage.dirty.insert(note.key)
@@ -623,10 +745,63 @@ final class NoteStateCache: Sendable {
     }
 
     func clear() {
+        storage.withLock { $0.empty() }
+    }
+
+    // MARK: Folded notes
+
+    func rowState(_ key: NoteID) -> RowState {
         storage.withLock { storage in
-            let version = storage.dataVersion
-            storage = Storage()
-            storage.dataVersion = version
+            if storage.dirty.contains(key) { return .buffered }
+            if storage.folded.contains(key) { return .snapshot }
+            switch storage.notes[key]?.rowIsSnapshot {
+            case true?: return .snapshot
+            case false?: return .changed
+            case nil: return .unknown
+            }
+        }
+    }
+
+    var holdsFolded: Bool { storage.withLock { !$0.folded.isEmpty } }
+
+    var foldedLoss: Bool { storage.withLock { $0.foldedLost } }
+
+    func clearFoldedLoss() { storage.withLock { $0.foldedLost = false } }
+
+    func isFolded(_ key: NoteID) -> Bool { storage.withLock { $0.folded.contains(key) } }
+
+    /// Marks `notes` as holding folded events not written; false, changing nothing, when that would hold more
+    /// than `capacity` notes unwritten.
+    func markFolded(_ notes: [NotesWorkingSet.Note]) -> Bool {
+        guard capacity > 0 else { return false }
+        return storage.withLock { storage in
+            let added = notes.reduce(0) { $0 + (storage.folded.contains($1.key) ? 0 : 1) }
+            guard storage.dirty.count + storage.folded.count + added <= capacity else { return false }
+            for note in notes {
+                storage.notes[note.key] = note
+                storage.folded.insert(note.key)
+            }
+            storage.dropClean(toFit: capacity)
+            return true
+        }
+    }
+
+    /// Marks `notes`, just written as their own snapshot, as clean.
+    func markFoldedWritten(_ notes: [NotesWorkingSet.Note]) {
+        storage.withLock { storage in
+            for note in notes {
+                storage.folded.remove(note.key)
+                if capacity > 0 { storage.notes[note.key] = note }
+            }
+            storage.dropClean(toFit: capacity)
+        }
+    }
+
+    /// Up to `limit` notes holding folded events (those among `keys` when given), in id order.
+    func foldedNotes(among keys: Set<NoteID>?, limit: Int) -> [NotesWorkingSet.Note] {
+        storage.withLock { storage in
+            let candidates = keys.map { $0.intersection(storage.folded) } ?? storage.folded
+            return candidates.sorted().prefix(max(0, limit)).compactMap { storage.notes[$0] }
         }
     }
 }

@@ -96,13 +96,17 @@ struct NotesRowInsert {
         statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 11)))
     }
 
-    init(_ db: Database) throws {
+    /// Into `notes`; with `asSnapshot`, a row that stays its own snapshot (`changed = 0`: events folded on
+    /// arrival, into a note whose row was its snapshot), else a changed one (its snapshot copied first by
+    /// the table's trigger).
+    init(_ db: Database, asSnapshot: Bool = false) throws {
+        let changed = asSnapshot ? 0 : 1
         statement = try db.cachedStatement(
             sql: """
-                INSERT INTO notes (\(NotesProjection.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO notes (\(NotesProjection.columns), changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(changed))
                 ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
                     pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
-                    deleted = excluded.deleted, created = excluded.created, state = excluded.state, changed = 1
+                    deleted = excluded.deleted, created = excluded.created, state = excluded.state, changed = \(changed)
                 """)
         statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 11)))
     }

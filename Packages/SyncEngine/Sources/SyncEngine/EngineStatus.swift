@@ -19,6 +19,9 @@ public struct EngineStatus: Sendable, Hashable, Codable {
     /// Events the server still had to send after the last page, as it said (`remaining`): the progress of a
     /// long pull (0 once caught up; nil before the first answer, or from a server that does not say).
     public var remainingToPull: Int?
+    /// Events pulled since the engine started (logged or folded on arrival): with `remainingToPull`, how far
+    /// a long pull is (done of done + remaining).
+    public var pulledEvents = 0
     /// Each pulled scope's stable point as the server last said (`SyncResponse.stable`): history at or
     /// below it may be pruned here.
     public var stablePoints: [String: Int64] = [:]

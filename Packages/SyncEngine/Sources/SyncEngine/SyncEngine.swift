@@ -78,6 +78,14 @@ public final class SyncEngine: Sendable {
         /// rare: after one the log holds only what the replicas have not all seen, and the next waits for
         /// this many again. Nil: only `compact()` prunes.
         public var autoCompactAfter: Int? = 50_000
+        /// Whether a long pull folds on arrival (`EventStore.applySyncResponse(…foldThrough:…)`) the events
+        /// that every other replica has acknowledged (the answers' `othersStable`), instead of logging them
+        /// for the prune that `autoCompactAfter` would run right after: a pull is long when the server says
+        /// it brings at least `autoCompactAfter` events. A new device pulling an unfolded history of a
+        /// million events then writes its state, not a million log rows it deletes at once. Once such a pull
+        /// reaches the head, the engine purges what it folded (`EventStore.purgeFolded()`, journaled
+        /// `fold.purge`). Needs `autoCompactAfter`, and projections that all fold on arrival.
+        public var foldOnArrival = true
         /// Called after each round trip's answer is applied, with what it did and where its time went (for
         /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.
         public var onRound: (@Sendable (SyncRound) -> Void)?
@@ -169,6 +177,14 @@ public final class SyncEngine: Sendable {
                 throw error
             }
         }
+        if (try? await store.hasFoldedToPurge()) == true {
+            // The pull reached the head: everything at or below the points it folded at has arrived. A failed
+            // purge leaves what it did not reach for the next sync.
+            if let report = try? await store.purgeFolded() {
+                await journal.record(
+                    "fold.purge", "\(report.streams) streams folded on arrival purged, \(report.retired) retired")
+            }
+        }
         if let threshold = configuration.autoCompactAfter, status.stablePoints != prunedAt.withLock({ $0 }),
             let counts = try? await store.counts(), counts[.confirmed] ?? 0 >= threshold
         {
@@ -187,8 +203,15 @@ public final class SyncEngine: Sendable {
     /// Cycles up to the head; when that ends a reset's bootstrap, re-bases the pending events and cycles again
     /// to push them.
     private func syncToHead(flushLimit: inout Int) async throws(SyncFailure) {
-        let reachedHead = try await cycle(flushLimit: &flushLimit)
-        guard reachedHead, try await local({ try await self.store.isBootstrapping() }) else { return }
+        var end = try await cycle(flushLimit: &flushLimit)
+        // Folded events held in memory were lost: the store went back to before them; pull them again.
+        var rewinds = 0
+        while end == .rewound, rewinds < 3 {
+            rewinds += 1
+            await journal.record("fold.rewind", "folded events held in memory were lost: pulling them again")
+            end = try await cycle(flushLimit: &flushLimit)
+        }
+        guard end == .reachedHead, try await local({ try await self.store.isBootstrapping() }) else { return }
         try await flushProjections(limit: &flushLimit)
         let report = try await local { try await self.store.rebase(with: self.configuration.rebaser) }
         await journal.record(
@@ -196,6 +219,16 @@ public final class SyncEngine: Sendable {
             "pending events after the reset: \(report.kept) kept, \(report.superseded) superseded by \(report.reissued) re-issued"
         )
         _ = try await cycle(flushLimit: &flushLimit)
+    }
+
+    /// How a cycle ended.
+    enum CycleEnd: Sendable, Hashable {
+        /// The outbox is pushed and the server had nothing more.
+        case reachedHead
+        /// At its bound on rounds.
+        case bounded
+        /// An answer did not follow the stored cursor (see `EventStore.SyncResponseOutcome.rewound`).
+        case rewound
     }
 
     /// One round trip's request: a push batch and where to pull from.
@@ -225,8 +258,12 @@ public final class SyncEngine: Sendable {
     ///
     /// While the store is bootstrapping after a reset, nothing is pushed: the pending events wait for the
     /// re-base that follows the pull.
-    /// - Returns: whether it ended with the outbox pushed and nothing more to pull (not at its bound on rounds).
-    private func cycle(flushLimit: inout Int) async throws(SyncFailure) -> Bool {
+    ///
+    /// A long pull folds on arrival (see `Configuration.foldOnArrival`) from the first answer that says it is
+    /// long to the end of the cycle.
+    /// - Returns: whether it ended with the outbox pushed and nothing more to pull, at its bound on rounds,
+    ///   or on an answer that did not follow the stored cursor.
+    private func cycle(flushLimit: inout Int) async throws(SyncFailure) -> CycleEnd {
         var limit = max(1, configuration.pageSize)
         // Events per transaction, when the server marks its pages.
         var chunk = limit
@@ -238,6 +275,7 @@ public final class SyncEngine: Sendable {
         let firstBatch = plan.batch.count
         await updateStatus { $0.inFlight = firstBatch }
         var lastApply: Duration? = nil
+        var folding = false
         for _ in 0..<configuration.maxRoundsPerCycle {
             // While the answer travels, read the batch that follows this one: it does not depend on the
             // answer (which confirms or rejects only events of this batch), so the next request goes out as
@@ -268,11 +306,21 @@ public final class SyncEngine: Sendable {
             if more { fetch = send(next) }
             // More pages follow: projections may keep this one in memory (see `projectionLag`).
             let deferring = configuration.projectionLag > .zero && response.hasMore
+            if !folding, configuration.foldOnArrival, let threshold = configuration.autoCompactAfter,
+                (response.remaining ?? 0) + response.events.count >= threshold
+            {
+                folding = true
+            }
             let applyStart = ContinuousClock.now
             let applied = try await apply(
                 response, pushed: plan.batch, markEvery: marked ? plan.markEvery : nil, chunk: &chunk,
-                deferProjections: deferring)
+                deferProjections: deferring, foldThrough: folding ? Self.points(response.othersStable) : [:],
+                follows: plan.cursor ?? "")
             let outcome = applied.outcome
+            if outcome.rewound {
+                await updateStatus { $0.traffic += exchange.traffic }
+                return .rewound
+            }
             lastApply = applied.longest
             var flushed = Duration.zero
             if store.hasDeferredWrites() {
@@ -289,22 +337,33 @@ public final class SyncEngine: Sendable {
                 $0.traffic += exchange.traffic
                 $0.inFlight = more ? next.batch.count : 0
                 $0.remainingToPull = response.remaining
+                $0.pulledEvents += response.events.count
                 if let stable = response.stable { $0.stablePoints.merge(stable) { $1 } }
             }
             configuration.onRound?(
                 SyncRound(
                     pushed: plan.batch.count, acknowledged: outcome.acknowledged, rejected: outcome.rolledBack.count,
-                    pulled: response.events.count, inserted: outcome.pulled.inserted, pageLimit: plan.limit,
+                    pulled: response.events.count, inserted: outcome.pulled.inserted + outcome.pulled.folded,
+                    folded: outcome.pulled.folded, pageLimit: plan.limit,
                     hasMore: response.hasMore, roundTrip: roundTrip, waited: waited,
                     apply: ContinuousClock.now - applyStart - flushed, traffic: exchange.traffic, flush: flushed,
                     remaining: response.remaining, events: response.events, transactions: applied.transactions,
                     longestTransaction: applied.longest))
-            if !more { return true }
+            if !more { return .reachedHead }
             plan = next
         }
         // The cycle ends at its bound on rounds: nothing stays buffered past it.
         try await flushProjections(limit: &flushLimit)
-        return false
+        return .bounded
+    }
+
+    /// Stable points by scope, from an answer's names (unknown names left out).
+    static func points(_ named: [String: Int64]?) -> [Scope: Int64] {
+        var points: [Scope: Int64] = [:]
+        for (name, seq) in named ?? [:] {
+            if let scope = try? Scope(name) { points[scope] = seq }
+        }
+        return points
     }
 
     /// Records a flush transaction writes first; then adapted so that each fits `applyBudget`.
@@ -457,9 +516,13 @@ public final class SyncEngine: Sendable {
     /// one the answer's own cursor): the acknowledgements and rejections go with the first, and a crash
     /// between two leaves the store at the end of one, which is where the next cycle pulls from. `chunk`
     /// adapts to `applyBudget` as it goes.
+    ///
+    /// `foldThrough` as in `EventStore.applySyncResponse`; `follows`, the cursor the answer was asked from:
+    /// each transaction checks that the store still holds the cursor it follows (the first the request's,
+    /// each next the mark before it), and the outcome says `rewound` when it does not.
     private func apply(
         _ response: SyncResponse, pushed batch: [StoredEvent], markEvery: Int?, chunk: inout Int,
-        deferProjections: Bool
+        deferProjections: Bool, foldThrough: [Scope: Int64] = [:], follows: String? = nil
     ) async throws(SyncFailure) -> Applied {
         var acknowledged: [EventID: Int64] = [:]
         var rejections: [EventID: StoredEvent.Rejection] = [:]
@@ -478,6 +541,7 @@ public final class SyncEngine: Sendable {
         let positions = Dictionary(batch.map { ($0.event.id, $0.position) }, uniquingKeysWith: { first, _ in first })
         var applied = Applied(outcome: .init(), transactions: 0, longest: .zero)
         var start = 0
+        var follows = follows
         repeat {
             // The first mark at or past `chunk` more events, or the page's end.
             var end = events.count
@@ -502,16 +566,17 @@ public final class SyncEngine: Sendable {
             let payloads = (start..<end).map { response.canonicalPayloads[$0] }
             let started = ContinuousClock.now
             let outcome = try await local {
-                [acknowledged = first ? acknowledged : [:], rejections = first ? rejections : [:], cursor] in
+                [acknowledged = first ? acknowledged : [:], rejections = first ? rejections : [:], cursor, follows] in
                 try await self.store.applySyncResponse(
                     acknowledged: acknowledged, rejected: rejections, pulled: part, payloads: payloads, cursor: cursor,
                     deferProjections: last ? deferProjections : self.configuration.projectionLag > .zero,
-                    positions: positions
+                    positions: positions, foldThrough: foldThrough, follows: follows
                 ) { outcome, db in
                     var total = outcome
                     total.pulled.inserted += before.inserted
                     total.pulled.confirmedLocal += before.confirmedLocal
                     total.pulled.alreadyKnown += before.alreadyKnown
+                    total.pulled.folded += before.folded
                     journal.write(Self.journalEntries(total, pushed: pushed, pulled: pulledAny), in: db)
                 }
             }
@@ -524,6 +589,12 @@ public final class SyncEngine: Sendable {
             applied.outcome.pulled.inserted += outcome.pulled.inserted
             applied.outcome.pulled.confirmedLocal += outcome.pulled.confirmedLocal
             applied.outcome.pulled.alreadyKnown += outcome.pulled.alreadyKnown
+            applied.outcome.pulled.folded += outcome.pulled.folded
+            if outcome.rewound {
+                applied.outcome.rewound = true
+                break
+            }
+            if follows != nil { follows = cursor }
             start = end
         } while start < events.count
         return applied
@@ -546,7 +617,12 @@ public final class SyncEngine: Sendable {
         }
         if pulled {
             let result = outcome.pulled
-            entries.append(("pull.ok", "\(result.inserted) new, \(result.confirmedLocal + result.alreadyKnown) known"))
+            let folded = result.folded > 0 ? " (\(result.folded) folded on arrival)" : ""
+            entries.append(
+                (
+                    "pull.ok",
+                    "\(result.inserted + result.folded) new\(folded), \(result.confirmedLocal + result.alreadyKnown) known"
+                ))
         }
         return entries
     }
@@ -778,8 +854,10 @@ public final class SyncEngine: Sendable {
                 response, pushed: [], markEvery: nil, chunk: &chunk, deferProjections: false
             ).outcome
             let applied = ContinuousClock.now - start
+            let count = events.count
             await updateStatus {
                 $0.remainingToPull = page.remaining
+                $0.pulledEvents += count
                 if let stable = page.stable { $0.stablePoints.merge(stable) { $1 } }
             }
             configuration.onRound?(

@@ -16,8 +16,10 @@ public struct SyncRound: Sendable, Hashable {
     public var rejected: Int
     /// Events in the pulled page.
     public var pulled: Int
-    /// Pulled events new to this replica.
+    /// Pulled events new to this replica: logged, or folded on arrival.
     public var inserted: Int
+    /// Of those, events folded on arrival (see `SyncEngine.Configuration.foldOnArrival`).
+    public var folded: Int
     /// The page size the request asked for.
     public var pageLimit: Int
     /// Whether the server had more to pull after this page.
@@ -44,7 +46,8 @@ public struct SyncRound: Sendable, Hashable {
     public var events: [Event]
 
     public init(
-        pushed: Int, acknowledged: Int, rejected: Int, pulled: Int, inserted: Int, pageLimit: Int, hasMore: Bool,
+        pushed: Int, acknowledged: Int, rejected: Int, pulled: Int, inserted: Int, folded: Int = 0, pageLimit: Int,
+        hasMore: Bool,
         roundTrip: Duration, waited: Duration, apply: Duration, traffic: Traffic, flush: Duration = .zero,
         remaining: Int? = nil, events: [Event] = [], transactions: Int = 1, longestTransaction: Duration? = nil
     ) {
@@ -57,6 +60,7 @@ public struct SyncRound: Sendable, Hashable {
         self.rejected = rejected
         self.pulled = pulled
         self.inserted = inserted
+        self.folded = folded
         self.pageLimit = pageLimit
         self.hasMore = hasMore
         self.roundTrip = roundTrip

@@ -116,6 +116,7 @@ extension EventStore {
     public func replay(until limit: ReplayLimit) async throws {
         let (filter, arguments) = limit.sqlFilter
         try await database.writer.write { db in
+            if self.holdsFolded { try self.settleProjections(db) }
             for projection in self.projections {
                 try projection.restoreSnapshot(streams: nil, in: db)
                 try self.stream(

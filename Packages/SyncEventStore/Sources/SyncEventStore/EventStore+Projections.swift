@@ -59,9 +59,15 @@ extension EventStore {
         return done
     }
 
-    /// Whether some projection holds events in memory that its tables do not show yet.
+    /// Whether some projection holds events in memory that its tables do not show yet (buffered or folded).
     public func hasBufferedProjections() -> Bool {
-        projections.contains { ($0 as? any BufferingProjection)?.bufferedThrough != nil }
+        projections.contains { Self.holdsWrites($0) }
+    }
+
+    /// Whether `projection` holds events in memory that its tables do not show yet.
+    static func holdsWrites(_ projection: any Projection) -> Bool {
+        (projection as? any BufferingProjection)?.bufferedThrough != nil
+            || (projection as? any ArrivalFoldingProjection)?.holdsFolded == true
     }
 
     /// Whether a flush has anything to write: buffered projection records (`flushProjections(limit:)`), or the
@@ -75,16 +81,15 @@ extension EventStore {
     func flushProjections(limit: Int, _ db: Database) throws -> (done: Bool, streams: Set<String>) {
         var done = true
         var streams: Set<String> = []
+        // Folded events lost from memory: the cursor goes back to before them (the next page sees it).
+        try rewindIfFoldedLost(db)
         for projection in projections {
             guard let buffering = projection as? any BufferingProjection else { continue }
-            if buffering.bufferedThrough != nil {
+            if Self.holdsWrites(projection) {
                 let flush = try buffering.flush(streams: nil, limit: limit, in: db)
                 streams.formUnion(flush.streams)
-                if let held = flush.heldThrough {
-                    try Self.setCheckpoint(projection, position: held, db)
-                } else {
-                    done = false
-                }
+                if let held = flush.heldThrough { try Self.setCheckpoint(projection, position: held, db) }
+                if Self.holdsWrites(projection) { done = false }
             }
             let last = try Self.lastPosition(db)
             if buffering.bufferedThrough == nil, let checkpoint = try Self.checkpoint(projection.name, db),
@@ -95,6 +100,7 @@ extension EventStore {
                 try Self.setCheckpoint(projection, position: last, db)
             }
         }
+        try settleFoldedCursor(db)
         return (done, streams)
     }
 
@@ -114,13 +120,14 @@ extension EventStore {
     /// checkpoint of each that has nothing left buffered.
     private func writeBuffered(streams: Set<String>?, _ db: Database) throws {
         for projection in projections {
-            guard let buffering = projection as? any BufferingProjection, buffering.bufferedThrough != nil else {
+            guard let buffering = projection as? any BufferingProjection, Self.holdsWrites(projection) else {
                 continue
             }
             if let held = try buffering.flush(streams: streams, limit: .max, in: db).heldThrough {
                 try Self.setCheckpoint(projection, position: held, db)
             }
         }
+        try settleFoldedCursor(db)
     }
 
     /// On open: rebuild projections never built or whose version changed; catch up the rest.
@@ -139,12 +146,16 @@ extension EventStore {
 
     /// Applies every non-rejected event after `position`, in log order.
     func catchUp(_ projection: any Projection, from position: Int64, _ db: Database) throws {
+        // A replay starts from the tables: folded events held in memory are written first.
+        if holdsFolded { try settleProjections(db) }
         try feed(projection, db, ["WHERE position > ? AND status != 'rejected' ORDER BY position"], [position])
     }
 
     /// Rebuilds a projection inside the current transaction: back to its snapshot, then every non-rejected
     /// event of the log in the projection's `replayOrder`, in batches.
     func rebuild(_ projection: any Projection, _ db: Database) throws {
+        // Folded events in memory are in no log to replay: written first, they are in the snapshot.
+        if holdsFolded { try settleProjections(db) }
         try projection.restoreSnapshot(streams: nil, in: db)
         switch projection.replayOrder {
         case .canonical: try feed(projection, db, Self.canonicalReplay)

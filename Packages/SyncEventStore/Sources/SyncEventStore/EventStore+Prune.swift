@@ -241,7 +241,9 @@ extension EventStore {
         let foldable = "status = 'confirmed' AND (\(conditions.joined(separator: " OR ")))"
 
         return try await database.writer.write { db -> Int in
-            // `streams` complete before versions are forgotten.
+            // Folded events in memory written (the restore below starts from the tables), and `streams`
+            // complete before versions are forgotten.
+            if self.holdsFolded { try self.settleProjections(db) }
             _ = try self.flushDeferredVersions(limit: .max, db)
             let count =
                 try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE \(foldable)", arguments: filterArguments)

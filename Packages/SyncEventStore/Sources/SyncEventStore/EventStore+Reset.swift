@@ -71,6 +71,9 @@ extension EventStore {
             let pending = try Int.fetchOne(db, sql: "SELECT n FROM event_counts WHERE status = 'pending'") ?? 0
             try db.execute(sql: "DELETE FROM events WHERE status = 'confirmed'")
             try db.execute(sql: "DELETE FROM store_meta WHERE key = 'cursor'")
+            // What was folded on arrival goes with the rest of what the server sent.
+            try Self.removeMeta(Self.foldedCursorKey, db)
+            try Self.removeMeta(Self.foldedScopesKey, db)
             try db.execute(sql: "DELETE FROM outbox_marks")
             try self.dropDeferredVersions(db)
             try db.execute(sql: "DELETE FROM streams")

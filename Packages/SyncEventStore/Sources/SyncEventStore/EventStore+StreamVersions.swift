@@ -112,6 +112,8 @@ extension EventStore {
         guard let marker = try Self.meta(Self.deferredVersionsKey, db).flatMap(Int64.init) else { return true }
         let state = deferredVersions.withLock { $0 }
         guard state.usable else {
+            // Versions of folded events are in no log: those pages are pulled again.
+            try rewindIfFoldedLost(db)
             try Self.raiseVersions(fromLogAfter: marker, db)
             try Self.removeMeta(Self.deferredVersionsKey, db)
             db.afterNextTransaction(
@@ -122,7 +124,10 @@ extension EventStore {
         let raise = try StreamVersionRaise(db)
         for (stream, held) in written { try raise(stream, in: held.scope, to: held.version) }
         let done = written.count == state.versions.count
-        if done { try Self.removeMeta(Self.deferredVersionsKey, db) }
+        if done {
+            try Self.removeMeta(Self.deferredVersionsKey, db)
+            try settleFoldedCursor(db)
+        }
         db.afterNextTransaction(
             onCommit: { [self] _ in
                 deferredVersions.withLock { state in

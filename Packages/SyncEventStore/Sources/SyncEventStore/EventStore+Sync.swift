@@ -11,11 +11,15 @@ extension EventStore {
         public var confirmedLocal: Int
         /// Events already confirmed here (a repeated page).
         public var alreadyKnown: Int
+        /// Events folded on arrival: applied to the projections' state and snapshot, not logged (see
+        /// `applySyncResponse(…foldThrough:…)`).
+        public var folded: Int
 
-        public init(inserted: Int = 0, confirmedLocal: Int = 0, alreadyKnown: Int = 0) {
+        public init(inserted: Int = 0, confirmedLocal: Int = 0, alreadyKnown: Int = 0, folded: Int = 0) {
             self.inserted = inserted
             self.confirmedLocal = confirmedLocal
             self.alreadyKnown = alreadyKnown
+            self.folded = folded
         }
     }
 
@@ -28,11 +32,19 @@ extension EventStore {
         public var rolledBack: [StoredEvent]
         /// What the pulled page did (what `applyConfirmed` returns).
         public var pulled: ConfirmedPageResult
+        /// The page did not follow the stored cursor (`follows`): folded events held in memory were lost and
+        /// the cursor went back to before them, or something else moved it. The page was not applied (the
+        /// acknowledgements and rejections were); pull again from the stored cursor.
+        public var rewound: Bool
 
-        public init(acknowledged: Int = 0, rolledBack: [StoredEvent] = [], pulled: ConfirmedPageResult = .init()) {
+        public init(
+            acknowledged: Int = 0, rolledBack: [StoredEvent] = [], pulled: ConfirmedPageResult = .init(),
+            rewound: Bool = false
+        ) {
             self.acknowledged = acknowledged
             self.rolledBack = rolledBack
             self.pulled = pulled
+            self.rewound = rewound
         }
     }
 
@@ -63,12 +75,24 @@ extension EventStore {
     /// `positions` gives the log positions of the events the caller pushed (`StoredEvent.position`), by id:
     /// their acknowledgements are then found by position, the table's own key, instead of through the index
     /// of pending ids.
+    ///
+    /// `foldThrough` gives, per scope, the stable point among the other replicas (`othersStable`): with
+    /// projections that all fold on arrival (`ArrivalFoldingProjection`), pulled events of other replicas at
+    /// or below it, of streams with nothing in the log (pending or not), are folded on arrival: applied to
+    /// the projections' state and snapshot alike and never logged, as a stable prune right after the pull
+    /// would leave them (see `EventStore+FoldOnArrival.swift`). Call `purgeFolded()` once the pull has
+    /// reached the head.
+    ///
+    /// `follows`, when given, is the cursor the page was asked from (empty for none): when the stored cursor
+    /// is another one (folded events held in memory were lost and the cursor went back to before them), the
+    /// page is not applied and the outcome says `rewound`.
     /// - Throws: `EventStoreError` `event.invalid` for a pulled event without `seq` or with a broken envelope,
     ///   or the database's error; nothing of the answer is applied then.
     @discardableResult
     public func applySyncResponse(
         acknowledged: [EventID: Int64], rejected: [EventID: StoredEvent.Rejection], pulled: [Event],
         payloads: [Data?] = [], cursor: String?, deferProjections: Bool = false, positions: [EventID: Int64] = [:],
+        foldThrough: [Scope: Int64] = [:], follows: String? = nil,
         also: (@Sendable (SyncResponseOutcome, Database) throws -> Void)? = nil
     ) async throws -> SyncResponseOutcome {
         // Read here, in the caller's task: GRDB runs the closure on its writer queue, where task locals are
@@ -79,8 +103,17 @@ extension EventStore {
             try fault?(.acknowledged)
             let rolledBack = try self.markRejected(rejected, db)
             try fault?(.rejectedRolledBack)
+            try self.rewindIfFoldedLost(db)
+            if let follows, try (Self.meta("cursor", db) ?? "") != follows {
+                try Self.trimOutboxMarks(db)
+                let outcome = SyncResponseOutcome(
+                    acknowledged: acknowledgedCount, rolledBack: rolledBack, rewound: true)
+                try also?(outcome, db)
+                return (outcome, [StoredEvent]())
+            }
             let (pulledResult, inserted) = try self.applyConfirmed(
-                pulled, payloads: payloads, cursor: cursor, db, deferSaves: deferProjections, fault: fault)
+                pulled, payloads: payloads, cursor: cursor, db, deferSaves: deferProjections, foldThrough: foldThrough,
+                fault: fault)
             try Self.trimOutboxMarks(db)
             let outcome = SyncResponseOutcome(
                 acknowledged: acknowledgedCount, rolledBack: rolledBack, pulled: pulledResult)
@@ -136,13 +169,24 @@ extension EventStore {
     /// caller to publish after the commit. `fault` is `syncResponseFault`, when applying a sync response.
     func applyConfirmed(
         _ page: [Event], payloads: [Data?] = [], cursor: String?, _ db: Database, deferSaves: Bool = false,
-        fault: (@Sendable (SyncResponseStep) throws -> Void)? = nil
+        foldThrough: [Scope: Int64] = [:], fault: (@Sendable (SyncResponseStep) throws -> Void)? = nil
     ) throws -> (ConfirmedPageResult, [StoredEvent]) {
         let positionBefore = try Self.lastPosition(db)
         var result = ConfirmedPageResult(inserted: 0, confirmedLocal: 0, alreadyKnown: 0)
         var inserted: [StoredEvent] = []
         var restoredStreams: Set<String> = []
         var versions: [String: (version: Int64, scope: String)] = [:]
+        func raise(_ event: Event) {
+            if let known = versions[event.stream] {
+                versions[event.stream] = (
+                    max(known.version, event.streamVersion), known.scope == event.scope.name ? known.scope : ""
+                )
+            } else {
+                versions[event.stream] = (event.streamVersion, event.scope.name)
+            }
+        }
+        let foldIndices = try foldableIndices(of: page, through: foldThrough, db)
+        var folded: [StoredEvent] = []
         var insert = try EventRowInsert(db, ifNew: true)
         for (index, event) in page.enumerated() {
             guard let seq = event.seq else {
@@ -156,16 +200,16 @@ extension EventStore {
             // Most pulled events are new: insert first, and look at the row only when the id was there.
             let given = index < payloads.count ? payloads[index] : nil
             let payload = given ?? PayloadCodec.encode(event)
+            if foldIndices.contains(index) {
+                folded.append(StoredEvent(position: 0, event: event, status: .confirmed, payloadBytes: payload))
+                raise(event)
+                result.folded += 1
+                continue
+            }
             if let position = try insert(event, payload: payload, status: .confirmed, db) {
                 inserted.append(
                     StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))
-                if let known = versions[event.stream] {
-                    versions[event.stream] = (
-                        max(known.version, event.streamVersion), known.scope == event.scope.name ? known.scope : ""
-                    )
-                } else {
-                    versions[event.stream] = (event.streamVersion, event.scope.name)
-                }
+                raise(event)
                 result.inserted += 1
                 continue
             }
@@ -218,10 +262,14 @@ extension EventStore {
             clock.receive(newest)
             try Self.setMeta("hlc", clock.last.description, db)
         }
+        // Folded first: a stream's logged events come after its folded ones in the page, and applying those
+        // copies the state that holds the folded ones into the snapshot.
+        try applyFolded(folded, deferSaves: deferSaves, cursorBefore: try Self.meta("cursor", db), db)
         try applyToProjections(inserted, after: positionBefore, db, deferSaves: deferSaves)
         try replay(streams: restoredStreams, db)
         try fault?(.beforeCursor)
         if let cursor { try Self.setMeta("cursor", cursor, db) }
+        try settleFoldedCursor(db)
         return (result, inserted)
     }
 

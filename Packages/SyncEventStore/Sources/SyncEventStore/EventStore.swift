@@ -63,6 +63,7 @@ public final class EventStore: Sendable {
         try database.writer.write { db in
             try self.catchUpDeferredVersions(db)
             try self.catchUpProjections(db)
+            try self.rewindFoldedAtOpen(db)
         }
     }
 
@@ -235,12 +236,19 @@ public final class EventStore: Sendable {
         try await database.writer.read { db in try Self.acknowledgedCursor(db) }
     }
 
+    /// Also no further than the cursor stored before folded events still held in memory (see
+    /// `EventStore+FoldOnArrival.swift`): a crash would take the replica back there.
     static func acknowledgedCursor(_ db: Database) throws -> String? {
-        guard let oldest = try Self.oldestPending(db) else { return nil }
-        return try String.fetchOne(
+        let folded = try foldedCursor(db)
+        guard let oldest = try Self.oldestPending(db) else { return folded?.cursor }
+        let mark = try Row.fetchOne(
             db.cachedStatement(
-                sql: "SELECT cursor FROM outbox_marks WHERE position <= ? ORDER BY position DESC LIMIT 1"),
-            arguments: [oldest]) ?? ""
+                sql: "SELECT position, cursor FROM outbox_marks WHERE position <= ? ORDER BY position DESC LIMIT 1"),
+            arguments: [oldest])
+        guard let mark else { return "" }
+        // Of two cursors stored at different times, the earlier is no further in any scope.
+        if let folded, folded.position < mark[0] as Int64 { return folded.cursor }
+        return mark[1] as String
     }
 
     static func oldestPending(_ db: Database) throws -> Int64? {

@@ -196,3 +196,41 @@ public protocol StreamSnapshotProjection: Projection {
     /// folded state.
     func foldIntoSnapshot(_ events: [StoredEvent], streams: Set<String>, stable: Bool, in db: Database) throws
 }
+
+/// A projection that can take pulled events as folded history on arrival (DESIGN §8): events every other
+/// replica has acknowledged (at or below the answer's `othersStable`), of a stream this replica has nothing
+/// of its own pending in, change the stream's state and its snapshot alike, and the log never holds them.
+///
+/// It is what a stable prune right after the pull would leave, without the log's rows that the prune would
+/// write and then delete: a new device pulling a long unfolded history (no server compaction, or one that
+/// has not run yet) stores its state, not the history.
+///
+/// Rules, relied on by the store:
+/// - A stream is *foldable* when its current state is its snapshot: nothing has been applied to it since
+///   the snapshot was saved but folded events. Its events in the log, pending or confirmed, make it not
+///   foldable until a prune folds them.
+/// - Folded events may be held in memory (`applyFolded(…, deferSaves: true)`) and written by `flush`, like
+///   buffered ones; they are written before any event the log holds is applied to the same stream, so that
+///   the snapshot a later change copies holds them.
+/// - Folded events held in memory are lost, never wrong: when the projection drops them unwritten (a
+///   transaction rolled back, another connection wrote the file), it says so (`foldedLoss`); the log cannot
+///   give them back, so the store moves its cursor back to before them and pulls them again.
+/// - Folding applies no purge: an event still to come may have been made before its maker saw one folded
+///   now. Once the pull has reached the stable point it folded at, the store purges the folded streams with
+///   `saveSnapshot(streams:stable: true)`.
+public protocol ArrivalFoldingProjection: BufferingProjection, StreamSnapshotProjection {
+    /// Among `streams`, those whose current state is their snapshot (see the rules).
+    func foldable(_ streams: Set<String>, in db: Database) throws -> Set<String>
+    /// Applies `events` (confirmed, of foldable streams, in the order pulled) to the current state of their
+    /// streams, which stays their snapshot. With `deferSaves`, the projection may keep them in memory until
+    /// `flush`; returns whether it did.
+    func applyFolded(_ events: [StoredEvent], deferSaves: Bool, in db: Database) throws -> Bool
+    /// Whether folded events are held in memory, not written yet.
+    var holdsFolded: Bool { get }
+    /// Whether folded events held in memory were dropped unwritten since `clearFoldedLoss()`.
+    var foldedLoss: Bool { get }
+    /// Forgets a loss the store has dealt with (it moved its cursor back before the lost events).
+    func clearFoldedLoss()
+    /// The streams of `scope` whose current state is their snapshot: what a purge of folded history visits.
+    func snapshotStreams(scope: String, in db: Database) throws -> [String]
+}

@@ -256,11 +256,11 @@ private struct BodyDecoder {
             excludeOwn: excludeOwn, markEvery: markEvery)
     }
 
-    /// `{"scope": seq, …}`.
-    mutating func stablePoints(_ reader: inout JSONReader) throws(Bail) -> [String: Int64] {
+    /// `{"scope": seq, …}`, the value of `field`.
+    mutating func stablePoints(_ reader: inout JSONReader, _ field: String = "stable") throws(Bail) -> [String: Int64] {
         var points: [String: Int64] = [:]
-        try object(&reader, "stable") { decoder, reader, key throws(Bail) in
-            points[key] = try decoder.int64(&reader, "stable.\(key)")
+        try object(&reader, field) { decoder, reader, key throws(Bail) in
+            points[key] = try decoder.int64(&reader, "\(field).\(key)")
             return true
         }
         return points
@@ -281,6 +281,7 @@ private struct BodyDecoder {
         var hasMore: Bool?
         var remaining: Int64?
         var stable: [String: Int64]?
+        var othersStable: [String: Int64]?
         var marks: [String]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
@@ -290,6 +291,7 @@ private struct BodyDecoder {
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
             case "remaining": remaining = try decoder.int64(&reader, "remaining")
             case "stable": stable = try decoder.stablePoints(&reader)
+            case "othersStable": othersStable = try decoder.stablePoints(&reader, "othersStable")
             default: return false
             }
             return true
@@ -299,7 +301,7 @@ private struct BodyDecoder {
         guard let hasMore else { throw missing("hasMore") }
         return PullResponse(
             events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) }, stable: stable,
-            marks: marks)
+            othersStable: othersStable, marks: marks)
     }
 
     mutating func syncResponse(_ reader: inout JSONReader) throws(Bail) -> SyncResponse {
@@ -310,6 +312,7 @@ private struct BodyDecoder {
         var hasMore: Bool?
         var remaining: Int64?
         var stable: [String: Int64]?
+        var othersStable: [String: Int64]?
         var marks: [String]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
@@ -323,6 +326,7 @@ private struct BodyDecoder {
             case "hasMore": hasMore = try decoder.bool(&reader, "hasMore")
             case "remaining": remaining = try decoder.int64(&reader, "remaining")
             case "stable": stable = try decoder.stablePoints(&reader)
+            case "othersStable": othersStable = try decoder.stablePoints(&reader, "othersStable")
             default: return false
             }
             return true
@@ -333,7 +337,7 @@ private struct BodyDecoder {
         guard let hasMore else { throw missing("hasMore") }
         var response = SyncResponse(
             results: results, events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) },
-            stable: stable, marks: marks)
+            stable: stable, othersStable: othersStable, marks: marks)
         response.canonicalPayloads = payloads
         return response
     }

@@ -229,6 +229,10 @@ public enum OpenAPIDocument {
                 "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
                 "description": "Each requested scope's stable point, by scope name: the highest seq every replica seen within the server's eviction horizon has acknowledged. History at or below it may be folded; a replica may prune its own copy. Added after v1's first publication: clients must accept its absence."
               },
+              "OthersStablePoints": {
+                "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                "description": "Each requested scope's stable point among the other replicas, by scope name: as stable, leaving out the replica the request names. Only in answers to a request that names its replica. That replica may fold on arrival, instead of logging, the events at or below it of a stream it has nothing of its own pending in. Added after v1's first publication: clients must accept its absence."
+              },
               "Marks": {
                 "type": "array", "items": {"type": "string"},
                 "description": "With markEvery in the request: the cursor after every markEvery events of the page, in order (the i-th where the page would have ended after its first (i + 1) * markEvery events), the page's end left out. Storing one and pulling from it later reads exactly the events after it. Added after v1's first publication: absent from older servers and when not asked for."
@@ -259,6 +263,7 @@ public enum OpenAPIDocument {
                   "hasMore": {"type": "boolean"},
                   "remaining": {"$ref": "#/components/schemas/Remaining"},
                   "stable": {"$ref": "#/components/schemas/StablePoints"},
+                  "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
                   "marks": {"$ref": "#/components/schemas/Marks"}
                 }
               },
@@ -296,6 +301,7 @@ public enum OpenAPIDocument {
                   "hasMore": {"type": "boolean"},
                   "remaining": {"$ref": "#/components/schemas/Remaining"},
                   "stable": {"$ref": "#/components/schemas/StablePoints"},
+                  "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
                   "marks": {"$ref": "#/components/schemas/Marks"}
                 }
               }

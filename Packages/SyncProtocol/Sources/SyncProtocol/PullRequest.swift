@@ -140,6 +140,12 @@ public struct PullResponse: Codable, Hashable, Sendable {
     /// or below it may be folded by compaction, and a replica may prune its own copy of it. A protocol
     /// addition: absent from older servers.
     public var stable: [String: Int64]?
+    /// Each requested scope's stable point among the other replicas, by scope name: as `stable`, leaving out
+    /// the replica the request names (`replica`). Only in answers to a request that names its replica. Such
+    /// a replica may fold on arrival, instead of logging, the events at or below it of a stream it has
+    /// nothing of its own pending in: every other replica has seen them, and it makes what it makes next
+    /// after applying them. A protocol addition: absent from older servers.
+    public var othersStable: [String: Int64]?
     /// With `markEvery` in the request: the cursor after every `markEvery` events of the page, in order (the
     /// i-th where the page would have ended after its first `(i + 1) * markEvery` events), the page's end
     /// left out. Storing one and pulling from it later reads exactly the events after it. A protocol
@@ -148,9 +154,10 @@ public struct PullResponse: Codable, Hashable, Sendable {
 
     public init(
         events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil, stable: [String: Int64]? = nil,
-        marks: [String]? = nil
+        othersStable: [String: Int64]? = nil, marks: [String]? = nil
     ) {
         self.marks = marks
+        self.othersStable = othersStable
         self.events = events
         self.cursor = cursor
         self.hasMore = hasMore

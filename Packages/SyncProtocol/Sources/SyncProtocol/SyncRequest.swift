@@ -77,6 +77,8 @@ public struct SyncResponse: Codable, Hashable, Sendable {
     public var remaining: Int?
     /// As `PullResponse.stable`.
     public var stable: [String: Int64]?
+    /// As `PullResponse.othersStable` (a sync request always names its replica).
+    public var othersStable: [String: Int64]?
     /// As `PullResponse.marks`.
     public var marks: [String]?
     /// Not on the wire: each event's payload bytes as they came, when already canonical (see
@@ -84,14 +86,15 @@ public struct SyncResponse: Codable, Hashable, Sendable {
     public var canonicalPayloads = CanonicalPayloads()
 
     enum CodingKeys: String, CodingKey {
-        case results, events, cursor, hasMore, remaining, stable, marks
+        case results, events, cursor, hasMore, remaining, stable, othersStable, marks
     }
 
     public init(
         results: [PushResult], events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil,
-        stable: [String: Int64]? = nil, marks: [String]? = nil
+        stable: [String: Int64]? = nil, othersStable: [String: Int64]? = nil, marks: [String]? = nil
     ) {
         self.marks = marks
+        self.othersStable = othersStable
         self.results = results
         self.events = events
         self.cursor = cursor

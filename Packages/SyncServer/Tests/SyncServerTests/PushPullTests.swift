@@ -131,7 +131,9 @@ import Testing
         }) { server in
             _ = try await server.push((0..<5).map { _ in EventFixtures.event(scope: "t") }, scopes: ["t"])
             // The pushing replica never said what it has read: it holds the stable point at 0 while seen.
-            #expect(try await server.pull(PullRequest(), scopes: ["t"]).stable == ["t": 0])
+            let first = try await server.pull(PullRequest(), scopes: ["t"])
+            #expect(first.stable == ["t": 0])
+            #expect(first.othersStable == nil, "a pull that names no replica has no others")
             try await server.database.execute("UPDATE replica_progress SET seen_at = now() - interval '2 hours'")
             func sync(_ replica: ReplicaID, at seq: Int64, acknowledged: Int64? = nil) async throws -> SyncResponse {
                 var cursor = ScopeCursor()
@@ -152,9 +154,25 @@ import Testing
             }
             let a = ReplicaID(high: 1, low: 1)
             let b = ReplicaID(high: 2, low: 2)
-            #expect(try await sync(a, at: 4).stable == ["t": 4], "the only replica seen vouches for seq 4")
-            #expect(try await sync(b, at: 5, acknowledged: 2).stable == ["t": 2], "b's outbox holds an edit made at 2")
-            #expect(try await sync(a, at: 5).stable == ["t": 2])
+            let alone = try await sync(a, at: 4)
+            #expect(alone.stable == ["t": 4], "the only replica seen vouches for seq 4")
+            #expect(alone.othersStable == ["t": 5], "no other replica holds anything back from a: the head")
+            let second = try await sync(b, at: 5, acknowledged: 2)
+            #expect(second.stable == ["t": 2], "b's outbox holds an edit made at 2")
+            #expect(second.othersStable == ["t": 4], "b's own edit does not hold b back; a does")
+            let third = try await sync(a, at: 5)
+            #expect(third.stable == ["t": 2])
+            #expect(third.othersStable == ["t": 2])
+            // A third replica starting from nothing holds the stable point at 0, but not what it may fold.
+            let c = ReplicaID(high: 3, low: 3)
+            let fresh = try await sync(c, at: 0)
+            #expect(fresh.stable == ["t": 0] && fresh.othersStable == ["t": 2])
+            let uri = TestServer.uri(PullRequest(cursor: ScopeCursor(), replica: c))
+            let pulled = try server.decode(
+                PullResponse.self, try await server.send(.get, uri, headers: try await server.bearer(["t"])))
+            #expect(pulled.othersStable == ["t": 2], "a pull that names its replica says it too")
+            try await server.database.execute(
+                "UPDATE replica_progress SET seen_at = now() - interval '2 hours' WHERE replica = \(c.description)")
             // b falls silent past the horizon: it stops holding the stable point back.
             try await server.database.execute(
                 "UPDATE replica_progress SET seen_at = now() - interval '2 hours' WHERE replica = \(b.description)")

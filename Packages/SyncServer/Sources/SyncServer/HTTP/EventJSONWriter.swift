@@ -35,13 +35,14 @@ struct EventJSONWriter {
     /// is given.
     static func page(
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64] = [:],
-        results: [PushResult]? = nil, marks: [String]? = nil
+        othersStable: [Scope: Int64]? = nil, results: [PushResult]? = nil, marks: [String]? = nil
     ) -> [UInt8] {
         var writer = EventJSONWriter(capacity: 256 + (results?.count ?? 0) * 80 + capacity(events))
         writer.raw("{")
         if let results { writer.resultsField(results) }
         writer.tail(
-            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable, marks: marks)
+            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable,
+            othersStable: othersStable, marks: marks)
         return writer.bytes
     }
 
@@ -49,11 +50,12 @@ struct EventJSONWriter {
     /// answer that does not depend on what the request pushed, written ahead of time by `ReadAhead`.
     static func pageTail(
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64],
-        marks: [String]?
+        othersStable: [Scope: Int64]?, marks: [String]?
     ) -> [UInt8] {
         var writer = EventJSONWriter(capacity: 256 + capacity(events))
         writer.tail(
-            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable, marks: marks)
+            events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable,
+            othersStable: othersStable, marks: marks)
         return writer.bytes
     }
 
@@ -77,7 +79,7 @@ struct EventJSONWriter {
 
     private mutating func tail(
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64],
-        marks: [String]?
+        othersStable: [Scope: Int64]?, marks: [String]?
     ) {
         raw("\"events\":[")
         for (index, event) in events.enumerated() {
@@ -90,14 +92,12 @@ struct EventJSONWriter {
         raw(hasMore ? "true" : "false")
         raw(",\"remaining\":")
         writer.int(remaining)
-        raw(",\"stable\":{")
-        for (index, scope) in stable.keys.sorted().enumerated() {
-            if index > 0 { raw(",") }
-            string(scope.name)
-            raw(":")
-            writer.int(stable[scope] ?? 0)
+        raw(",\"stable\":")
+        points(stable)
+        if let othersStable {
+            raw(",\"othersStable\":")
+            points(othersStable)
         }
-        raw("}")
         if let marks {
             raw(",\"marks\":[")
             for (index, mark) in marks.enumerated() {
@@ -105,6 +105,18 @@ struct EventJSONWriter {
                 string(mark)
             }
             raw("]")
+        }
+        raw("}")
+    }
+
+    /// `{"scope":seq,…}` in scope order.
+    private mutating func points(_ points: [Scope: Int64]) {
+        raw("{")
+        for (index, scope) in points.keys.sorted().enumerated() {
+            if index > 0 { raw(",") }
+            string(scope.name)
+            raw(":")
+            writer.int(points[scope] ?? 0)
         }
         raw("}")
     }

@@ -59,7 +59,8 @@ struct SyncAPI: Sendable {
                 Data(
                     EventJSONWriter.page(
                         events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
-                        remaining: page.remaining, stable: page.stable, marks: marks))
+                        remaining: page.remaining, stable: page.stable, othersStable: page.othersStable,
+                        marks: marks))
             }
             // A page many waiters get unchanged is encoded and compressed once (marks are the asker's own).
             guard let shared = page.body, marks == nil else { return try respond(build(), to: request) }
@@ -111,7 +112,7 @@ struct SyncAPI: Sendable {
             readAhead(after: page, key, limitBefore: limitBefore, logger: context.logger)
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
-                remaining: page.remaining, stable: page.stable, results: results,
+                remaining: page.remaining, stable: page.stable, othersStable: page.othersStable, results: results,
                 marks: Self.marks(of: page, after: pullRequest.cursor, every: pullRequest.markEvery))
             return try respond(Data(bytes), to: request)
         }
@@ -133,7 +134,8 @@ struct SyncAPI: Sendable {
                 exclude: next.exclude, logger: logger)
             let tail = EventJSONWriter.pageTail(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore, remaining: page.remaining,
-                stable: page.stable, marks: Self.marks(of: page, after: next.cursor, every: next.markEvery))
+                stable: page.stable, othersStable: page.othersStable,
+                marks: Self.marks(of: page, after: next.cursor, every: next.markEvery))
             // Compressed as `respond` would compress the whole answer (the head is a few bytes per result).
             let segment =
                 next.gzip && tail.count >= codec.limits.compressionThresholdBytes

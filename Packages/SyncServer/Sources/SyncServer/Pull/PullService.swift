@@ -33,6 +33,9 @@ struct PullService: Sendable {
         var remaining: Int64
         /// Each requested scope's stable point (see `PullResponse.stable`).
         var stable: [Scope: Int64]
+        /// Each requested scope's stable point among the replicas other than the one the read was made for
+        /// (see `PullResponse.othersStable`); nil for a read that names no replica.
+        var othersStable: [Scope: Int64]? = nil
         /// Each scope's folded point as read (events at or below it may be snapshots).
         var foldedThrough: [Scope: Int64] = [:]
         /// Each scope's `retained_from_seq` as read with the heads, before the events: what a replica that read
@@ -254,22 +257,33 @@ struct PullService: Sendable {
                     replica: replica, scopes: scopes, cursor: cursor, acknowledged: acknowledged,
                     retainedFrom: retainedFrom, on: connection, logger: logger)
             }
-            var stable = stablePoints.fresh(scopes)
-            let missing = scopes.filter { stable[$0] == nil }
+            var floors = stablePoints.freshFloors(scopes)
+            let missing = scopes.filter { floors[$0] == nil }
             if !missing.isEmpty {
-                let acknowledged = try await repository.lowestAcknowledged(
+                let read = try await repository.lowestAcknowledgements(
                     in: missing.map(\.name), activeWithinSeconds: evictionHorizonSeconds, on: connection,
                     logger: logger)
-                let read = Dictionary(
-                    uniqueKeysWithValues: missing.map { ($0, acknowledged[$0.name] ?? 0) })
-                stablePoints.store(read)
-                stable.merge(read) { $1 }
+                let readings = Dictionary(
+                    uniqueKeysWithValues: missing.map { ($0, StablePointCache.Reading(floor: read[$0.name])) })
+                stablePoints.store(readings)
+                floors.merge(readings) { $1 }
             }
-            // Never past the head as read now.
-            for scope in scopes { stable[scope] = min(stable[scope] ?? 0, heads[scope]?.head ?? 0) }
+            // Never past the head as read now. With no active replica, the stable point is 0 (nobody has
+            // said what it holds) and, among the others, the head (nobody else is left to hold it back).
+            var stable: [Scope: Int64] = [:]
+            var othersStable: [Scope: Int64]? = replica == nil ? nil : [:]
+            for scope in scopes {
+                let head = heads[scope]?.head ?? 0
+                let floor = floors[scope]?.floor
+                stable[scope] = min(floor?.lowest ?? 0, head)
+                if let replica {
+                    othersStable?[scope] = min(floor?.excluding(replica.description) ?? head, head)
+                }
+            }
             return Page(
                 events: events, cursor: next, hasMore: hasMore, remaining: left, stable: stable,
-                foldedThrough: heads.mapValues(\.compactedThrough), retainedFrom: retainedFrom)
+                othersStable: othersStable, foldedThrough: heads.mapValues(\.compactedThrough),
+                retainedFrom: retainedFrom)
         }
     }
 
@@ -290,34 +304,45 @@ struct PullService: Sendable {
     }
 }
 
-/// Each scope's lowest acknowledged position as last read, kept for `maxAge`. A stable point in an answer is
+/// Each scope's lowest acknowledged positions as last read, kept for `maxAge`. A stable point in an answer is
 /// advisory (a replica prunes only its own copy of history at or below it), so one up to a second old is as
 /// good; compaction reads its own.
 final class StablePointCache: Sendable {
-    private let entries = Mutex<[Scope: (value: Int64, at: ContinuousClock.Instant)]>([:])
+    /// One scope's reading: its two lowest acknowledged positions, or nil when no replica was active.
+    struct Reading: Sendable, Hashable {
+        var floor: AcknowledgedFloor?
+    }
+
+    private let entries = Mutex<[Scope: (reading: Reading, at: ContinuousClock.Instant)]>([:])
     let maxAge: Duration
 
     init(maxAge: Duration = .seconds(1)) {
         self.maxAge = maxAge
     }
 
-    /// The scopes' values read less than `maxAge` (by default the cache's) ago.
+    /// The scopes' stable points read less than `maxAge` (by default the cache's) ago (0 where no replica was
+    /// active).
     func fresh(_ scopes: [Scope], maxAge: Duration? = nil) -> [Scope: Int64] {
+        freshFloors(scopes, maxAge: maxAge).mapValues { $0.floor?.lowest ?? 0 }
+    }
+
+    /// The scopes' readings made less than `maxAge` (by default the cache's) ago.
+    func freshFloors(_ scopes: [Scope], maxAge: Duration? = nil) -> [Scope: Reading] {
         let now = ContinuousClock.now
         let maxAge = maxAge ?? self.maxAge
         return entries.withLock { entries in
-            var found: [Scope: Int64] = [:]
+            var found: [Scope: Reading] = [:]
             for scope in scopes {
-                if let entry = entries[scope], now - entry.at < maxAge { found[scope] = entry.value }
+                if let entry = entries[scope], now - entry.at < maxAge { found[scope] = entry.reading }
             }
             return found
         }
     }
 
-    func store(_ values: [Scope: Int64]) {
+    func store(_ readings: [Scope: Reading]) {
         let now = ContinuousClock.now
         entries.withLock { entries in
-            for (scope, value) in values { entries[scope] = (value, now) }
+            for (scope, reading) in readings { entries[scope] = (reading, now) }
         }
     }
 }

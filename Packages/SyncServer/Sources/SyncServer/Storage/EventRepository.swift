@@ -253,6 +253,34 @@ struct EventRepository: Sendable {
         return lowest
     }
 
+    /// Per scope, the two lowest positions acknowledged by replicas seen within `seconds`, the lowest with its
+    /// replica (scopes without one are left out): the stable point, and the stable point among the replicas
+    /// other than any one of them (`AcknowledgedFloor.excluding`).
+    func lowestAcknowledgements(
+        in scopes: [String], activeWithinSeconds seconds: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String: AcknowledgedFloor] {
+        guard !scopes.isEmpty else { return [:] }
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT scope, replica, acknowledged_seq FROM (
+                SELECT scope, replica, acknowledged_seq,
+                       row_number() OVER (PARTITION BY scope ORDER BY acknowledged_seq, replica) AS rank
+                FROM replica_progress
+                WHERE scope = ANY(\(scopes)::text[]) AND seen_at > now() - make_interval(secs => \(Double(seconds)))
+            ) ranked WHERE rank <= 2 ORDER BY scope, rank
+            """, logger: logger)
+        var floors: [String: AcknowledgedFloor] = [:]
+        for try await (scope, replica, seq) in rows.decode((String, String, Int64).self) {
+            if var floor = floors[scope] {
+                floor.second = seq
+                floors[scope] = floor
+            } else {
+                floors[scope] = AcknowledgedFloor(lowest: seq, lowestReplica: replica, second: nil)
+            }
+        }
+        return floors
+    }
+
     /// Records that `replica` has read up to `positions` (never moving a position back), for compaction's
     /// stable point (DESIGN §8); also marks the replica as seen now. `bases` holds, for the scopes it read
     /// from position 0 (a bootstrap), the scope's `retained_from_seq` as read before those events: the purge
@@ -291,5 +319,19 @@ struct EventRepository: Sendable {
         var found: [String: (acknowledged: Int64, basedOnRetained: Int64)] = [:]
         for try await (scope, seq, based) in rows.decode((String, Int64, Int64).self) { found[scope] = (seq, based) }
         return found
+    }
+}
+
+/// A scope's lowest acknowledged positions among the replicas seen within the eviction horizon.
+struct AcknowledgedFloor: Sendable, Hashable {
+    /// The lowest position (the stable point), and the replica that acknowledged it.
+    var lowest: Int64
+    var lowestReplica: String
+    /// The next lowest, of another replica; nil when only one replica is active.
+    var second: Int64?
+
+    /// The lowest position acknowledged by the active replicas other than `replica`; nil when there is none.
+    func excluding(_ replica: String) -> Int64? {
+        replica == lowestReplica ? second : lowest
     }
 }
