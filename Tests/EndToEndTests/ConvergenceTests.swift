@@ -287,6 +287,48 @@ import Testing
         #expect(try c("export", "--state") == a("export", "--state"))
     }
 
+    /// A new device pulling a long history that compaction has not folded folds it on arrival (every other
+    /// replica has seen it): `kill -9` during that bootstrap, however often, loses nothing: the next sync
+    /// resumes (from before what the killed process held in memory only), and the device ends with the state
+    /// of one that logged every event, its log holding none of them.
+    @Test func aBootstrapFoldingOnArrivalKilledMidwayResumesAndConverges() async throws {
+        // The pushing replica never acknowledges anything: past the horizon, it stops holding points back.
+        let stack = try await Stack(serverEnvironment: ["SYNC_EVICTION_HORIZON_SECONDS": "2"])
+        let scopes = ["bench-0", "bench-1"]
+        let token = try stack.token(sub: "bench", scopes: scopes)
+        let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
+        _ = try await Stack.runOffPool(
+            bench,
+            [
+                "bootstrap", "--server", stack.serverURL, "--token", token, "--events", "12000", "--scopes", "2",
+                "--notes", "60", "--no-bootstrap", "--json",
+            ])
+        try await Task.sleep(for: .seconds(3))
+        let fresh = stack.agent("fresh", token: token)
+        // Killed early (folded pages still in memory: the next sync starts over), then later (after the
+        // engine wrote them: the next sync goes on from there).
+        var resumedFrom: [String?] = []
+        for delay in [150, 400, 1500, 2500] {
+            let syncing = try fresh.start(["sync", "--compact-after", "500"])
+            try await Task.sleep(for: .milliseconds(delay))
+            kill(syncing.processIdentifier, SIGKILL)
+            syncing.waitUntilExit()
+            resumedFrom.append(try fresh.status().cursor)
+        }
+        try fresh("sync", "--compact-after", "500")
+        let status = try fresh.status()
+        #expect(status.pending == 0)
+        #expect(status.confirmed < 12_000 / 4, "folded on arrival, not logged: \(status.confirmed) logged")
+        #expect(status.journal.contains { $0.kind == "pull.ok" && $0.detail.contains("folded on arrival") })
+        #expect(status.journal.contains { $0.kind == "fold.purge" }, "purged once the pull reached the head")
+        #expect(resumedFrom.contains { $0 != nil }, "a later kill keeps what was written: \(resumedFrom)")
+        let logging = stack.agent("logging", token: token)
+        try logging("sync", "--compact-after", "0")
+        #expect(try logging.status().confirmed >= 12_000)
+        #expect(try fresh("export", "--state") == logging("export", "--state"))
+        #expect(try fresh.state().count > 0)
+    }
+
     /// The compaction service folds by itself once a scope has enough foldable events.
     @Test func theServersCompactionServiceFoldsOnItsOwn() async throws {
         let stack = try await Stack(serverEnvironment: [

@@ -306,6 +306,7 @@ struct StatusJSON: Decodable {
     var pending: Int
     var confirmed: Int
     var rejected: [Rejected]
+    var cursor: String?
     var lastError: String?
     struct JournalEntry: Decodable {
         var kind: String

@@ -35,6 +35,12 @@ struct AgentOptions: ParsableArguments {
     @Option(help: "The bearer token (JWT); defaults to the SYNC_TOKEN environment variable.")
     var token: String?
 
+    @Option(
+        help: """
+            Confirmed events the log may hold before a sync prunes it at the stable points, and the length of a             pull that folds what every other replica has seen on arrival instead of logging it (0: never).
+            """)
+    var compactAfter: Int = SyncEngine.Configuration().autoCompactAfter ?? 0
+
     func client() throws -> NotesClient {
         try NotesClient.open(path: db)
     }
@@ -49,6 +55,7 @@ struct AgentOptions: ParsableArguments {
         var configuration = SyncEngine.Configuration(scopes: scopes)
         configuration.onRound = onRound
         configuration.rebaser = NotesRebaser(replica: client.store.replica)
+        configuration.autoCompactAfter = compactAfter > 0 ? compactAfter : nil
         return try SyncEngine(
             store: client.store, transport: HTTPClientTransport(baseURL: url, token: bearer),
             configuration: configuration)
