@@ -296,3 +296,70 @@ extension CompactionTests {
         }
     }
 }
+
+extension CompactionTests {
+    /// An edit made offline against text another replica then deletes, pushed after the delete: while its
+    /// author has not read past it, nothing may purge what it anchors on, even though every replica has seen
+    /// the delete. A fresh device pulling the folded history must place it where the others do.
+    @Test func anEditSequencedAfterAConcurrentDeleteKeepsItsAnchorThroughAPurge() async throws {
+        try await TestServer.run(domain: NotesServerDomain(quota: 100)) { server in
+            var writer = Replica(1)
+            var offline = Replica(2)
+            let stream = NoteID().stream
+            func event(_ payload: NotePayload, by replica: ReplicaID) throws -> Event {
+                EventFixtures.event(
+                    scope: try Scope(Self.scope), stream: stream, type: payload.type.rawValue, payload: payload.json,
+                    replica: replica)
+            }
+            func push(_ payload: NotePayload, by replica: inout Replica) async throws {
+                var state = replica.states[stream] ?? NoteState()
+                let made = try event(payload, by: replica.id)
+                state.apply(payload, hlc: made.hlc, dot: made.dot)
+                replica.states[stream] = state
+                #expect(try await server.push([made], scopes: [Self.scope], replica: replica.id)[0].status == .accepted)
+            }
+            try await push(.created(.init(title: "draft")), by: &writer)
+            var state = writer.states[stream]!
+            let typedOp = state.body.insert("abcdefgh", at: 0, replica: writer.id)
+            let typed = try #require(typedOp)
+            try await push(.bodyEdited(.init(ops: [typed])), by: &writer)
+            _ = try await offline.pullAll(server)
+            _ = try await offline.pullAll(server)
+            // Offline: text typed after "d".
+            var mine = offline.states[stream]!
+            let insertedOp = mine.body.insert("ZZ", at: 4, replica: offline.id)
+            let inserted = try #require(insertedOp)
+            let edit = try event(.bodyEdited(.init(ops: [inserted])), by: offline.id)
+            mine.apply(.bodyEdited(.init(ops: [inserted])), hlc: edit.hlc, dot: edit.dot)
+            // Meanwhile "cdef" is deleted, and more is written.
+            var theirs = writer.states[stream]!
+            let erasedOp = theirs.body.remove(at: 2, count: 4, replica: writer.id)
+            let erased = try #require(erasedOp)
+            try await push(.bodyEdited(.init(ops: [erased])), by: &writer)
+            for index in 0..<3 { try await push(.titleSet(.init(title: "title \(index)")), by: &writer) }
+            // The offline edit arrives, made against what its author knew before the delete.
+            let acknowledged = offline.cursor
+            offline.acknowledged = acknowledged
+            #expect(try await server.push([edit], scopes: [Self.scope], replica: offline.id)[0].status == .accepted)
+            offline.states[stream] = mine
+            offline.acknowledged = nil
+            // Its author reads one more event (the delete) and says so; everyone else is at the head.
+            _ = try await server.pull(
+                PullRequest(cursor: offline.cursor, limit: 1, replica: offline.id), scopes: [Self.scope])
+            var next = offline.cursor
+            next.advance(try Scope(Self.scope), to: 3)
+            _ = try await server.pull(PullRequest(cursor: next, limit: 1, replica: offline.id), scopes: [Self.scope])
+            _ = try await writer.pullAll(server)
+            _ = try await writer.pullAll(server)
+            let report = try await Self.compact(server)
+            #expect(
+                report.scopes.first?.stable == 3 && report.scopes.first?.retainedFromSeq == 4, "purged at the delete")
+            _ = try await writer.pullAll(server)
+            var fresh = Replica(3)
+            _ = try await fresh.pullAll(server)
+            #expect(
+                writer.states[stream]?.view.body.contains("ZZ") == true, "\(writer.states[stream]?.view.body ?? "")")
+            #expect(fresh.views == writer.views, "the fresh device places the edit too")
+        }
+    }
+}
