@@ -141,7 +141,8 @@ struct ChurnCommand: AsyncParsableCommand {
         report.bootstrap = bootstrap
         report.bootstrapKeepingLog = keepingLog
         if compaction, costOperations > 0 {
-            report.cost = try await bench.cost(operations: costOperations, writer: &writer, devices: [device, fresh])
+            // Every replica the server has seen acknowledges the backlog before it is folded.
+            report.cost = try await bench.cost(operations: costOperations, writer: &writer, devices: [device] + fresh)
         }
         if json {
             let encoder = JSONEncoder()
@@ -407,7 +408,7 @@ struct ChurnRun: Sendable {
     }
 
     static let serverTables = [
-        "events", "streams", "scopes", "replica_progress", "folded_streams", "scope_compaction", "live_notes",
+        "events", "folded_events", "streams", "scopes", "replica_progress", "scope_compaction", "live_notes",
         "note_counts",
     ]
 
@@ -430,9 +431,9 @@ struct ChurnRun: Sendable {
                 """, logger: logger
             ).decode(Int64.self) { bytes = Int(size) }
             var rows = 0
-            for try await count in try await connection.query("SELECT count(*) FROM events", logger: logger)
-                .decode(Int64.self)
-            { rows = Int(count) }
+            for try await count in try await connection.query(
+                "SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM folded_events)", logger: logger
+            ).decode(Int64.self) { rows = Int(count) }
             return (bytes, rows)
         }
     }
@@ -452,12 +453,12 @@ struct ChurnRun: Sendable {
     /// every other replica has seen, when the pull is long: see `SyncEngine.Configuration.foldOnArrival`),
     /// then one that logs every event, the in-run baseline. Their states must equal `expected`'s.
     func bootstrap(expected: (client: NotesClient, engine: SyncEngine)) async throws -> (
-        ChurnReport.Bootstrap, keepingLog: ChurnReport.Bootstrap, (client: NotesClient, engine: SyncEngine)
+        ChurnReport.Bootstrap, keepingLog: ChurnReport.Bootstrap, [(client: NotesClient, engine: SyncEngine)]
     ) {
         try await expected.engine.syncNow()
         let (report, fresh) = try await bootstrapDevice("fresh", policy: .defaults, expected: expected)
-        let keepingLog = try await bootstrapDevice("fresh-log", policy: .keepingLog, expected: expected).0
-        return (report, keepingLog, fresh)
+        let (keepingLog, logging) = try await bootstrapDevice("fresh-log", policy: .keepingLog, expected: expected)
+        return (report, keepingLog, [fresh, logging])
     }
 
     /// One fresh device's bootstrap: from its first request to the end of its sync (a purge of what it folded

@@ -94,7 +94,7 @@ public enum Gzip {
     /// All of `input` as raw deflate data (no wrapper: a member's header and trailer are written by
     /// `compress(head:then:)`), ended by `flush`: `Z_FINISH` (a final block) or `Z_SYNC_FLUSH` (a byte
     /// boundary, more blocks may follow).
-    private static func deflateRaw(_ input: [UInt8], level: Int32, flush: Int32) -> [UInt8] {
+    static func deflateRaw(_ input: [UInt8], level: Int32, flush: Int32) -> [UInt8] {
         var stream = z_stream()
         let initialized = deflateInit2_(
             &stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))

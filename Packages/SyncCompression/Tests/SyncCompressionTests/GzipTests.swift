@@ -61,3 +61,25 @@ import Testing
         return bytes
     }
 }
+
+@Suite struct DeflateTests {
+    @Test(arguments: [0, 1, 560, 300_000])
+    func roundTrips(size: Int) throws {
+        var random = SystemRandomNumberGenerator()
+        let bytes = (0..<size).map { _ in UInt8.random(in: 0...20, using: &random) }
+        let compressed = Deflate.compress(bytes)
+        #expect(try Deflate.decompress(compressed) == bytes)
+        if size > 100 { #expect(compressed.count < size) }
+    }
+
+    @Test func badInputIsAnErrorAndABombStopsAtTheCap() throws {
+        let compressed = Deflate.compress([UInt8](repeating: 65, count: 10_000))
+        #expect(throws: Gzip.Failure(kind: .truncated)) {
+            try Deflate.decompress(compressed.prefix(compressed.count / 2))
+        }
+        #expect(throws: Gzip.Failure(kind: .truncated)) { try Deflate.decompress([UInt8]()) }
+        #expect(throws: Gzip.Failure.self) { try Deflate.decompress(Array("not deflate at all, really".utf8)) }
+        let bomb = Deflate.compress([UInt8](repeating: 0, count: 5_000_000))
+        #expect(throws: Gzip.Failure(kind: .tooLarge)) { try Deflate.decompress(bomb, maxOutputBytes: 100_000) }
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import NIOCore
 import OpenAPIKit
 import SyncProtocol
 import SyncServerTesting
@@ -113,6 +114,42 @@ import Testing
         }
     }
 
+    /// A database folded before `folded_events` existed: its folded rows (snapshots and lone events that
+    /// `folded_streams` pointed at) move out of `events` as they are, and pulls read them as before.
+    @Test func foldedRowsMoveToTheirOwnTable() async throws {
+        try await TestDatabase.with { database in
+            let before = Migrator(migrations: Array(Migration.generic.prefix(5)))
+            _ = try await TestServer.withClient(database) { try await before.migrate($0, logger: TestDatabase.logger) }
+            try await database.execute(
+                """
+                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
+                                    dot_replica, dot_counter, payload)
+                VALUES ('m', 3, gen_random_uuid(), 'note:a', 3, 'note.snapshot', 1, '0000000000001-0000-0000000000000001',
+                        '00000000000000000000000000000001', 3, '{"state":"AAA="}'),
+                       ('m', 4, gen_random_uuid(), 'note:b', 1, 'note.created', 1, '0000000000002-0000-0000000000000001',
+                        '00000000000000000000000000000001', 4, '{"title":"b"}'),
+                       ('m', 5, gen_random_uuid(), 'note:a', 4, 'note.titleSet', 1, '0000000000003-0000-0000000000000001',
+                        '00000000000000000000000000000001', 5, '{"title":"a"}')
+                """)
+            try await database.execute("INSERT INTO folded_streams VALUES ('m', 'note:a', 3), ('m', 'note:b', 4)")
+            let all = Migrator(migrations: Migration.generic)
+            let applied = try await TestServer.withClient(database) {
+                try await all.migrate($0, logger: TestDatabase.logger)
+            }
+            #expect(applied == ["0006-folded-events"])
+            #expect(try await database.integers("SELECT seq FROM events") == [5])
+            #expect(try await database.integers("SELECT seq FROM folded_events ORDER BY seq") == [3, 4])
+            let payload = try await database.connection { connection in
+                try await connection.query(
+                    "SELECT payload FROM folded_events WHERE seq = 3", logger: TestDatabase.logger
+                ).collect().first?.decode(ByteBuffer.self)
+            }
+            #expect(try payload.map(FoldedPayload.json(of:)) == #"{"state":"AAA="}"#)
+            #expect(
+                try await database.integers("SELECT count(*) FROM pg_tables WHERE tablename = 'folded_streams'") == [0])
+        }
+    }
+
     @Test func migrationsAreIdempotentUnderConcurrentStarts() async throws {
         try await TestDatabase.with { database in
             let migrator = Migrator(migrations: Migration.generic + TestRule().migrations)
@@ -129,7 +166,7 @@ import Testing
                 #expect(
                     applied.sorted() == [
                         "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "0004-compaction",
-                        "0005-event-id-per-scope", "test-rule-0001",
+                        "0005-event-id-per-scope", "0006-folded-events", "test-rule-0001",
                     ])
             }
             let again = try await TestServer.withClient(database) {
@@ -137,7 +174,7 @@ import Testing
             }
             #expect(again.isEmpty)
             let recorded = try await database.integers("SELECT count(*) FROM schema_migrations")
-            #expect(recorded == [6])
+            #expect(recorded == [7])
         }
     }
 }

@@ -12,7 +12,7 @@ public struct CompactionReport: Sendable, Codable, Hashable {
     /// database, before the pass and after it (after the `VACUUM`, when one ran).
     public var bytesBefore: [String: Int64]
     public var bytesAfter: [String: Int64]
-    /// Whether a `VACUUM (ANALYZE)` of the compacted tables followed.
+    /// Whether a `VACUUM (ANALYZE)` of the database's tables followed.
     public var vacuumed: Bool
     /// The indexes rebuilt after the `VACUUM` because folds had left them mostly empty (`IndexReclaimer`).
     public var reindexed: [IndexReclaimer.Rebuilt] = []
@@ -22,7 +22,7 @@ public struct CompactionReport: Sendable, Codable, Hashable {
 extension SyncServerApp {
     /// The server's tables whose space `compact` reports.
     static let measuredTables = [
-        "events", "streams", "scopes", "replica_progress", "folded_streams", "scope_compaction",
+        "events", "folded_events", "streams", "scopes", "replica_progress", "scope_compaction",
     ]
 
     /// One compaction pass over `scopes` (every scope with events past its last fold when nil), each up to
@@ -31,8 +31,9 @@ extension SyncServerApp {
     /// migrations first.
     ///
     /// Space: deleted rows become free space inside the tables once vacuumed; autovacuum does that on its
-    /// own after a fold, and `vacuum` does it at once. Neither gives space back to the file system
-    /// (`VACUUM FULL` would, under an exclusive lock); the freed space is reused by later events.
+    /// own after a fold, and `vacuum` does it at once. A `VACUUM` gives the file system back only the empty
+    /// pages at a table's end (`events` after a fold that left it nothing, say); the rest of the freed space
+    /// is reused by later rows (`VACUUM FULL` would give it back, under an exclusive lock).
     public static func compact(
         configuration: ServerConfiguration, domain: any SyncDomain, scopes: [String]?, vacuum: Bool, logger: Logger
     ) async throws -> CompactionReport {
@@ -60,11 +61,11 @@ extension SyncServerApp {
             var reports: [Compactor.ScopeReport] = []
             for scope in names { reports.append(try await compactor.compact(scope: scope)) }
             if vacuum {
+                // Every table of the database, the domain's included (a quota's table churns as notes come
+                // and go): their free space becomes reusable, their statistics let `IndexReclaimer` judge
+                // their indexes, and `events` gives back the empty pages at its end.
                 try await database.withConnection { connection in
-                    for table in ["events", "folded_streams", "scope_compaction"] {
-                        try await connection.checkedQuery(
-                            PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) \(table)"), logger: logger)
-                    }
+                    try await connection.checkedQuery("VACUUM (ANALYZE)", logger: logger)
                 }
             }
             let reindexed = vacuum ? try await IndexReclaimer(database: database, logger: logger).reclaim() : []
@@ -110,7 +111,7 @@ public struct CompactOptions: ParsableArguments {
     @Option(name: .customLong("scope"), help: "A scope to compact (repeatable; default: every scope with news).")
     public var scopes: [String] = []
 
-    @Flag(help: "Run VACUUM (ANALYZE) on the compacted tables afterwards, and rebuild the indexes folds left bloated.")
+    @Flag(help: "Run VACUUM (ANALYZE) on the database's tables afterwards, and rebuild the indexes folds left bloated.")
     public var vacuum = false
 
     public init() {}

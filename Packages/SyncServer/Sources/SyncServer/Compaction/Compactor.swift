@@ -4,20 +4,28 @@ import PostgresNIO
 import SyncModels
 import SyncProtocol
 
-/// Folds each scope's history at or below its stable point into one snapshot event per stream, through the
-/// domain's `StreamFolder` (DESIGN §8).
+/// Folds each scope's history at or below its stable point into one row per stream, through the domain's
+/// `StreamFolder` (DESIGN §8).
 ///
 /// **What a pass does to a scope.** It reads the scope's stable point `S` (the lowest position acknowledged
 /// by a replica seen within the eviction horizon; the head when no replica was) and walks the events in
 /// `(compacted_through, S]` in windows of `batchEvents`, one transaction each. In a window, every stream the
-/// folder folds that has two or more events at or below the window's end (its earlier snapshot or lone
-/// event, `folded_streams.seq`, plus the window's events) becomes one snapshot event of the folder's
-/// `snapshotType`, with a new id and the seq, stream version, HLC, dot and receipt time of the last event it
-/// folds; the folded rows are deleted. The folder may leave tombstones out of the snapshot or drop the stream
-/// (`StreamFolder.foldStable`); then `retained_from_seq` rises past the stream's last folded event, so a
-/// replica that had not seen all of it (one silent for longer than the eviction horizon) is told to reset
-/// rather than resurrect what was purged. Then `compacted_through` moves to the window's end. A crash rolls back
-/// at most the window in flight; the next pass carries on from `compacted_through`.
+/// folder folds gets one row in `folded_events` at or below the window's end: its events there, after its
+/// earlier row (a snapshot or a lone event), become one snapshot event of the folder's `snapshotType`, with
+/// a new id and the seq, stream version, HLC, dot and receipt time of the last event it folds; a stream's
+/// first and only event moves there as it is. The window's rows leave `events`, and the stream's row in
+/// `folded_events` is updated in place. The folder may leave tombstones out of the snapshot or drop the
+/// stream (`StreamFolder.foldStable`); then `retained_from_seq` rises past the stream's last folded event,
+/// so a replica that had not seen all of it (one silent for longer than the eviction horizon) is told to
+/// reset rather than resurrect what was purged. Then `compacted_through` moves to the window's end. A crash
+/// rolls back at most the window in flight; the next pass carries on from `compacted_through`. Pulls read
+/// both tables below `compacted_through` (`EventRepository.events`).
+///
+/// **Space.** `events` holds the tail not folded yet, and `folded_events` one row per live stream, its
+/// payload deflated (`FoldedPayload`). After each window that changed `folded_events`, the pass vacuums it
+/// (`vacuumFolded`, no lock a push or a pull waits for): the old versions of the rows the window updated
+/// become free space that the next window reuses, so the table holds its rows plus about one window's
+/// updates, instead of a whole pass's.
 ///
 /// **Why it is safe at any cursor.** A replica merges a snapshot into its state (idempotent), so one that had
 /// applied none, some or all of the folded events ends in the same state. Only events at or below the stable
@@ -41,6 +49,8 @@ public struct Compactor: Sendable {
     /// How long to wait between two windows: a throttle that leaves the database to foreground traffic while
     /// a large backlog is folded. 0 (the default) folds window after window.
     public var pauseMilliseconds: Int
+    /// Whether to vacuum `folded_events` after each window that changed it (see **Space**).
+    public var vacuumFolded = true
 
     init(
         database: Database, folder: any StreamFolder, batchEvents: Int, evictionHorizonSeconds: Int,
@@ -62,7 +72,8 @@ public struct Compactor: Sendable {
         /// Where the scope's compaction stood before and after the pass.
         public var compactedFrom: Int64
         public var compactedThrough: Int64
-        /// Rows deleted (events and earlier snapshots), and snapshots written in their place.
+        /// Rows folded away (events, and earlier snapshots or lone events), and snapshots written in their
+        /// place.
         public var foldedEvents: Int
         public var snapshots: Int
         /// Streams dropped altogether (`FoldResult.drop`, a deleted note).
@@ -89,7 +100,7 @@ public struct Compactor: Sendable {
             let rows = try await connection.checkedQuery(
                 """
                 SELECT s.scope, s.head, coalesce(c.compacted_through, 0),
-                       (SELECT count(*) FROM folded_streams f WHERE f.scope = s.scope)
+                       (SELECT count(*) FROM folded_events f WHERE f.scope = s.scope)
                 FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
                 WHERE s.head > coalesce(c.compacted_through, 0)
                 ORDER BY s.scope
@@ -136,6 +147,7 @@ public struct Compactor: Sendable {
             report.snapshots += window.snapshots
             report.unfoldable += window.unfoldable
             report.droppedStreams += window.dropped
+            if vacuumFolded, window.changedFolded { try await vacuumFoldedEvents() }
             if window.through >= stable { break }
             if pauseMilliseconds > 0 { try await Task.sleep(for: .milliseconds(pauseMilliseconds)) }
         }
@@ -173,6 +185,13 @@ public struct Compactor: Sendable {
         }
     }
 
+    /// `VACUUM folded_events`: the old versions of the rows a window updated become free space.
+    func vacuumFoldedEvents() async throws {
+        try await database.withConnection { [logger] connection in
+            try await connection.checkedQuery("VACUUM folded_events", logger: logger)
+        }
+    }
+
     struct Window: Sendable {
         var from: Int64
         var through: Int64
@@ -180,6 +199,8 @@ public struct Compactor: Sendable {
         var snapshots: Int
         var dropped: Int
         var unfoldable: Int
+        /// Whether the window wrote or deleted rows of `folded_events`.
+        var changedFolded = false
     }
 
     /// One transaction: the next window after `compacted_through`, up to `stable`. Nil when there is nothing
@@ -221,20 +242,22 @@ public struct Compactor: Sendable {
                 return Window(from: from, through: through, folded: 0, snapshots: 0, dropped: 0, unfoldable: 0)
             }
             // Each stream's one row at or below `from`, left by earlier passes.
-            var bases: [String: Int64] = [:]
-            for try await (stream, seq) in try await connection.checkedQuery(
-                "SELECT stream, seq FROM folded_streams WHERE scope = \(scope) AND stream = ANY(\(order)::text[])",
-                logger: logger
-            ).decode((String, Int64).self) { bases[stream] = seq }
-            let baseSeqs = Array(bases.values)
-            let baseRows = try await Self.rows(
-                of: scope, "seq = ANY($2::int8[])", [baseSeqs], on: connection, logger: logger)
-            var baseBySeq: [Int64: StoredEvent] = [:]
-            for row in baseRows { baseBySeq[row.seq] = row }
+            var bases: [String: StoredEvent] = [:]
+            for try await row in try await connection.checkedQuery(
+                """
+                SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                       payload, received_at
+                FROM folded_events WHERE scope = \(scope) AND stream = ANY(\(order)::text[])
+                """, logger: logger)
+            {
+                let base = try StoredEvent(folded: row, scope: try Scope(scope))
+                bases[base.stream] = base
+            }
 
             var deleted: [Int64] = []
-            var snapshots: [EventRepository.NewEvent] = []
-            var pointers: [(String, Int64)] = []
+            var folded = 0
+            var snapshots = 0
+            var rows: [EventRepository.NewEvent] = []
             var dropped: [String] = []
             var unfoldable = 0
             // The last seq of a stream whose fold purged tombstones: cursors below it must reset.
@@ -242,23 +265,29 @@ public struct Compactor: Sendable {
             var ids = EventIDGenerator()
             let wall = UInt64(Date().timeIntervalSince1970 * 1000)
             for stream in order {
-                var history = byStream[stream]!
-                if let base = bases[stream], let row = baseBySeq[base] { history.insert(row, at: 0) }
+                let events = byStream[stream]!
+                var history = events
+                if let base = bases[stream] { history.insert(base, at: 0) }
                 let newest = history[history.count - 1]
                 guard history.count >= 2 else {
-                    pointers.append((stream, newest.seq))
+                    // A stream's first and only event: its folded row as it is.
+                    rows.append(
+                        EventRepository.NewEvent(
+                            event: try newest.event(scope: scope), seq: newest.seq, payloadJSON: newest.payloadJSON))
+                    deleted.append(newest.seq)
                     continue
                 }
                 let payload: JSONValue
                 do {
                     switch try folder.foldStable(try history.map { try $0.event(scope: scope) }) {
                     case .drop:
-                        deleted += history.map(\.seq)
+                        deleted += events.map(\.seq)
+                        folded += history.count
                         dropped.append(stream)
                         purgedThrough = max(purgedThrough, newest.seq)
                         continue
-                    case .snapshot(let folded, let purged):
-                        payload = folded
+                    case .snapshot(let value, let purged):
+                        payload = value
                         if purged { purgedThrough = max(purgedThrough, newest.seq) }
                     }
                 } catch {
@@ -268,24 +297,23 @@ public struct Compactor: Sendable {
                         metadata: ["sync.scope": "\(scope)", "sync.stream": "\(stream)", "error": "\(error)"])
                     continue
                 }
-                deleted += history.map(\.seq)
+                deleted += events.map(\.seq)
+                folded += history.count
+                snapshots += 1
                 let snapshot = Event(
                     id: ids.next(wall: wall), scope: try Scope(scope), stream: stream,
                     streamVersion: newest.streamVersion, type: folder.snapshotType,
                     schemaVersion: Int(newest.schemaVersion), hlc: try HLCTimestamp(newest.hlc),
                     dot: Dot(replica: try ReplicaID(newest.dotReplica), counter: UInt64(bitPattern: newest.dotCounter)),
                     payload: payload, seq: newest.seq, receivedAt: newest.receivedAt)
-                snapshots.append(
+                rows.append(
                     EventRepository.NewEvent(
                         event: snapshot, seq: newest.seq,
                         payloadJSON: String(decoding: payload.canonicalData(), as: UTF8.self)))
-                pointers.append((stream, newest.seq))
             }
             try await Self.replace(
-                scope: scope, deleting: deleted, with: snapshots, pointers: pointers, dropping: dropped,
-                on: connection, logger: logger)
-            try await Self.advance(
-                scope, to: through, folded: deleted.count - snapshots.count, on: connection, logger: logger)
+                scope: scope, deleting: deleted, with: rows, dropping: dropped, on: connection, logger: logger)
+            try await Self.advance(scope, to: through, folded: folded - snapshots, on: connection, logger: logger)
             if purgedThrough > 0 {
                 // Last: it waits for a push holding the scope's row, and then holds that row until the commit.
                 try await connection.checkedQuery(
@@ -295,20 +323,21 @@ public struct Compactor: Sendable {
                     """, logger: logger)
             }
             return Window(
-                from: from, through: through, folded: deleted.count, snapshots: snapshots.count,
-                dropped: dropped.count, unfoldable: unfoldable)
+                from: from, through: through, folded: folded, snapshots: snapshots, dropped: dropped.count,
+                unfoldable: unfoldable, changedFolded: !rows.isEmpty || !dropped.isEmpty)
         }
     }
 
-    /// Deletes the folded rows, inserts the snapshots at the seqs they free, and records each stream's row
-    /// at or below the window's end.
+    /// Deletes the folded rows from `events`, writes each stream's folded row (`rows`, one per stream: a
+    /// snapshot or a lone event) into `folded_events` in place of its earlier one, and drops the `dropped`
+    /// streams' rows there and in `streams`.
     static func replace(
-        scope: String, deleting seqs: [Int64], with snapshots: [EventRepository.NewEvent],
-        pointers: [(String, Int64)], dropping dropped: [String], on connection: PostgresConnection, logger: Logger
+        scope: String, deleting seqs: [Int64], with rows: [EventRepository.NewEvent], dropping dropped: [String],
+        on connection: PostgresConnection, logger: Logger
     ) async throws {
         if !dropped.isEmpty {
             try await connection.checkedQuery(
-                "DELETE FROM folded_streams WHERE scope = \(scope) AND stream = ANY(\(dropped)::text[])", logger: logger
+                "DELETE FROM folded_events WHERE scope = \(scope) AND stream = ANY(\(dropped)::text[])", logger: logger
             )
             try await connection.checkedQuery(
                 "DELETE FROM streams WHERE scope = \(scope) AND stream = ANY(\(dropped)::text[])", logger: logger)
@@ -317,42 +346,35 @@ public struct Compactor: Sendable {
             try await connection.checkedQuery(
                 "DELETE FROM events WHERE scope = \(scope) AND seq = ANY(\(seqs)::int8[])", logger: logger)
         }
-        if !snapshots.isEmpty {
-            let rows = snapshots
-            let seqs = rows.map(\.seq)
-            let ids = rows.map(\.event.id.uuid)
-            let streams = rows.map(\.event.stream)
-            let versions = rows.map(\.event.streamVersion)
-            let types = rows.map(\.event.type)
-            let schemaVersions = rows.map { Int32(clamping: $0.event.schemaVersion) }
-            let hlcs = rows.map(\.event.hlc.description)
-            let replicas = rows.map(\.event.dot.replica.description)
-            let counters = rows.map { Int64(bitPattern: $0.event.dot.counter) }
-            let payloads = rows.map(\.payloadJSON)
-            let received = rows.map { $0.event.receivedAt ?? Date() }
-            try await connection.checkedQuery(
-                """
-                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
-                                    dot_replica, dot_counter, payload, received_at)
-                SELECT \(scope), r.seq, r.event_id, r.stream, r.stream_version, r.type, r.schema_version, r.hlc,
-                       r.dot_replica, r.dot_counter, r.payload::json, r.received_at
-                FROM unnest(\(seqs)::int8[], \(ids)::uuid[], \(streams)::text[], \(versions)::int8[],
-                            \(types)::text[], \(schemaVersions)::int4[], \(hlcs)::text[], \(replicas)::text[],
-                            \(counters)::int8[], \(payloads)::text[], \(received)::timestamptz[])
-                  AS r(seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                       payload, received_at)
-                """, logger: logger)
-        }
-        if !pointers.isEmpty {
-            let streams = pointers.map(\.0)
-            let seqs = pointers.map(\.1)
-            try await connection.checkedQuery(
-                """
-                INSERT INTO folded_streams (scope, stream, seq)
-                SELECT \(scope), p.stream, p.seq FROM unnest(\(streams)::text[], \(seqs)::int8[]) AS p(stream, seq)
-                ON CONFLICT (scope, stream) DO UPDATE SET seq = EXCLUDED.seq
-                """, logger: logger)
-        }
+        guard !rows.isEmpty else { return }
+        let seqs = rows.map(\.seq)
+        let ids = rows.map(\.event.id.uuid)
+        let streams = rows.map(\.event.stream)
+        let versions = rows.map(\.event.streamVersion)
+        let types = rows.map(\.event.type)
+        let schemaVersions = rows.map { Int32(clamping: $0.event.schemaVersion) }
+        let hlcs = rows.map(\.event.hlc.description)
+        let replicas = rows.map(\.event.dot.replica.description)
+        let counters = rows.map { Int64(bitPattern: $0.event.dot.counter) }
+        let payloads = rows.map { FoldedPayload.bytes(of: $0.payloadJSON) }
+        let received = rows.map { $0.event.receivedAt ?? Date() }
+        try await connection.checkedQuery(
+            """
+            INSERT INTO folded_events (scope, stream, seq, event_id, stream_version, type, schema_version, hlc,
+                                       dot_replica, dot_counter, payload, received_at)
+            SELECT \(scope), r.stream, r.seq, r.event_id, r.stream_version, r.type, r.schema_version, r.hlc,
+                   r.dot_replica, r.dot_counter, r.payload, r.received_at
+            FROM unnest(\(streams)::text[], \(seqs)::int8[], \(ids)::uuid[], \(versions)::int8[], \(types)::text[],
+                        \(schemaVersions)::int4[], \(hlcs)::text[], \(replicas)::text[], \(counters)::int8[],
+                        \(payloads)::bytea[], \(received)::timestamptz[])
+              AS r(stream, seq, event_id, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                   payload, received_at)
+            ON CONFLICT (scope, stream) DO UPDATE
+            SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, stream_version = EXCLUDED.stream_version,
+                type = EXCLUDED.type, schema_version = EXCLUDED.schema_version, hlc = EXCLUDED.hlc,
+                dot_replica = EXCLUDED.dot_replica, dot_counter = EXCLUDED.dot_counter, payload = EXCLUDED.payload,
+                received_at = EXCLUDED.received_at
+            """, logger: logger)
     }
 
     /// Moves the scope's `compacted_through` and adds to its counters.

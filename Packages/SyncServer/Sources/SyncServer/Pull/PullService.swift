@@ -227,7 +227,7 @@ struct PullService: Sendable {
                 // last event they fold, which may be anyone's). A batch short of the limit still read every
                 // row up to the head, so the position moves to the head below as before.
                 let batch = try await repository.events(
-                    in: scope, after: cursor[scope], limit: remaining,
+                    in: scope, after: cursor[scope], limit: remaining, foldedThrough: head.compactedThrough,
                     excluding: exclude.map { ($0.description, head.compactedThrough) }, on: connection,
                     logger: logger)
                 if let last = batch.last { next.advance(scope, to: last.seq) }

@@ -203,34 +203,65 @@ struct EventRepository: Sendable {
         return inserted
     }
 
-    /// Up to `limit` events of `scope` after `after`, in seq order.
+    /// Up to `limit` events of `scope` after `after`, in seq order: from `events`, and, below `foldedThrough`
+    /// (the scope's `compacted_through`), from `folded_events` too, the two merged by seq.
     func events(
-        in scope: Scope, after: Int64, limit: Int, excluding: (replica: String, foldedThrough: Int64)? = nil,
-        on connection: PostgresConnection, logger: Logger
+        in scope: Scope, after: Int64, limit: Int, foldedThrough: Int64 = 0,
+        excluding: (replica: String, foldedThrough: Int64)? = nil, on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> [StoredEvent] {
         // Without `excluding`, no replica id is empty: the condition holds for every row.
-        let (replica, foldedThrough) = excluding ?? ("", Int64.max)
+        let (replica, excludedThrough) = excluding ?? ("", Int64.max)
         let rows = try await connection.checkedQuery(
             """
             SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
                    payload::text, received_at
             FROM events WHERE scope = \(scope.name) AND seq > \(after)
-                AND (dot_replica <> \(replica) OR seq <= \(foldedThrough))
+                AND (dot_replica <> \(replica) OR seq <= \(excludedThrough))
             ORDER BY seq LIMIT \(Int64(limit))
             """, logger: logger)
         var events: [StoredEvent] = []
         events.reserveCapacity(limit)
         for try await row in rows { events.append(try StoredEvent(pulled: row, scope: scope)) }
-        return events
+        guard after < foldedThrough else { return events }
+        // Folded history: at or below `compacted_through`, never left out (snapshots carry the dot of the
+        // last event they fold, which may be anyone's).
+        let folded = try await connection.checkedQuery(
+            """
+            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                   payload, received_at
+            FROM folded_events WHERE scope = \(scope.name) AND seq > \(after)
+            ORDER BY seq LIMIT \(Int64(limit))
+            """, logger: logger)
+        var snapshots: [StoredEvent] = []
+        for try await row in folded { snapshots.append(try StoredEvent(folded: row, scope: scope)) }
+        guard !snapshots.isEmpty else { return events }
+        var merged: [StoredEvent] = []
+        merged.reserveCapacity(min(limit, events.count + snapshots.count))
+        var (i, j) = (0, 0)
+        while merged.count < limit, i < events.count || j < snapshots.count {
+            if j == snapshots.count || (i < events.count && events[i].seq < snapshots[j].seq) {
+                merged.append(events[i])
+                i += 1
+            } else {
+                merged.append(snapshots[j])
+                j += 1
+            }
+        }
+        return merged
     }
 
-    /// How many events of `scope` are stored with a seq in `(after, through]` (an index-only count; callers
-    /// keep the range to the folded part of the log, about one row per stream).
+    /// How many events of `scope` are stored with a seq in `(after, through]`, in `events` and
+    /// `folded_events` (index-only counts; callers keep the range to the folded part of the log, about one
+    /// row per stream).
     func count(in scope: Scope, after: Int64, through: Int64, on connection: PostgresConnection, logger: Logger)
         async throws -> Int64
     {
         let rows = try await connection.checkedQuery(
-            "SELECT count(*) FROM events WHERE scope = \(scope.name) AND seq > \(after) AND seq <= \(through)",
+            """
+            SELECT (SELECT count(*) FROM events WHERE scope = \(scope.name) AND seq > \(after) AND seq <= \(through))
+                 + (SELECT count(*) FROM folded_events WHERE scope = \(scope.name) AND seq > \(after) AND seq <= \(through))
+            """,
             logger: logger)
         for try await count in rows.decode(Int64.self) { return count }
         return 0

@@ -101,6 +101,49 @@ extension Migration {
             "DROP INDEX events_event_id_key",
         ])
 
+    /// Folded history in a table of its own (`Compactor`): per folded stream, its one row at or below the
+    /// scope's `compacted_through` (its snapshot, or its lone event), which a later fold updates in place.
+    /// `events` keeps only what is not folded yet, so the space a fold frees there is the tail's, and the
+    /// snapshots' space is reused row by row instead of the whole log's heap keeping room for both. The
+    /// payload is `FoldedPayload` (deflated canonical JSON; the JSON text for rows moved here from `events`).
+    /// It replaces `folded_streams`, whose rows pointed at those rows in `events`; the move reads and writes
+    /// the folded rows once: on a large log run it in a quiet hour.
+    static let foldedEvents = Migration(
+        id: "0006-folded-events",
+        statements: [
+            """
+            CREATE TABLE folded_events (
+                scope text NOT NULL,
+                stream text NOT NULL,
+                seq bigint NOT NULL,
+                event_id uuid NOT NULL,
+                stream_version bigint NOT NULL,
+                type text NOT NULL,
+                schema_version integer NOT NULL,
+                hlc text NOT NULL,
+                dot_replica text NOT NULL,
+                dot_counter bigint NOT NULL,
+                payload bytea NOT NULL,
+                received_at timestamptz NOT NULL,
+                PRIMARY KEY (scope, stream)
+            )
+            """,
+            "CREATE INDEX folded_events_seq ON folded_events (scope, seq)",
+            // Compressed already: PostgreSQL need not try again (long ones still move out of line).
+            "ALTER TABLE folded_events ALTER COLUMN payload SET STORAGE EXTERNAL",
+            """
+            INSERT INTO folded_events (scope, stream, seq, event_id, stream_version, type, schema_version, hlc,
+                                       dot_replica, dot_counter, payload, received_at)
+            SELECT e.scope, e.stream, e.seq, e.event_id, e.stream_version, e.type, e.schema_version, e.hlc,
+                   e.dot_replica, e.dot_counter, convert_to(e.payload::text, 'UTF8'), e.received_at
+            FROM events e JOIN folded_streams f ON f.scope = e.scope AND f.seq = e.seq
+            """,
+            "DELETE FROM events e USING folded_streams f WHERE f.scope = e.scope AND f.seq = e.seq",
+            "DROP TABLE folded_streams",
+        ])
+
     /// The generic server's migrations, in order.
-    static let generic: [Migration] = [core, canonicalPayloads, progressByScope, compaction, eventIDPerScope]
+    static let generic: [Migration] = [
+        core, canonicalPayloads, progressByScope, compaction, eventIDPerScope, foldedEvents,
+    ]
 }
