@@ -521,7 +521,9 @@ struct ReportBuilder {
     mutating func bootstrap() {
         let pull = raw.decode(BootstrapReport.self, "bootstrap.json")
         let on = raw.decode(ChurnReport.self, "churn-compaction.json")?.bootstrap
-        let off = raw.decode(ChurnReport.self, "churn-none.json")?.bootstrap
+        let none = raw.decode(ChurnReport.self, "churn-none.json")
+        let off = none?.bootstrap
+        let offKeepingLog = none?.bootstrapKeepingLog
         let agent = raw.decode(AgentBootstrap.self, "bootstrap-agent.json")
         guard pull != nil || on != nil || off != nil else { return }
         var lines: [String] = []
@@ -557,14 +559,28 @@ struct ReportBuilder {
         }
         if let on, let off {
             lines.append("")
-            lines.append("| history | events served | seconds | on the wire | device file |")
-            lines.append("|---|---:|---:|---:|---:|")
             lines.append(
-                "| with compaction | \(on.events.formatted()) | \(String(format: "%.2f", on.seconds)) | \(Fmt.mib(on.bytesOnTheWire)) MiB | \(Fmt.mib(on.deviceBytes)) MiB |"
+                "A fresh device with the engine's defaults reaches the churn history's state: one the server folded, and one it did not (the device then folds on arrival what every other replica has seen, instead of logging it: `SyncEngine.Configuration.foldOnArrival`). The in-run baseline: a device that logs every event it pulls."
             )
-            lines.append(
-                "| without | \(off.events.formatted()) | \(String(format: "%.2f", off.seconds)) | \(Fmt.mib(off.bytesOnTheWire)) MiB | \(Fmt.mib(off.deviceBytes)) MiB |"
-            )
+            lines.append("")
+            lines.append("| history | device | events served | seconds | on the wire | events logged | device file |")
+            lines.append("|---|---|---:|---:|---:|---:|---:|")
+            var runs = [("with compaction", "defaults", on), ("without", "defaults", off)]
+            if let offKeepingLog { runs.append(("without", "logging every event", offKeepingLog)) }
+            for (history, device, run) in runs {
+                lines.append(
+                    "| \(history) | \(device) | \(run.events.formatted()) | \(String(format: "%.2f", run.seconds)) | \(Fmt.mib(run.bytesOnTheWire)) MiB | \((run.loggedEvents ?? run.events).formatted()) | \(Fmt.mib(run.deviceBytes)) MiB |"
+                )
+            }
+            if let offKeepingLog {
+                add(
+                    BenchFigure(
+                        id: "bootstrap.unfolded.\(off.events)", scenario: "bootstrap",
+                        name: "Fresh device reaching the unfolded churn history's state, s", value: off.seconds,
+                        unit: "s", baselineName: "a device logging every event", baselineValue: offKeepingLog.seconds,
+                        ratio: offKeepingLog.seconds > 0 ? off.seconds / offKeepingLog.seconds : nil,
+                        higherIsBetter: false, noise: 0.15))
+            }
             add(
                 BenchFigure(
                     id: "bootstrap.compaction.\(off.events)", scenario: "bootstrap",
@@ -587,6 +603,9 @@ struct ReportBuilder {
                 },
                 off.map {
                     "churn history without compaction,\($0.events),\($0.seconds),\($0.eventsPerSecond),\($0.bytesOnTheWire)"
+                },
+                offKeepingLog.map {
+                    "churn history without compaction logging every event,\($0.events),\($0.seconds),\($0.eventsPerSecond),\($0.bytesOnTheWire)"
                 },
             ].compactMap { $0 })
         sections["bootstrap"] = lines
@@ -769,7 +788,7 @@ struct ReportBuilder {
         ]
         let headlines = [
             "throughput.bulk", "throughput.devices", "bootstrap.pull", "bootstrap.agent", "bootstrap.compaction",
-            "storage.server.compaction",
+            "bootstrap.unfolded", "storage.server.compaction",
             "storage.device.compaction",
         ]
         for id in headlines {

@@ -27,27 +27,16 @@ extension StoredEvent {
     /// looked up generic and tuple metadata for every row: 18 % of the server's CPU while it served a
     /// bootstrap, about half of it the lookups.
     init(pulled row: PostgresRow, scope: Scope) throws {
-        var cells = row.makeIterator()
-        func cell() throws -> PostgresCell {
-            guard let cell = cells.next() else {
-                throw PostgresDecodingError.Code.missingData
-            }
-            return cell
-        }
-        self.init(
-            scope: scope, seq: try cell().decode(Int64.self), id: try cell().decode(UUID.self),
-            stream: try cell().decode(String.self), streamVersion: try cell().decode(Int64.self),
-            type: try cell().decode(String.self), schemaVersion: try cell().decode(Int32.self),
-            hlc: try cell().decode(String.self), dotReplica: try cell().decode(String.self),
-            dotCounter: try cell().decode(Int64.self), payloadJSON: try cell().decode(String.self),
-            receivedAt: try cell().decode(Date.self))
+        try self.init(row, scope: scope, folded: false)
     }
-}
 
-extension StoredEvent {
-    /// A row of `folded_events` (the columns of `init(pulled:scope:)`, the payload as `FoldedPayload`
-    /// bytes), as pulls and compaction read it.
+    /// A row of `folded_events` (the same columns, the payload as `FoldedPayload` bytes), as pulls and
+    /// compaction read it.
     init(folded row: PostgresRow, scope: Scope) throws {
+        try self.init(row, scope: scope, folded: true)
+    }
+
+    private init(_ row: PostgresRow, scope: Scope, folded: Bool) throws {
         var cells = row.makeIterator()
         func cell() throws -> PostgresCell {
             guard let cell = cells.next() else {
@@ -61,7 +50,8 @@ extension StoredEvent {
             type: try cell().decode(String.self), schemaVersion: try cell().decode(Int32.self),
             hlc: try cell().decode(String.self), dotReplica: try cell().decode(String.self),
             dotCounter: try cell().decode(Int64.self),
-            payloadJSON: try FoldedPayload.json(of: try cell().decode(ByteBuffer.self)),
+            payloadJSON: folded
+                ? try FoldedPayload.json(of: try cell().decode(ByteBuffer.self)) : try cell().decode(String.self),
             receivedAt: try cell().decode(Date.self))
     }
 }
