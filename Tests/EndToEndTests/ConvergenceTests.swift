@@ -322,6 +322,7 @@ import Testing
         #expect(status.confirmed < 12_000 / 4, "folded on arrival, not logged: \(status.confirmed) logged")
         #expect(status.journal.contains { $0.kind == "pull.ok" && $0.detail.contains("folded on arrival") })
         #expect(status.journal.contains { $0.kind == "fold.purge" }, "purged once the pull reached the head")
+        #expect(status.lastCompaction?.kind == "fold.purge", "status shows it as the last compaction")
         #expect(resumedFrom.contains { $0 != nil }, "a later kill keeps what was written: \(resumedFrom)")
         let logging = stack.agent("logging", token: token)
         try logging("sync", "--compact-after", "0")

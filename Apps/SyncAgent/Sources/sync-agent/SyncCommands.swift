@@ -119,7 +119,8 @@ struct StatusCommand: AsyncParsableCommand {
         var lastSuccess: Date?
         var lastError: String?
         var journal: [SyncJournal.Entry]
-        /// The database file's size, and what the last `compact` did (its journal line).
+        /// The database file's size, and what the last `compact`, or purge of what a pull folded on arrival,
+        /// did (its journal line).
         var fileBytes: Int
         var lastCompaction: SyncJournal.Entry?
     }
@@ -145,7 +146,9 @@ struct StatusCommand: AsyncParsableCommand {
                     (lastSuccess.map { failure.at > $0 } ?? true) ? "\(failure.kind): \(failure.detail)" : nil
                 },
                 journal: entries, fileBytes: try store.database.maintenance.statistics().fileBytes,
-                lastCompaction: try await journal.entries(limit: 10_000).last { $0.kind == "compact" }))
+                lastCompaction: try await journal.entries(limit: 10_000).last {
+                    $0.kind == "compact" || $0.kind == "fold.purge"
+                }))
     }
 }
 

@@ -182,7 +182,9 @@ public final class SyncEngine: Sendable {
             // purge leaves what it did not reach for the next sync.
             if let report = try? await store.purgeFolded() {
                 await journal.record(
-                    "fold.purge", "\(report.streams) streams folded on arrival purged, \(report.retired) retired")
+                    "fold.purge",
+                    "\(report.streams) streams folded on arrival purged, \(report.retired) retired, \(report.pagesFreed) pages freed"
+                )
             }
         }
         if let threshold = configuration.autoCompactAfter, status.stablePoints != prunedAt.withLock({ $0 }),
