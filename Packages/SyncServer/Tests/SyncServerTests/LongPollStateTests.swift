@@ -48,6 +48,32 @@ import Testing
         #expect(state.stopWaiting(id) == "w2")
     }
 
+    /// `parked` counts the waiters holding a continuation, whichever way it is taken back.
+    @Test func parkedCountsSuspendedWaitersOnly() {
+        var state = LongPollState<String>()
+        let a = state.register(["a"])!
+        let b = state.register(["b"])!
+        let c = state.register(["c"])!
+        #expect(state.parked == 0)
+        #expect(state.signal(["a"]).isEmpty)
+        #expect(state.wait(a, "wa") == .resumeNow)
+        #expect(state.parked == 0)
+        #expect(state.wait(a, "wa") == .suspended)
+        #expect(state.wait(b, "wb") == .suspended)
+        #expect(state.wait(c, "wc") == .suspended)
+        #expect(state.parked == 3)
+        #expect(state.signal(["a"]) == ["wa"])
+        #expect(state.stopWaiting(b) == "wb")
+        #expect(state.stopWaiting(b) == nil)
+        #expect(state.parked == 1)
+        #expect(state.unregister(c) == "wc")
+        #expect(state.unregister(b) == nil)
+        #expect(state.parked == 0)
+        #expect(state.wait(a, "wa2") == .suspended)
+        #expect(state.close() == ["wa2"])
+        #expect(state.parked == 0)
+    }
+
     @Test func closingWakesEveryoneAndRefusesNewWaiters() {
         var state = LongPollState<String>()
         let id = state.register(["a"])!

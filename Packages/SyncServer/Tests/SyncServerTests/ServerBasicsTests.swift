@@ -104,7 +104,8 @@ import Testing
             let text = String(buffer: response.body)
             for name in [
                 "sync_events_total{status=\"accepted\"}", "sync_push_batch_size", "sync_body_bytes_total",
-                "sync_db_connections_in_use", "sync_longpolls_active", "sync_events_pulled_total",
+                "sync_db_connections_in_use", "sync_longpolls_active", "sync_longpolls_parked",
+                "sync_events_pulled_total",
                 "sync_http_requests_total{route=\"/v1/push\",method=\"POST\",status=\"200\"}",
                 "sync_http_request_duration_seconds_bucket{route=\"/v1/pull\",method=\"GET\",status=\"200\"",
                 "sync_http_requests_total{route=\"NotFound\",method=\"GET\",status=\"404\"}",

@@ -48,6 +48,7 @@ final class LongPollHub: Service, Sendable {
     private let client: PostgresClient
     private let logger: Logger
     private let activeGauge: Gauge
+    private let parkedGauge: Gauge
     private let listeningGauge: Gauge
     private let active = Mutex(0)
 
@@ -56,6 +57,7 @@ final class LongPollHub: Service, Sendable {
         self.headMaxAge = headMaxAge
         self.logger = logger
         self.activeGauge = metrics.longPolls
+        self.parkedGauge = metrics.parkedLongPolls
         self.listeningGauge = metrics.listening
     }
 
@@ -72,7 +74,7 @@ final class LongPollHub: Service, Sendable {
     }
 
     func unregister(_ id: Int) {
-        state.withLock { $0.unregister(id) }?.resume()
+        withState { $0.unregister(id) }?.resume()
         activeGauge.record(
             active.withLock {
                 $0 -= 1; return $0
@@ -103,12 +105,12 @@ final class LongPollHub: Service, Sendable {
             group.addTask {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        if case .resumeNow = self.state.withLock({ $0.wait(id, continuation) }) {
+                        if case .resumeNow = self.withState({ $0.wait(id, continuation) }) {
                             continuation.resume()
                         }
                     }
                 } onCancel: {
-                    self.state.withLock { $0.stopWaiting(id) }?.resume()
+                    self.withState { $0.stopWaiting(id) }?.resume()
                 }
             }
             group.addTask {
@@ -144,17 +146,28 @@ final class LongPollHub: Service, Sendable {
     func signal(_ scopes: [Scope]) {
         let scopes = Set(scopes)
         clock.withLock { $0.signal(scopes) }
-        for continuation in state.withLock({ $0.signal(scopes) }) { continuation.resume() }
+        for continuation in withState({ $0.signal(scopes) }) { continuation.resume() }
     }
 
     func signalAll() {
         clock.withLock { $0.signalAll() }
-        for continuation in state.withLock({ $0.signalAll() }) { continuation.resume() }
+        for continuation in withState({ $0.signalAll() }) { continuation.resume() }
     }
 
     /// Wakes every waiter and refuses new ones.
     func close() {
-        for continuation in state.withLock({ $0.close() }) { continuation.resume() }
+        for continuation in withState({ $0.close() }) { continuation.resume() }
+    }
+
+    /// A change of the waiters' state, keeping the gauge of parked waiters.
+    private func withState<Result: Sendable>(
+        _ body: (inout LongPollState<CheckedContinuation<Void, Never>>) -> Result
+    ) -> Result {
+        state.withLock { state in
+            let result = body(&state)
+            parkedGauge.record(state.parked)
+            return result
+        }
     }
 
     func run() async throws {

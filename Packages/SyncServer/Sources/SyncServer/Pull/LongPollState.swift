@@ -24,6 +24,8 @@ struct LongPollState<Continuation> {
     /// The waiters of each scope, so that a signal costs the waiters of its scopes, not all of them.
     private var byScope: [Scope: Set<Int>] = [:]
     private(set) var closed = false
+    /// Waiters suspended now (holding a continuation).
+    private(set) var parked = 0
     private var nextID = 0
 
     /// Registers a waiter for `scopes`; nil once the hub is closed (shutting down).
@@ -42,6 +44,7 @@ struct LongPollState<Continuation> {
             byScope[scope]?.remove(id)
             if byScope[scope]?.isEmpty == true { byScope[scope] = nil }
         }
+        if waiter.continuation != nil { parked -= 1 }
         return waiter.continuation
     }
 
@@ -55,6 +58,7 @@ struct LongPollState<Continuation> {
         }
         waiter.continuation = continuation
         waiters[id] = waiter
+        parked += 1
         return .suspended
     }
 
@@ -70,6 +74,7 @@ struct LongPollState<Continuation> {
         }
         waiter.continuation = nil
         waiters[id] = waiter
+        parked -= 1
         return continuation
     }
 
@@ -89,6 +94,7 @@ struct LongPollState<Continuation> {
             }
             waiters[id] = waiter
         }
+        parked -= woken.count
         return woken
     }
 
@@ -107,6 +113,7 @@ struct LongPollState<Continuation> {
             waiter.pending = true
             waiters[id] = waiter
         }
+        parked -= woken.count
         return woken
     }
 }

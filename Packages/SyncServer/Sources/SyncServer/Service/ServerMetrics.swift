@@ -21,6 +21,8 @@ final class ServerMetrics: Sendable {
     let operationsAdmitted: Gauge
     /// Long-polls waiting right now.
     let longPolls: Gauge
+    /// Long-polls suspended in the hub right now (past their first read or idle answer, waiting for a signal).
+    let parkedLongPolls: Gauge
     /// 1 while the long-poll hub's LISTEN connection is up (commits of other servers wake waiters), else 0.
     let listening: Gauge
     /// Rows compaction removed (events and older snapshots folded into new snapshots).
@@ -61,6 +63,7 @@ final class ServerMetrics: Sendable {
         connectionsInUse = Gauge(label: "sync_db_connections_in_use", factory: factory)
         operationsAdmitted = Gauge(label: "sync_db_operations_admitted", factory: factory)
         longPolls = Gauge(label: "sync_longpolls_active", factory: factory)
+        parkedLongPolls = Gauge(label: "sync_longpolls_parked", factory: factory)
         listening = Gauge(label: "sync_longpoll_listening", factory: factory)
         compactedEvents = Counter(label: "sync_compaction_folded_events_total", factory: factory)
         compactionSnapshots = Counter(label: "sync_compaction_snapshots_total", factory: factory)
