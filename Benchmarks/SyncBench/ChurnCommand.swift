@@ -22,7 +22,8 @@ import Synchronization
 /// 1. A writer creates `--notes` notes over `--scopes` scopes (`churn-0`, …), then makes `--operations`
 ///    operations of the Notes workload (typing and erasing, titles, tags added and removed, checklist items
 ///    added, ticked and removed, pins, views, notes deleted and created), pushed in order through
-///    `POST /v1/push` as one replica does.
+///    `POST /v1/push` as one replica does. `--warm-up` operations come first, uncounted, so that storage is
+///    measured on notes at the ages the workload settles at rather than on notes that are all new.
 /// 2. At each checkpoint a device (a `NotesClient` over `SyncEngine`) syncs. With `--compaction`, the
 ///    server's compaction then folds up to the stable point (`SyncServerApp.compact`, as `sync-server
 ///    compact --vacuum`) and the device prunes its log (`SyncEngine.compact`). Prints the server's bytes (its
@@ -46,6 +47,10 @@ struct ChurnCommand: AsyncParsableCommand {
     @Option(help: "Live notes, created first.") var notes: Int = 10_000
     @Option(help: "Scopes the notes are spread over.") var scopes: Int = 10
     @Option(help: "Operations after the notes exist.") var operations: Int = 1_000_000
+    @Option(
+        help:
+            "Operations made (and, with --compaction, folded) before the counted ones, so that the notes reach the ages the workload settles at (a note lives about 33 operations). 0: the notes start new."
+    ) var warmUp: Int = 0
     @Option(help: "Operation counts at which storage is measured, comma-separated.")
     var checkpoints: String = "100000,250000,500000,1000000"
     @Flag(inversion: .prefixedNo, help: "Compact the server and prune the device at each checkpoint.")
@@ -62,7 +67,7 @@ struct ChurnCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object instead of text.") var json = false
 
     func validate() throws {
-        guard notes > 0, scopes > 0, operations >= 0, costOperations >= 0 else {
+        guard notes > 0, scopes > 0, operations >= 0, costOperations >= 0, warmUp >= 0 else {
             throw ValidationError("counts must be positive")
         }
         guard !checkpointList.isEmpty else { throw ValidationError("--checkpoints lists operation counts") }
@@ -106,28 +111,21 @@ struct ChurnCommand: AsyncParsableCommand {
 
         var report = ChurnReport(
             compaction: compaction, notes: notes, scopes: scopes, operations: operations, seed: seed)
+        report.warmUp = warmUp
         let device = try bench.device("device")
         let setup = writer.createNotes(notes)
         try await bench.push(setup, writer: &writer)
+        if warmUp > 0 {
+            var warmed = 0
+            try await operate(
+                until: warmUp, done: &warmed, bench: bench, writer: &writer, device: device, report: &report)
+            if !json { print("warm-up: \(warmUp) operations") }
+        }
         var done = 0
         let started = ContinuousClock.now
         for checkpoint in checkpointList {
-            var batch: [Event] = []
-            while done < checkpoint {
-                batch += writer.nextOperation()
-                done += 1
-                if batch.count >= 1000 {
-                    try await bench.push(batch, writer: &writer)
-                    batch.removeAll(keepingCapacity: true)
-                }
-                if compaction, done % (compactEvery ?? notes) == 0, done < checkpoint {
-                    try await bench.push(batch, writer: &writer)
-                    batch.removeAll(keepingCapacity: true)
-                    report.folds += 1
-                    report.foldSeconds += try await bench.fold(device: device, writer: writer)
-                }
-            }
-            try await bench.push(batch, writer: &writer)
+            try await operate(
+                until: checkpoint, done: &done, bench: bench, writer: &writer, device: device, report: &report)
             report.checkpoints.append(try await bench.measure(at: checkpoint, device: device, writer: writer))
             if !json {
                 let last = report.checkpoints[report.checkpoints.count - 1]
@@ -151,6 +149,30 @@ struct ChurnCommand: AsyncParsableCommand {
         } else {
             print(report.text)
         }
+    }
+
+    /// Makes and pushes operations until `done` reaches `target`, folding every `--compact-every` with
+    /// `--compaction` (as the server's service would).
+    func operate(
+        until target: Int, done: inout Int, bench: ChurnRun, writer: inout ChurnWriter,
+        device: (client: NotesClient, engine: SyncEngine), report: inout ChurnReport
+    ) async throws {
+        var batch: [Event] = []
+        while done < target {
+            batch += writer.nextOperation()
+            done += 1
+            if batch.count >= 1000 {
+                try await bench.push(batch, writer: &writer)
+                batch.removeAll(keepingCapacity: true)
+            }
+            if compaction, done % (compactEvery ?? notes) == 0, done < target {
+                try await bench.push(batch, writer: &writer)
+                batch.removeAll(keepingCapacity: true)
+                report.folds += 1
+                report.foldSeconds += try await bench.fold(device: device, writer: writer)
+            }
+        }
+        try await bench.push(batch, writer: &writer)
     }
 
     static func mib(_ bytes: Int) -> String { String(format: "%.1f", Double(bytes) / 1_048_576) }
@@ -573,6 +595,8 @@ struct ChurnReport: Codable, Sendable {
     var notes: Int
     var scopes: Int
     var operations: Int
+    /// Operations made before the counted ones (`--warm-up`); absent in reports from before the option.
+    var warmUp: Int?
     var seed: UInt64
     var checkpoints: [Checkpoint] = []
     var writeSeconds = 0.0
@@ -584,9 +608,16 @@ struct ChurnReport: Codable, Sendable {
     var bootstrapKeepingLog: Bootstrap?
     var cost: Cost?
 
+    /// How the bytes beyond the live state (what history and its bookkeeping cost) at `last` compare with
+    /// those at `first`.
+    static func beyondLiveState(_ bytes: KeyPath<Checkpoint, Int>, _ last: Checkpoint, _ first: Checkpoint) -> Double {
+        Double(last[keyPath: bytes] - last.liveStateBytes)
+            / Double(max(1, first[keyPath: bytes] - first.liveStateBytes))
+    }
+
     var text: String {
         var lines = [
-            "churn: \(notes) notes in \(scopes) scopes, \(operations) operations, compaction \(compaction ? "on" : "off")",
+            "churn: \(notes) notes in \(scopes) scopes, \((warmUp ?? 0) > 0 ? "\(warmUp ?? 0) operations of warm-up, then " : "")\(operations) operations, compaction \(compaction ? "on" : "off")",
             "| operations | server MiB | server rows | device MiB | device events | live state MiB | fold s |",
             "|---:|---:|---:|---:|---:|---:|---:|",
         ]
@@ -603,6 +634,11 @@ struct ChurnReport: Codable, Sendable {
                     Double(last.deviceBytes) / Double(first.deviceBytes),
                     Double(last.serverBytes) / Double(last.liveStateBytes),
                     Double(last.deviceBytes) / Double(last.liveStateBytes)))
+            lines.append(
+                String(
+                    format: "beyond the live state, last / first: server %.2f×, device %.2f×",
+                    Self.beyondLiveState(\.serverBytes, last, first),
+                    Self.beyondLiveState(\.deviceBytes, last, first)))
         }
         if folds > 0 {
             lines.append(String(format: "folds between checkpoints: %d, %.1f s in all", folds, foldSeconds))

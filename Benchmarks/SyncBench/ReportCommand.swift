@@ -435,7 +435,7 @@ struct ReportBuilder {
         guard on != nil || off != nil else { return }
         let any = (on ?? off)!
         var lines = [
-            "A writer creates \(any.notes.formatted()) notes in \(any.scopes) scopes and makes \(any.operations.formatted()) operations of the Notes workload; a device syncs at each checkpoint. With compaction the server folds as its compaction service would, vacuums at the checkpoints, and the device prunes. Server: `pg_total_relation_size` of its tables; device: its SQLite file; live state: the live notes alone in a fresh SQLite file (the in-run baseline).",
+            "A writer creates \(any.notes.formatted()) notes in \(any.scopes) scopes and makes \((any.warmUp ?? 0) > 0 ? "\((any.warmUp ?? 0).formatted()) operations of warm-up, then " : "")\(any.operations.formatted()) operations of the Notes workload; a device syncs at each checkpoint. With compaction the server folds as its compaction service would, vacuums at the checkpoints, and the device prunes. Server: `pg_total_relation_size` of its tables; device: its SQLite file; live state: the live notes alone in a fresh SQLite file (the in-run baseline).",
             "",
             "| operations | server, compaction | server, none | device, compaction | device, none | live state |",
             "|---:|---:|---:|---:|---:|---:|",
@@ -477,7 +477,7 @@ struct ReportBuilder {
         if let on, let first = on.checkpoints.first, let last = on.checkpoints.last, on.checkpoints.count > 1 {
             lines.append("")
             lines.append(
-                "With compaction, from \(first.operations.formatted()) to \(last.operations.formatted()) operations: server \(Fmt.ratio(Double(last.serverBytes) / Double(first.serverBytes))), device \(Fmt.ratio(Double(last.deviceBytes) / Double(first.deviceBytes))), live state \(Fmt.ratio(Double(last.liveStateBytes) / Double(first.liveStateBytes)))."
+                "With compaction, from \(first.operations.formatted()) to \(last.operations.formatted()) operations: server \(Fmt.ratio(Double(last.serverBytes) / Double(first.serverBytes))), device \(Fmt.ratio(Double(last.deviceBytes) / Double(first.deviceBytes))), live state \(Fmt.ratio(Double(last.liveStateBytes) / Double(first.liveStateBytes))). The workload's notes keep growing (a note lives about 33 operations; its text grows while it lives) until their ages settle, so what history costs is the bytes beyond the live state: server \(Fmt.ratio(ChurnReport.beyondLiveState(\.serverBytes, last, first))), device \(Fmt.ratio(ChurnReport.beyondLiveState(\.deviceBytes, last, first)))."
             )
         }
         if let cost = on?.cost {

@@ -96,6 +96,7 @@ import Testing
             var foldedEvents: Int
             var pushes: Int
         }
+        var warmUp: Int?
         var checkpoints: [Checkpoint]
         var bootstrap: Bootstrap
         var cost: Cost?
@@ -113,11 +114,13 @@ import Testing
             bench,
             [
                 "churn", "--server", stack.serverURL, "--token", token, "--database-url", stack.databaseURL,
-                "--notes", "40", "--scopes", "2", "--operations", "1200", "--checkpoints", "400,1200",
+                "--notes", "40", "--scopes", "2", "--warm-up", "200", "--operations", "1200", "--checkpoints",
+                "400,1200",
                 "--cost-operations", "300", "--json",
             ])
         let line = try #require(output.split(separator: "\n").last)
         let result = try JSONDecoder().decode(ChurnResult.self, from: Data(line.utf8))
+        #expect(result.warmUp == 200)
         #expect(result.checkpoints.map(\.operations) == [400, 1200])
         let last = try #require(result.checkpoints.last)
         #expect(last.serverRows <= 60, "about one snapshot per live note: \(last.serverRows)")
