@@ -23,6 +23,8 @@
 #   BENCH_OUT         the run's folder (default Benchmarks/results/<date>-<commit>, or .run/bench/… when quick)
 #   BENCH_BASELINE    results.json to compare with (default Benchmarks/results/baseline.json)
 #   BENCH_TRACES      folder of the editing traces (default ../shared/data/editing-traces)
+#   BENCH_CHURN_WARM_UP  operations of the storage scenario made before the counted ones (default 0), so that
+#                     the notes have the ages the workload settles at (a note lives about 33 operations)
 # Exit status: 0 when every scenario ran, every verdict passed and every chart was drawn.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -65,6 +67,8 @@ else
     bootstrap_events=1000000
     trace_runs=5
 fi
+
+churn_warm_up="${BENCH_CHURN_WARM_UP:-0}"
 
 # Progress: which scenario, how far, time left (from each scenario's expected share, scaled by how the
 # finished ones compared with their expectation).
@@ -211,7 +215,7 @@ scenario_storage() {
         # shellcheck disable=SC2086
         "$bin/sync-bench" churn --server "$server" --token "$(token "$(scope_list churn 10)")" \
             --database-url "$database_url" --notes "$churn_notes" --operations "$churn_operations" \
-            --checkpoints "$churn_checkpoints" --cost-operations "$([ "$label" = compaction ] && echo "$churn_cost" || echo 0)" \
+            --checkpoints "$churn_checkpoints" --warm-up "$churn_warm_up" --cost-operations "$([ "$label" = compaction ] && echo "$churn_cost" || echo 0)" \
             $flag --directory "$work/churn-$label" --json >"$out/raw/churn-$label.json" 2>"$work/churn-$label.log"
         rm -rf "$work/churn-$label"
     done
@@ -267,7 +271,7 @@ cat >"$out/raw/run.json" <<EOF
     "throughput": "sync-bench push --events $push_events --batch 1000 --concurrency 4 ($push_runs runs, COPY baseline each); sync-load --devices $load_devices --scopes $load_scopes --duration $load_seconds --rate 20 --offline 0 --faults 0 --crash-interval 0",
     "latency": "sync-load --sweep $sweep --duration $sweep_seconds --ramp-up $sweep_ramp --rate 2 --seed 1 (defaults: 10% offline, 5% faults, crashes)",
     "rebuild": "sync-bench rebuild --events {$rebuild_sizes} --runs $rebuild_runs",
-    "storage": "sync-bench churn --notes $churn_notes --operations $churn_operations --checkpoints $churn_checkpoints, with and without --no-compaction",
+    "storage": "sync-bench churn --notes $churn_notes --warm-up $churn_warm_up --operations $churn_operations --checkpoints $churn_checkpoints, with and without --no-compaction",
     "bootstrap": "sync-bench bootstrap --events $bootstrap_events (16 scopes); sync-agent sync of the same",
     "crdt": "sync-bench trace --runs $trace_runs on every trace of editing-traces/{sequential,concurrent}",
     "server": "sync-server --note-quota 5000, SYNC_COMPACTION_INTERVAL_SECONDS=0, one fresh database per scenario"

@@ -459,16 +459,18 @@ struct ReportBuilder {
         for (report, label) in [(on, "compaction"), (off, "none")] {
             guard let report, let last = report.checkpoints.last else { continue }
             let live = Double(last.liveStateBytes)
+            // A warm-up changes the workload measured: its runs are compared only with runs of the same.
+            let size = "\(last.operations)" + ((report.warmUp ?? 0) > 0 ? ".warm-up-\(report.warmUp ?? 0)" : "")
             add(
                 BenchFigure(
-                    id: "storage.server.\(label).\(last.operations)", scenario: "storage",
+                    id: "storage.server.\(label).\(size)", scenario: "storage",
                     name:
                         "Server bytes after \(last.operations.formatted()) operations, \(label == "none" ? "no compaction" : "compaction")",
                     value: Double(last.serverBytes), unit: "bytes", baselineName: "live state", baselineValue: live,
                     ratio: Double(last.serverBytes) / live, higherIsBetter: false, noise: 0.05))
             add(
                 BenchFigure(
-                    id: "storage.device.\(label).\(last.operations)", scenario: "storage",
+                    id: "storage.device.\(label).\(size)", scenario: "storage",
                     name:
                         "Device bytes after \(last.operations.formatted()) operations, \(label == "none" ? "no compaction" : "compaction")",
                     value: Double(last.deviceBytes), unit: "bytes", baselineName: "live state", baselineValue: live,
