@@ -260,6 +260,11 @@ scenario_crdt() {
 cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ *//' || echo unknown)"
 memory="$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo 2>/dev/null || echo unknown)"
 os="$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -sr)"
+# The command that reproduces this run: the make target with the variables that change what is measured.
+invocation="make bench"
+[ "$quick" = 1 ] && invocation="make bench-quick"
+[ "$churn_warm_up" != 0 ] && invocation="BENCH_CHURN_WARM_UP=$churn_warm_up $invocation"
+[ -n "${BENCH_SCENARIOS:-}" ] && invocation="BENCH_SCENARIOS='$scenarios' $invocation"
 cat >"$out/raw/run.json" <<EOF
 {
   "commit": "$commit",
@@ -268,6 +273,7 @@ cat >"$out/raw/run.json" <<EOF
   "machine": {"cpu": "$cpu", "cores": "$(nproc) cores", "memory": "$memory", "os": "$os",
               "postgres": "$(psql "$admin" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)"},
   "configuration": {
+    "command": "$invocation",
     "throughput": "sync-bench push --events $push_events --batch 1000 --concurrency 4 ($push_runs runs, COPY baseline each); sync-load --devices $load_devices --scopes $load_scopes --duration $load_seconds --rate 20 --offline 0 --faults 0 --crash-interval 0",
     "latency": "sync-load --sweep $sweep --duration $sweep_seconds --ramp-up $sweep_ramp --rate 2 --seed 1 (defaults: 10% offline, 5% faults, crashes)",
     "rebuild": "sync-bench rebuild --events {$rebuild_sizes} --runs $rebuild_runs",

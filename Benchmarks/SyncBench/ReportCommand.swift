@@ -851,10 +851,10 @@ struct ReportBuilder {
             "",
             "## Reproduce",
             "",
-            "`make \(results.mode == "quick" ? "bench-quick" : "bench")` at commit `\(short)`: it builds the release binaries, starts PostgreSQL, and runs every scenario with the configuration below; `raw/` holds each program's own output.",
+            "`\(results.configuration["command"] ?? (results.mode == "quick" ? "make bench-quick" : "make bench"))` at commit `\(short)`: it builds the release binaries, starts PostgreSQL, and runs the scenarios with the configuration below; `raw/` holds each program's own output.",
             "",
         ]
-        for key in results.configuration.keys.sorted() {
+        for key in results.configuration.keys.sorted() where key != "command" {
             lines.append("- \(key): `\(results.configuration[key] ?? "")`")
         }
         return lines.joined(separator: "\n") + "\n"
