@@ -608,6 +608,12 @@ struct ChurnReport: Codable, Sendable {
     var bootstrapKeepingLog: Bootstrap?
     var cost: Cost?
 
+    /// The warm-up as the texts say it before the operations: "N operations of warm-up, then ", or nothing.
+    var warmUpPhrase: String {
+        guard let warmUp, warmUp > 0 else { return "" }
+        return "\(warmUp.formatted()) operations of warm-up, then "
+    }
+
     /// How the bytes beyond the live state (what history and its bookkeeping cost) at `last` compare with
     /// those at `first`.
     static func beyondLiveState(_ bytes: KeyPath<Checkpoint, Int>, _ last: Checkpoint, _ first: Checkpoint) -> Double {
@@ -617,7 +623,7 @@ struct ChurnReport: Codable, Sendable {
 
     var text: String {
         var lines = [
-            "churn: \(notes) notes in \(scopes) scopes, \((warmUp ?? 0) > 0 ? "\(warmUp ?? 0) operations of warm-up, then " : "")\(operations) operations, compaction \(compaction ? "on" : "off")",
+            "churn: \(notes) notes in \(scopes) scopes, \(warmUpPhrase)\(operations) operations, compaction \(compaction ? "on" : "off")",
             "| operations | server MiB | server rows | device MiB | device events | live state MiB | fold s |",
             "|---:|---:|---:|---:|---:|---:|---:|",
         ]

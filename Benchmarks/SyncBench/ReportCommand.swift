@@ -435,7 +435,7 @@ struct ReportBuilder {
         guard on != nil || off != nil else { return }
         let any = (on ?? off)!
         var lines = [
-            "A writer creates \(any.notes.formatted()) notes in \(any.scopes) scopes and makes \((any.warmUp ?? 0) > 0 ? "\((any.warmUp ?? 0).formatted()) operations of warm-up, then " : "")\(any.operations.formatted()) operations of the Notes workload; a device syncs at each checkpoint. With compaction the server folds as its compaction service would, vacuums at the checkpoints, and the device prunes. Server: `pg_total_relation_size` of its tables; device: its SQLite file; live state: the live notes alone in a fresh SQLite file (the in-run baseline).",
+            "A writer creates \(any.notes.formatted()) notes in \(any.scopes) scopes and makes \(any.warmUpPhrase)\(any.operations.formatted()) operations of the Notes workload; a device syncs at each checkpoint. With compaction the server folds as its compaction service would, vacuums at the checkpoints, and the device prunes. Server: `pg_total_relation_size` of its tables; device: its SQLite file; live state: the live notes alone in a fresh SQLite file (the in-run baseline).",
             "",
             "| operations | server, compaction | server, none | device, compaction | device, none | live state |",
             "|---:|---:|---:|---:|---:|---:|",
