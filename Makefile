@@ -3,7 +3,7 @@
 SWIFT ?= swift
 SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
 
-.PHONY: test run load chaos bench bench-quick build release lint format bootstrap postgres-start postgres-stop clean
+.PHONY: test run load chaos bench bench-quick build release docs lint format bootstrap postgres-start postgres-stop clean
 
 test: bootstrap lint
 	SWIFT=$(SWIFT) scripts/test.sh
@@ -36,6 +36,14 @@ build: bootstrap
 
 release: bootstrap
 	$(SWIFT) build -c release
+
+# The DocC reference of every library product (scripts/docs.sh, the toolchain's docc, no plugin): a debug build
+# (incremental: about 30 s in all after `make build` or `make test` here), then .build/docs/<Target>.doccarchive
+# per product and all of them in .build/docs/offline-sync.doccarchive, a static site: view it with
+# `python3 -m http.server --directory .build/docs/offline-sync.doccarchive 8000` and
+# http://127.0.0.1:8000/documentation/. Docc's warnings are errors: a broken ``Symbol`` link fails it.
+docs: bootstrap
+	SWIFT=$(SWIFT) scripts/docs.sh
 
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SOURCES)

@@ -1,14 +1,52 @@
-// swift-tools-version: 6.1
-// The root package: one build for the apps, the benchmarks and the end-to-end tests, over the local packages
-// in Packages/ by path. Every test target of the repository is declared here, once: a package's tests live
-// in its own Tests/ folder but run from here, so `swift test` runs every test with one build of the
-// dependencies (SwiftPM never runs the tests of a dependency package).
+// swift-tools-version: 6.2
+// The repository's one manifest for users: every reusable library of Packages/ is a product here, so an app
+// adds the whole stack by one URL and picks the products it needs, e.g.
+//
+//     .package(url: "https://github.com/OWNER/offline-sync.git", from: "0.4.0"),
+//     .product(name: "SyncEngine", package: "offline-sync"),
+//
+// The library targets are declared here by path (Packages/<Package>/Sources/<Target>); each package folder
+// also keeps a manifest of its own for working on it alone, and `ManifestConsistencyTests` holds the two in
+// step (same products, targets, dependencies and version ranges). The apps, the benchmarks and every test
+// target build from here with one build of the dependencies (SwiftPM never runs the tests of a dependency).
+//
+// Dependencies take version ranges (`from:`): an app resolves them together with its own. The lower bounds
+// are the versions this repository is built and tested with; hummingbird, jwt-kit and async-http-client
+// need Swift tools 6.2, which is therefore the minimum toolchain.
 import PackageDescription
 
 let package = Package(
     name: "offline-sync",
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
+        // Packages/SyncModels
+        .library(name: "SyncModels", targets: ["SyncModels"]),
+        // Packages/SyncCRDT
+        .library(name: "SyncCRDT", targets: ["SyncCRDT"]),
+        .library(name: "EditingTraces", targets: ["EditingTraces"]),
+        // Packages/SyncStorage
+        .library(name: "SyncStorage", targets: ["SyncStorage"]),
+        // Packages/SyncCompression
+        .library(name: "SyncCompression", targets: ["SyncCompression"]),
+        // Packages/SyncEventStore
+        .library(name: "SyncEventStore", targets: ["SyncEventStore"]),
+        .library(name: "SyncEventStoreTestSupport", targets: ["SyncEventStoreTestSupport"]),
+        // Packages/SyncProtocol
+        .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
+        // Packages/SyncEngine
+        .library(name: "SyncEngine", targets: ["SyncEngine"]),
+        .library(name: "SyncEngineTesting", targets: ["SyncEngineTesting"]),
+        .library(name: "SyncEngineHTTPClient", targets: ["SyncEngineHTTPClient"]),
+        // Packages/SyncServer
+        .library(name: "SyncServer", targets: ["SyncServer"]),
+        .library(name: "SyncServerTesting", targets: ["SyncServerTesting"]),
+        // Packages/SyncTestSupport
+        .library(name: "SyncTestSupport", targets: ["SyncTestSupport"]),
+        // Packages/NotesDomain: the reference domain
+        .library(name: "NotesDomain", targets: ["NotesDomain"]),
+        .library(name: "NotesStore", targets: ["NotesStore"]),
+        .library(name: "NotesServer", targets: ["NotesServer"]),
+
         .executable(name: "sync-server", targets: ["sync-server"]),
         .executable(name: "sync-agent", targets: ["sync-agent"]),
         .executable(name: "sync-bench", targets: ["SyncBench"]),
@@ -16,43 +54,180 @@ let package = Package(
         .executable(name: "sync-fault-proxy", targets: ["sync-fault-proxy"]),
     ],
     dependencies: [
-        .package(path: "Packages/SyncModels"),
-        .package(path: "Packages/SyncStorage"),
-        .package(path: "Packages/SyncCompression"),
-        .package(path: "Packages/SyncEventStore"),
-        .package(path: "Packages/SyncEngine"),
-        .package(path: "Packages/NotesDomain"),
-        .package(path: "Packages/SyncCRDT"),
-        .package(path: "Packages/SyncServer"),
-        .package(path: "Packages/SyncTestSupport"),
-        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
-        .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
-        .package(path: "Packages/SyncProtocol"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
-        .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
-        .package(url: "https://github.com/vapor/jwt-kit.git", exact: "5.8.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
-        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
-        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
-        .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
-        .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", exact: "6.4.0"),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // Only the tests, the benchmarks and sync-load use these.
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
+        // MARK: Library targets, one block per package folder (the same as the package's own manifest).
+
+        // Packages/SyncModels: ids, hybrid logical clock, dots, scopes, the event envelope, cursors.
+        .target(name: "SyncModels", path: "Packages/SyncModels/Sources/SyncModels"),
+
+        // Packages/SyncCRDT: the CRDTs, and the editing traces' loader (tests and benchmarks only).
+        .target(name: "SyncCRDT", dependencies: ["SyncModels"], path: "Packages/SyncCRDT/Sources/SyncCRDT"),
+        .target(
+            name: "EditingTraces",
+            dependencies: ["SyncCRDT", "SyncModels", "SyncCompression"],
+            path: "Packages/SyncCRDT/Sources/EditingTraces"
+        ),
+
+        // Packages/SyncStorage: SQLite through GRDB.
+        .target(
+            name: "SyncStorage",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            path: "Packages/SyncStorage/Sources/SyncStorage"
+        ),
+
+        // Packages/SyncCompression: gzip over the system's zlib.
+        .systemLibrary(
+            name: "CZlib",
+            path: "Packages/SyncCompression/Sources/CZlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+        ),
+        .target(
+            name: "SyncCompression", dependencies: ["CZlib"], path: "Packages/SyncCompression/Sources/SyncCompression"),
+
+        // Packages/SyncEventStore: the local event log (also the outbox) and projections.
+        .target(
+            name: "SyncEventStore",
+            dependencies: [
+                "SyncModels", "SyncStorage", "SyncCompression",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
+            path: "Packages/SyncEventStore/Sources/SyncEventStore"
+        ),
+        .target(
+            name: "SyncEventStoreTestSupport",
+            dependencies: [
+                "SyncEventStore", "SyncModels", "SyncStorage", "SyncTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Packages/SyncEventStore/Sources/SyncEventStoreTestSupport"
+        ),
+
+        // Packages/SyncProtocol: protocol v1's wire types, codec and OpenAPI document.
+        .target(
+            name: "SyncProtocol",
+            dependencies: ["SyncModels", "SyncCompression"],
+            path: "Packages/SyncProtocol/Sources/SyncProtocol"
+        ),
+
+        // Packages/SyncEngine: the sync client, its testing product and its AsyncHTTPClient transport.
+        .target(
+            name: "SyncEngine",
+            dependencies: [
+                "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Packages/SyncEngine/Sources/SyncEngine"
+        ),
+        .target(
+            name: "SyncEngineTesting",
+            dependencies: ["SyncEngine", "SyncModels", "SyncProtocol"],
+            path: "Packages/SyncEngine/Sources/SyncEngineTesting"
+        ),
+        .target(
+            name: "SyncEngineHTTPClient",
+            dependencies: [
+                "SyncEngine", "SyncProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Packages/SyncEngine/Sources/SyncEngineHTTPClient"
+        ),
+
+        // Packages/SyncServer: the generic server library and its testing product.
+        .target(
+            name: "SyncServer",
+            dependencies: [
+                "SyncModels", "SyncProtocol", "SyncCompression",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Packages/SyncServer/Sources/SyncServer"
+        ),
+        .target(
+            name: "SyncServerTesting",
+            dependencies: [
+                "SyncServer", "SyncModels", "SyncProtocol", "SyncCompression", "SyncTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Packages/SyncServer/Sources/SyncServerTesting"
+        ),
+
+        // Packages/SyncTestSupport: seeded randomness, temporary folders, waits, shared by tests.
+        .target(
+            name: "SyncTestSupport",
+            dependencies: ["SyncModels"],
+            path: "Packages/SyncTestSupport/Sources/SyncTestSupport"
+        ),
+
+        // Packages/NotesDomain: the reference domain (events and state, the client store, the server rules).
+        .target(
+            name: "NotesDomain",
+            dependencies: ["SyncModels", "SyncCRDT"],
+            path: "Packages/NotesDomain/Sources/NotesDomain"
+        ),
+        .target(
+            name: "NotesStore",
+            dependencies: [
+                "NotesDomain", "SyncModels", "SyncCRDT", "SyncStorage", "SyncEventStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
+            path: "Packages/NotesDomain/Sources/NotesStore"
+        ),
+        .target(
+            name: "NotesServer",
+            dependencies: [
+                "NotesDomain", "SyncModels", "SyncProtocol", "SyncServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Packages/NotesDomain/Sources/NotesServer"
+        ),
+
+        // MARK: Tests, apps and benchmarks.
+
         .testTarget(
             name: "RepositoryTests",
-            dependencies: [.product(name: "SyncTestSupport", package: "SyncTestSupport")],
+            dependencies: ["SyncTestSupport"],
             path: "Tests/RepositoryTests"),
 
         // Package tests, run from here so that one build serves them all.
         .testTarget(
             name: "SyncModelsTests",
             dependencies: [
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "SyncModels",
+                "SyncTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Packages/SyncModels/Tests/SyncModelsTests",
@@ -61,10 +236,10 @@ let package = Package(
         .testTarget(
             name: "SyncCRDTTests",
             dependencies: [
-                .product(name: "SyncCRDT", package: "SyncCRDT"),
-                .product(name: "EditingTraces", package: "SyncCRDT"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "SyncCRDT",
+                "EditingTraces",
+                "SyncModels",
+                "SyncTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Packages/SyncCRDT/Tests/SyncCRDTTests"
@@ -72,24 +247,24 @@ let package = Package(
         .testTarget(
             name: "SyncStorageTests",
             dependencies: [
-                .product(name: "SyncStorage", package: "SyncStorage"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "SyncStorage",
+                "SyncTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Packages/SyncStorage/Tests/SyncStorageTests"
         ),
         .testTarget(
             name: "SyncCompressionTests",
-            dependencies: [.product(name: "SyncCompression", package: "SyncCompression")],
+            dependencies: ["SyncCompression"],
             path: "Packages/SyncCompression/Tests/SyncCompressionTests"
         ),
         .testTarget(
             name: "SyncEventStoreTests",
             dependencies: [
-                .product(name: "SyncEventStore", package: "SyncEventStore"),
-                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncStorage", package: "SyncStorage"),
+                "SyncEventStore",
+                "SyncEventStoreTestSupport",
+                "SyncModels",
+                "SyncStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Packages/SyncEventStore/Tests/SyncEventStoreTests",
@@ -98,12 +273,12 @@ let package = Package(
         .testTarget(
             name: "SyncEngineTests",
             dependencies: [
-                .product(name: "SyncEngine", package: "SyncEngine"),
-                .product(name: "SyncEngineTesting", package: "SyncEngine"),
-                .product(name: "SyncEventStore", package: "SyncEventStore"),
-                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                "SyncEngine",
+                "SyncEngineTesting",
+                "SyncEventStore",
+                "SyncEventStoreTestSupport",
+                "SyncModels",
+                "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
@@ -112,11 +287,11 @@ let package = Package(
         .testTarget(
             name: "NotesDomainTests",
             dependencies: [
-                .product(name: "NotesDomain", package: "NotesDomain"),
-                .product(name: "NotesStore", package: "NotesDomain"),
-                .product(name: "SyncEventStore", package: "SyncEventStore"),
-                .product(name: "SyncEventStoreTestSupport", package: "SyncEventStore"),
-                .product(name: "SyncModels", package: "SyncModels"),
+                "NotesDomain",
+                "NotesStore",
+                "SyncEventStore",
+                "SyncEventStoreTestSupport",
+                "SyncModels",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Packages/NotesDomain/Tests/NotesDomainTests"
@@ -126,12 +301,12 @@ let package = Package(
         .executableTarget(
             name: "sync-agent",
             dependencies: [
-                .product(name: "NotesDomain", package: "NotesDomain"),
-                .product(name: "NotesStore", package: "NotesDomain"),
-                .product(name: "SyncEngine", package: "SyncEngine"),
-                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
-                .product(name: "SyncEventStore", package: "SyncEventStore"),
-                .product(name: "SyncModels", package: "SyncModels"),
+                "NotesDomain",
+                "NotesStore",
+                "SyncEngine",
+                "SyncEngineHTTPClient",
+                "SyncEventStore",
+                "SyncModels",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Apps/SyncAgent/Sources/sync-agent"
@@ -140,15 +315,15 @@ let package = Package(
         .executableTarget(
             name: "sync-load",
             dependencies: [
-                .product(name: "NotesDomain", package: "NotesDomain"),
-                .product(name: "NotesStore", package: "NotesDomain"),
-                .product(name: "SyncEngine", package: "SyncEngine"),
-                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
-                .product(name: "SyncEventStore", package: "SyncEventStore"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
-                .product(name: "SyncStorage", package: "SyncStorage"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "NotesDomain",
+                "NotesStore",
+                "SyncEngine",
+                "SyncEngineHTTPClient",
+                "SyncEventStore",
+                "SyncModels",
+                "SyncProtocol",
+                "SyncStorage",
+                "SyncTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -168,7 +343,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // SplitMix64: the seeded draws.
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "SyncTestSupport",
             ],
             path: "Apps/SyncFaultProxy/Sources/FaultProxy"
         ),
@@ -185,7 +360,7 @@ let package = Package(
             name: "FaultProxyTests",
             dependencies: [
                 "FaultProxy",
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "SyncTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -199,21 +374,23 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "sync-server", "sync-agent", "SyncBench", "sync-load", "sync-fault-proxy",
-                .product(name: "NotesStore", package: "NotesDomain"),
-                .product(name: "SyncEngine", package: "SyncEngine"),
-                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "NotesStore",
+                "SyncEngine",
+                "SyncEngineHTTPClient",
+                "SyncModels",
+                "SyncTestSupport",
             ],
-            path: "Tests/EndToEndTests"
+            path: "Tests/EndToEndTests",
+            // An app outside the repository, built by ConsumerPackageTests against a copy of it.
+            exclude: ["Consumer"]
         ),
 
         // sync-server: the generic SyncServer library with the Notes domain plugged in.
         .executableTarget(
             name: "sync-server",
             dependencies: [
-                .product(name: "SyncServer", package: "SyncServer"),
-                .product(name: "NotesServer", package: "NotesDomain"),
+                "SyncServer",
+                "NotesServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Apps/SyncServer/Sources/sync-server"
@@ -222,10 +399,10 @@ let package = Package(
             name: "SyncServerExecutableTests",
             dependencies: [
                 "sync-server",
-                .product(name: "SyncServer", package: "SyncServer"),
-                .product(name: "SyncServerTesting", package: "SyncServer"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                "SyncServer",
+                "SyncServerTesting",
+                "SyncTestSupport",
+                "SyncProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Apps/SyncServer/Tests/SyncServerExecutableTests"
@@ -233,9 +410,9 @@ let package = Package(
         .testTarget(
             name: "SyncProtocolTests",
             dependencies: [
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "SyncProtocol",
+                "SyncModels",
+                "SyncTestSupport",
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
             ],
             path: "Packages/SyncProtocol/Tests/SyncProtocolTests"
@@ -243,14 +420,14 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                .product(name: "SyncServer", package: "SyncServer"),
-                .product(name: "SyncServerTesting", package: "SyncServer"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncCompression", package: "SyncCompression"),
+                "SyncServer",
+                "SyncServerTesting",
+                "SyncTestSupport",
+                "SyncModels",
+                "SyncCompression",
                 // The client's store, for the canonical-bytes test across client, database and wire.
-                .product(name: "SyncEventStore", package: "SyncEventStore"),
-                .product(name: "SyncStorage", package: "SyncStorage"),
+                "SyncEventStore",
+                "SyncStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -259,7 +436,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                "SyncProtocol",
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
@@ -269,13 +448,13 @@ let package = Package(
         .testTarget(
             name: "NotesServerTests",
             dependencies: [
-                .product(name: "NotesServer", package: "NotesDomain"),
-                .product(name: "NotesDomain", package: "NotesDomain"),
-                .product(name: "SyncServer", package: "SyncServer"),
-                .product(name: "SyncServerTesting", package: "SyncServer"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
-                .product(name: "SyncModels", package: "SyncModels"),
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
+                "NotesServer",
+                "NotesDomain",
+                "SyncServer",
+                "SyncServerTesting",
+                "SyncTestSupport",
+                "SyncModels",
+                "SyncProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Packages/NotesDomain/Tests/NotesServerTests"
@@ -283,8 +462,8 @@ let package = Package(
         .testTarget(
             name: "SyncTestSupportTests",
             dependencies: [
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
-                .product(name: "SyncModels", package: "SyncModels"),
+                "SyncTestSupport",
+                "SyncModels",
             ],
             path: "Packages/SyncTestSupport/Tests/SyncTestSupportTests"
         ),
@@ -293,28 +472,28 @@ let package = Package(
         .executableTarget(
             name: "SyncBench",
             dependencies: [
-                .product(name: "SyncCRDT", package: "SyncCRDT"),
-                .product(name: "EditingTraces", package: "SyncCRDT"),
-                .product(name: "SyncModels", package: "SyncModels"),
+                "SyncCRDT",
+                "EditingTraces",
+                "SyncModels",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "SyncTestSupport", package: "SyncTestSupport"),
+                "SyncTestSupport",
                 // rebuild
-                .product(name: "NotesDomain", package: "NotesDomain"),
-                .product(name: "NotesStore", package: "NotesDomain"),
-                .product(name: "SyncEventStore", package: "SyncEventStore"),
+                "NotesDomain",
+                "NotesStore",
+                "SyncEventStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // push, pg-baseline, bootstrap
-                .product(name: "SyncProtocol", package: "SyncProtocol"),
-                .product(name: "SyncEngine", package: "SyncEngine"),
-                .product(name: "SyncEngineHTTPClient", package: "SyncEngine"),
-                .product(name: "SyncCompression", package: "SyncCompression"),
+                "SyncProtocol",
+                "SyncEngine",
+                "SyncEngineHTTPClient",
+                "SyncCompression",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 // churn: the server's compaction, run in process
-                .product(name: "SyncServer", package: "SyncServer"),
-                .product(name: "NotesServer", package: "NotesDomain"),
+                "SyncServer",
+                "NotesServer",
             ],
             path: "Benchmarks/SyncBench"
         ),

@@ -14,7 +14,7 @@
 #               against the live state alone; a fresh device's bootstrap of each history
 #   bootstrap   a fresh device pulling and applying a long history, against a plain HTTP client; a fresh
 #               sync-agent process doing the same
-#   crdt        the editing traces of ../shared/data/editing-traces replayed, against a plain array
+#   crdt        the editing traces of Packages/SyncCRDT/Data/editing-traces replayed, against a plain array
 #
 # Environment:
 #   BENCH_QUICK=1     every scenario at small size (about 3 minutes): proves the suite works end to end
@@ -22,7 +22,7 @@
 #                     (default: built here with -c release)
 #   BENCH_OUT         the run's folder (default Benchmarks/results/<date>-<commit>, or .run/bench/… when quick)
 #   BENCH_BASELINE    results.json to compare with (default Benchmarks/results/baseline.json)
-#   BENCH_TRACES      folder of the editing traces (default ../shared/data/editing-traces)
+#   BENCH_TRACES      folder of the editing traces (default Packages/SyncCRDT/Data/editing-traces)
 #   BENCH_CHURN_WARM_UP  operations of the storage scenario made before the counted ones (default 0), so that
 #                     the notes have the ages the workload settles at (a note lives about 33 operations)
 # Exit status: 0 when every scenario ran, every verdict passed and every chart was drawn.
@@ -46,7 +46,7 @@ else
 fi
 out="${BENCH_OUT:-$default_out}"
 baseline="${BENCH_BASELINE:-$root/Benchmarks/results/baseline.json}"
-traces="${BENCH_TRACES:-$root/../shared/data/editing-traces}"
+traces="${BENCH_TRACES:-$root/Packages/SyncCRDT/Data/editing-traces}"
 work="$root/.run/bench/work-$$"
 rm -rf "$out/raw" "$work"
 mkdir -p "$out/raw" "$work"

@@ -12,8 +12,22 @@ for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 
+# The minimum toolchain: hummingbird, jwt-kit and async-http-client declare Swift tools 6.2, and so does every
+# manifest of this repository.
+minimum_swift=6.2
 if ! command -v swift >/dev/null 2>&1; then
-    echo "bootstrap: no Swift toolchain on PATH; install Swift 6.1 or later from swift.org first." >&2
+    echo "bootstrap: no Swift toolchain on PATH; install Swift $minimum_swift or later from swift.org first." >&2
+    exit 1
+fi
+swift_version="$(swift --version 2>&1 | sed -n 's/.*Swift version \([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p' | head -1)"
+if [ -z "$swift_version" ]; then
+    echo "bootstrap: cannot read the version of $(command -v swift); Swift $minimum_swift or later is needed." >&2
+    exit 1
+fi
+if [ "$(printf '%s\n%s\n' "$minimum_swift" "$swift_version" | sort -V | head -1)" != "$minimum_swift" ]; then
+    echo "bootstrap: Swift $swift_version is too old: this repository needs Swift $minimum_swift or later." >&2
+    echo "  Install it from https://www.swift.org/install/linux/ (or with swiftly: swiftly install $minimum_swift)" >&2
+    echo "  and put its usr/bin first on PATH, then run make again." >&2
     exit 1
 fi
 

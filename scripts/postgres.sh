@@ -68,6 +68,20 @@ resolve_binaries() {
     psql="$(find_bin psql)"
 }
 
+# Runs a command with only standard input, output and error open: the server it starts outlives this script,
+# and must not keep open what the caller had (a pipe a test waits on to close, a lock such as
+# `flock LOCK scripts/with-postgres.sh …` holds).
+without_inherited_files() {
+    (
+        local fd
+        for fd in /proc/$BASHPID/fd/*; do
+            fd="${fd##*/}"
+            [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-"
+        done
+        "$@"
+    )
+}
+
 start() {
     resolve_binaries
     mkdir -p "$run_dir"
@@ -93,7 +107,7 @@ start() {
     local port attempt
     for attempt in 1 2 3 4 5; do
         port="$(free_port)"
-        if as_owner "$pg_ctl" -D "$data_dir" -l "$log_file" -w -t 60 start -o \
+        if without_inherited_files as_owner "$pg_ctl" -D "$data_dir" -l "$log_file" -w -t 60 start -o \
             "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$run_dir' -c max_connections=300 -c shared_buffers=256MB" \
             >/dev/null 2>&1; then
             echo "$port" >"$port_file"

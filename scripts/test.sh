@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # `make test`: every test of every package (`swift test`, extra arguments passed on) with a throwaway
-# PostgreSQL (scripts/with-postgres.sh). The whole output is kept in .run/test-output.txt; when the run
-# fails, a recap at the end repeats the failed tests and, if the test process crashed, the crashed thread's
-# first frames, so that the last lines of a long log (all a CI summary may show) say what went wrong.
+# PostgreSQL (scripts/with-postgres.sh). Without arguments it runs in two steps on one build: first
+# ConsumerPackageTests alone (an app outside the repository builds against it by URL: a build of its own that
+# would otherwise compete for the cores with the other suites), then every other test; either failing fails
+# the run. The whole output is kept in .run/test-output.txt; when the run fails, a recap at the end repeats
+# the failed tests and, if the test process crashed, the crashed thread's first frames, so that the last
+# lines of a long log (all a CI summary may show) say what went wrong.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -12,7 +15,22 @@ log=.run/test-output.txt
 # A crash report without registers and the list of loaded images: the frames are what matters.
 export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,interactive=no,color=no,threads=crashed,registers=none,images=none}"
 
-scripts/with-postgres.sh "${SWIFT:-swift}" test "$@" 2>&1 | tee "$log"
+swift="${SWIFT:-swift}"
+run_in_two_steps() {
+    "$swift" build --build-tests || return $?
+    "$swift" test --skip-build --filter ConsumerPackageTests
+    local consumer=$?
+    "$swift" test --skip-build --skip ConsumerPackageTests
+    local rest=$?
+    [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ]
+}
+if [ "$#" -eq 0 ]; then
+    export swift
+    export -f run_in_two_steps
+    scripts/with-postgres.sh bash -c run_in_two_steps 2>&1 | tee "$log"
+else
+    scripts/with-postgres.sh "$swift" test "$@" 2>&1 | tee "$log"
+fi
 status=${PIPESTATUS[0]}
 if [ "$status" -ne 0 ]; then
     {

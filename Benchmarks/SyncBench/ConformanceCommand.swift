@@ -14,7 +14,7 @@ struct ConformanceCommand: AsyncParsableCommand {
         commandName: "conformance",
         abstract: "Check convergence and exact FugueMax ordering on the Eg-walker conformance histories.")
 
-    @Argument(help: "The conformance file, e.g. ../shared/data/editing-traces/conformance/conformance.json.gz.")
+    @Argument(help: "The conformance file, e.g. Packages/SyncCRDT/Data/editing-traces/conformance/conformance.json.gz.")
     var file: String
 
     @Option(help: "Random delivery orders tried per case.")

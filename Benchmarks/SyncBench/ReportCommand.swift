@@ -617,7 +617,7 @@ struct ReportBuilder {
         let traces = raw.files(prefix: "trace-").compactMap { raw.decode(TraceCommand.Result.self, at: $0) }
         guard !traces.isEmpty else { return }
         var lines = [
-            "The editing traces of `../shared/data/editing-traces` replayed into the FugueMax text CRDT (sequential: one author's edits in order; concurrent: every replica's operations merged into a fresh one). Baseline for sequential traces: the same edits applied to a plain array of characters.",
+            "The editing traces of `Packages/SyncCRDT/Data/editing-traces` replayed into the FugueMax text CRDT (sequential: one author's edits in order; concurrent: every replica's operations merged into a fresh one). Baseline for sequential traces: the same edits applied to a plain array of characters.",
             "",
             "| trace | kind | ops | replay | plain array | ratio | peak memory | encoded | bytes/op | encoded / text |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -17,7 +17,9 @@ struct TraceCommand: AsyncParsableCommand {
         abstract: "Replay an editing trace into the text CRDT; report speed, memory and encoded size.")
 
     @Argument(
-        help: "A trace file (.json or .json.gz), e.g. ../shared/data/editing-traces/sequential/seph-blog1.json.gz.")
+        help:
+            "A trace file (.json or .json.gz), e.g. Packages/SyncCRDT/Data/editing-traces/sequential/rustcode.json.gz."
+    )
     var file: String
 
     @Flag(help: "The file is a concurrent trace (transactions with parents).")

@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 let package = Package(
@@ -21,10 +21,10 @@ let package = Package(
         .package(path: "../SyncEventStore"),
         .package(path: "../SyncProtocol"),
         .package(path: "../SyncServer"),
-        .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
-        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
-        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         .target(name: "NotesDomain", dependencies: ["SyncModels", "SyncCRDT"]),

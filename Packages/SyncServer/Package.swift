@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 let package = Package(
@@ -17,14 +17,15 @@ let package = Package(
         .package(path: "../SyncProtocol"),
         .package(path: "../SyncCompression"),
         .package(path: "../SyncTestSupport"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
-        .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
-        .package(url: "https://github.com/vapor/jwt-kit.git", exact: "5.8.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
-        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         .target(
@@ -37,6 +38,7 @@ let package = Package(
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),

@@ -45,8 +45,10 @@ struct AgentOptions: ParsableArguments {
         try NotesClient.open(path: db)
     }
 
+    /// The engine on `client`'s store; `live` says whether `run()` holds the live stream (off: it long-polls).
     func engine(
-        for client: NotesClient, scopes: [Scope]? = nil, onRound: (@Sendable (SyncRound) -> Void)? = nil
+        for client: NotesClient, scopes: [Scope]? = nil, live: Bool = true,
+        onRound: (@Sendable (SyncRound) -> Void)? = nil
     ) throws -> SyncEngine {
         guard let server, let url = URL(string: server) else {
             throw ValidationError("--server URL is required to sync")
@@ -54,6 +56,7 @@ struct AgentOptions: ParsableArguments {
         let bearer = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
         var configuration = SyncEngine.Configuration(scopes: scopes)
         configuration.onRound = onRound
+        configuration.live = live
         configuration.rebaser = NotesRebaser(replica: client.store.replica)
         configuration.autoCompactAfter = compactAfter > 0 ? compactAfter : nil
         return try SyncEngine(

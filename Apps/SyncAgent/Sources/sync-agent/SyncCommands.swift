@@ -59,26 +59,33 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Simulated edits per second (0: none).") var simulate: Double = 0
     @Option(help: "The scope simulated edits go to.") var scope: String = "demo"
     @Option(help: "Stop after this many seconds (0: run until interrupted).") var duration: Double = 0
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Hold the live stream (GET /v1/live): others' edits arrive as they commit. --no-live long-polls instead.")
+    var live = true
 
     func run() async throws {
         let client = try options.client()
-        let engine = try options.engine(for: client)
+        let engine = try options.engine(for: client, live: live)
         let scope = try Scope(scope)
         let simulate = simulate
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await engine.run() }
             group.addTask {
-                // A line when an error or rejection appears or clears, and otherwise at most every 5 seconds.
+                // A line when an error or rejection appears or clears, or the live stream connects or drops, and
+                // otherwise at most every 5 seconds.
                 var updates = engine.statusUpdates().makeAsyncIterator()
                 var lastLine = ContinuousClock.now - .seconds(10)
                 var lastKey = ""
                 while let status = await updates.next() {
-                    let key = "\(status.rejected) \(status.lastError ?? "")"
+                    let key =
+                        "\(status.rejected) \(status.lastError ?? "") \(status.liveConnected) \(status.longPolling)"
                     guard key != lastKey || ContinuousClock.now - lastLine >= .seconds(5) else { continue }
                     lastKey = key
                     lastLine = ContinuousClock.now
+                    let link = status.liveConnected ? "live" : status.longPolling ? "long-poll" : "not live"
                     report(
-                        "pending \(status.pending), rejected \(status.rejected), cycles \(status.cycles), sent \(status.traffic.sentWire) B"
+                        "pending \(status.pending), rejected \(status.rejected), cycles \(status.cycles), \(link), sent \(status.traffic.sentWire) B"
                             + (status.lastError.map { ", last error: \($0)" } ?? ""))
                 }
             }

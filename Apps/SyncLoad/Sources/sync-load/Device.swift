@@ -10,7 +10,8 @@ import SyncTestSupport
 import Synchronization
 
 /// One virtual device: a real replica (its own SQLite file through `NotesStore`, its own `SyncEngine`)
-/// that syncs through a `FaultyTransport` over the shared HTTP client.
+/// that syncs through a `FaultyTransport` over the shared HTTP client, holding the live stream (or, without
+/// it, long-polling).
 final class Device: Sendable {
     struct Plan: Codable, Sendable {
         var index: Int
@@ -26,7 +27,9 @@ final class Device: Sendable {
     let transport: FaultyTransport
     private let metrics: LoadMetrics
     private let longPoll: Duration?
+    private let live: Bool
     private let debounce: Duration
+    private let minPushInterval: Duration
     private let pollLinger: Duration
     private struct Replica: Sendable {
         var client: NotesClient
@@ -35,11 +38,18 @@ final class Device: Sendable {
     }
     private let replica: Mutex<Replica?> = Mutex(nil)
 
+    /// - Parameters:
+    ///   - live: whether the engine holds the live stream (`SyncEngine.Configuration.live`); `longPoll` is
+    ///     then its fallback.
+    ///   - debounce, minPushInterval: when a local write is pushed (the engine's, latency-first by default).
     init(
-        plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?,
-        debounce: Duration = .milliseconds(250), pollLinger: Duration = .milliseconds(100)
+        plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?, live: Bool = true,
+        debounce: Duration = .zero, minPushInterval: Duration = .milliseconds(50),
+        pollLinger: Duration = .milliseconds(100)
     ) throws {
+        self.live = live
         self.debounce = debounce
+        self.minPushInterval = minPushInterval
         self.pollLinger = pollLinger
         self.plan = plan
         self.scope = try Scope(plan.scope)
@@ -66,9 +76,11 @@ final class Device: Sendable {
     func open() throws {
         let client = try Self.openClient(path: plan.path, clockSkewMilliseconds: plan.clockSkewMilliseconds ?? 0)
         var configuration = SyncEngine.Configuration(scopes: [scope])
+        configuration.live = live
         configuration.longPoll = longPoll
         configuration.interval = .seconds(30)
         configuration.debounce = debounce
+        configuration.minPushInterval = minPushInterval
         configuration.longPollLinger = pollLinger
         // The verdict reads each device's own events from its log: keep them.
         configuration.autoCompactAfter = nil

@@ -24,7 +24,13 @@ enum Fault: String, CaseIterable, Codable, Sendable {
 }
 
 /// One device's transport: a real `HTTPClientTransport` (shared connection pool) behind an online switch
-/// and seeded faults on `POST /v1/sync`. Long-polls (`pull`) get only the online switch.
+/// and seeded faults on `POST /v1/sync` and on subscriptions to the live stream. Long-polls (`pull`) get
+/// only the online switch.
+///
+/// The live stream's faults, drawn per subscription: a lost request or a 500 refuse it; a delay holds it
+/// back; a duplicate opens a second subscription and drops it; a lost response or a reorder breaks the
+/// connection 0.5–10 s later (the device sees a network failure and subscribes again). Going offline
+/// breaks the open streams.
 final class FaultyTransport: SyncTransport {
     private let inner: HTTPClientTransport
     private let metrics: LoadMetrics
@@ -33,6 +39,9 @@ final class FaultyTransport: SyncTransport {
         var faultRate: Double
         var random: SplitMix64
         var heldBack: [SyncRequest] = []
+        /// The live streams open through this transport, which going offline breaks.
+        var streams: [Int: LiveMessages.Continuation] = [:]
+        var nextStream = 0
     }
     private let state: Mutex<State>
 
@@ -44,7 +53,17 @@ final class FaultyTransport: SyncTransport {
 
     var isOnline: Bool { state.withLock { $0.online } }
 
-    func setOnline(_ online: Bool) { state.withLock { $0.online = online } }
+    func setOnline(_ online: Bool) {
+        let broken = state.withLock { state -> [LiveMessages.Continuation] in
+            state.online = online
+            guard !online else { return [] }
+            defer { state.streams.removeAll() }
+            return Array(state.streams.values)
+        }
+        for stream in broken {
+            stream.finish(throwing: SyncFailure.retryable(reason: "network: offline", retryAfter: nil))
+        }
+    }
 
     /// Stops injecting faults (the verdict's settling phase).
     func stopFaults() { state.withLock { $0.faultRate = 0 } }
@@ -95,6 +114,77 @@ final class FaultyTransport: SyncTransport {
             if !Task.isCancelled { metrics.failed(error) }
             throw error
         }
+    }
+}
+
+extension FaultyTransport {
+    func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages {
+        let (online, fault, delay) = state.withLock { state -> (Bool, Fault?, Duration) in
+            guard state.online else { return (false, nil, .zero) }
+            var fault: Fault? = nil
+            if state.faultRate > 0, Double.random(in: 0..<1, using: &state.random) < state.faultRate {
+                fault = Fault.allCases.randomElement(using: &state.random)
+            }
+            let delay =
+                fault == .delay
+                ? Duration.milliseconds(Int.random(in: 50...500, using: &state.random))
+                : .milliseconds(Int.random(in: 500...10_000, using: &state.random))
+            return (true, fault, delay)
+        }
+        guard online else { throw .retryable(reason: "network: offline", retryAfter: nil) }
+        if let fault { metrics.injected(fault) }
+        switch fault {
+        case .lostRequest?:
+            throw .retryable(reason: "network: request lost (injected)", retryAfter: nil)
+        case .serverError?:
+            throw SyncFailure.from(status: 500, code: "server.internal", message: "injected")
+        case .delay?:
+            try? await Task.sleep(for: delay)
+        case .duplicate?:
+            // A second subscription, dropped at once (its connection closes when its stream goes).
+            _ = try? await inner.live(request)
+        case .lostResponse?, .reorder?, nil:
+            break
+        }
+        let messages: LiveMessages
+        do {
+            messages = try await inner.live(request)
+        } catch {
+            if !Task.isCancelled { metrics.failed(error) }
+            throw error
+        }
+        let (stream, continuation) = LiveMessages.makeStream()
+        let registered = state.withLock { state -> Int? in
+            // Offline meanwhile: the connection is lost at once.
+            guard state.online else { return nil }
+            state.nextStream += 1
+            state.streams[state.nextStream] = continuation
+            return state.nextStream
+        }
+        guard let id = registered else { throw .retryable(reason: "network: offline", retryAfter: nil) }
+        let forward = Task {
+            do {
+                for try await message in messages { continuation.yield(message) }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        let breaker =
+            fault == .lostResponse || fault == .reorder
+            ? Task {
+                try? await Task.sleep(for: delay)
+                if !Task.isCancelled {
+                    continuation.finish(
+                        throwing: SyncFailure.retryable(reason: "network: connection lost (injected)", retryAfter: nil))
+                }
+            } : nil
+        continuation.onTermination = { [weak self] _ in
+            forward.cancel()
+            breaker?.cancel()
+            _ = self?.state.withLock { $0.streams.removeValue(forKey: id) }
+        }
+        return stream
     }
 }
 

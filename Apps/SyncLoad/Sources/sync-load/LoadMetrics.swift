@@ -19,7 +19,8 @@ final class LoadMetrics: Sendable {
         var accepted = 0
         var rejected = 0
         var pulled = 0
-        /// Round trips of sync cycles (`POST /v1/sync`), and long-poll pages applied without one.
+        /// Round trips of sync cycles (`POST /v1/sync`), and long-poll pages or batches of live frames applied
+        /// without one.
         var rounds = 0
         var polledPages = 0
         var traffic = Traffic()

@@ -25,9 +25,15 @@ struct StepConfiguration: Codable, Sendable {
     var faultRate: Double
     /// Mean seconds between abrupt closes of one device (0: none).
     var crashInterval: Double
+    /// Long-poll seconds: the fallback of the live stream, or the way devices wait with `live` off.
     var longPoll: Int
-    /// Milliseconds a device waits after a local write before it pushes (a burst of edits makes one push).
-    var debounce: Int = 250
+    /// Whether devices hold the live stream (absent in manifests of earlier versions, which long-polled).
+    var live: Bool? = nil
+    /// Milliseconds a device waits after a local write before it pushes when no push is in flight (0: at once;
+    /// earlier versions waited 250).
+    var debounce: Int = 0
+    /// The least milliseconds between two pushes of a device (absent in manifests of earlier versions: none).
+    var minPushInterval: Int? = nil
     /// Milliseconds a device waits after a long-poll brought others' events before it polls again (absent in
     /// manifests of earlier versions: the engine's default, 100).
     var pollLinger: Int? = nil
@@ -98,7 +104,8 @@ struct LoadRun {
                 try Device(
                     plan: plan, transport: transport, metrics: metrics,
                     longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
-                    debounce: .milliseconds(configuration.debounce),
+                    live: configuration.live ?? false, debounce: .milliseconds(configuration.debounce),
+                    minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
                     pollLinger: .milliseconds(configuration.pollLinger ?? 100)))
         }
         let cpuBefore = watched.mapValues(ProcessStats.cpuSeconds(tree:))

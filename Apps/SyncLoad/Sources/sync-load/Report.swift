@@ -27,7 +27,7 @@ struct StepReport: Codable, Sendable {
     var acceptedPerSecond: Double
     /// Events devices pulled that were new to them.
     var pulled: Int
-    /// Sync round trips (`POST /v1/sync`) and long-poll pages applied without one.
+    /// Sync round trips (`POST /v1/sync`), and long-poll pages or batches of live frames applied without one.
     var rounds: Int
     var polledPages: Int
     var pushLatencyMs: LatencySummary
@@ -123,6 +123,14 @@ struct RunReport: Codable, Sendable {
                 + ((configuration.clockSkew ?? 0) != 0
                     ? "; 1 device in 5 with its clock \(Int(configuration.clockSkew ?? 0)) s ahead, 1 in 5 as far behind"
                     : ""),
+            "- sync: "
+                + ((configuration.live ?? false)
+                    ? "the live stream (long-poll \(configuration.longPoll) s as its fallback)"
+                    : configuration.longPoll > 0 ? "long-poll \(configuration.longPoll) s" : "no long-poll")
+                + "; a local write pushed "
+                + (configuration.debounce > 0 ? "after \(configuration.debounce) ms" : "at once")
+                + ((configuration.minPushInterval ?? 0) > 0
+                    ? ", at most one push per \(configuration.minPushInterval ?? 0) ms" : ""),
             "", "## Steps", "",
             "| devices | scopes | accepted/s | push p50 / p99 | write-to-visible p50 / p99 | catch-up p99 | label | verdict |",
             "|---:|---:|---:|---:|---:|---:|---|---|",

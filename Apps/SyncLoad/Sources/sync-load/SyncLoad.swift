@@ -70,10 +70,25 @@ struct RunCommand: AsyncParsableCommand {
     )
     var faults = 0.05
     @Option(help: "Mean seconds between abrupt closes (and reopens) of one device; 0: none.") var crashInterval = 60.0
-    @Option(help: "Long-poll seconds while a device is idle (0: poll only on the engine's interval).")
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Devices hold the live stream (GET /v1/live) to see others' edits; --no-live makes them long-poll.")
+    var live = true
+    @Option(
+        help:
+            "Long-poll seconds while a device is idle, with --no-live or against a server without the live stream (0: sync only on the engine's interval)."
+    )
     var longPoll = 25
-    @Option(help: "Milliseconds a device waits after a local write before it pushes (the engine's debounce).")
-    var debounce = 250
+    @Option(
+        help:
+            "Milliseconds a device waits after a local write before it pushes when no push is in flight (the engine's debounce; 0: at once)."
+    )
+    var debounce = 0
+    @Option(
+        help:
+            "The least milliseconds between two pushes of a device: writes made meanwhile go in the next push (the engine's minPushInterval)."
+    )
+    var minPushInterval = 50
     @Option(
         help:
             "Milliseconds a device waits after a long-poll brought others' events before it polls again (the engine's long-poll linger)."
@@ -105,7 +120,8 @@ struct RunCommand: AsyncParsableCommand {
             server: server.server, devices: devices, scopes: scopes, seconds: duration, rampUp: rampUp, rate: rate,
             weights: try WorkloadWeights(parsing: weights).description, offlineFraction: offline,
             offlineMin: offlineMin, offlineMax: max(offlineMin, offlineMax), faultRate: faults,
-            crashInterval: crashInterval, longPoll: longPoll, debounce: debounce, pollLinger: pollLinger, seed: seed,
+            crashInterval: crashInterval, longPoll: longPoll, live: live, debounce: debounce,
+            minPushInterval: minPushInterval, pollLinger: pollLinger, seed: seed,
             scopePrefix: prefix,
             dataDirectory: base.path, settleTimeout: settleTimeout, clockSkew: clockSkew == 0 ? nil : clockSkew)
         let steps = try Self.steps(first, sweep: sweep, base: base)
@@ -226,7 +242,8 @@ struct VerifyCommand: AsyncParsableCommand {
                         baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
                         client: http),
                     metrics: metrics, faultRate: 0, seed: 0)
-                let device = try Device(plan: plan, transport: transport, metrics: metrics, longPoll: nil)
+                let device = try Device(
+                    plan: plan, transport: transport, metrics: metrics, longPoll: nil, live: false)
                 try device.open()
                 devices.append(device)
             }

@@ -4,13 +4,14 @@ import NotesServer
 import SyncServer
 
 /// `sync-server`: the generic `SyncServer` library with the Notes reference domain plugged in. Serves the
-/// sync API (the default subcommand), compacts history once (`compact`) or mints a development token.
+/// sync API (the default subcommand), compacts history once (`compact`), mints a development token
+/// (`token`) or prints the JWKS of a private key that signs such tokens (`jwks`).
 @main
 struct SyncServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync-server",
         abstract: "The offline-sync HTTP server: protocol v1 over PostgreSQL, serving the Notes domain.",
-        subcommands: [ServeCommand.self, CompactCommand.self, TokenCommand.self],
+        subcommands: [ServeCommand.self, CompactCommand.self, TokenCommand.self, JWKSCommand.self],
         defaultSubcommand: ServeCommand.self)
 }
 

@@ -41,7 +41,9 @@ import Testing
         #expect(status == 0, "\(output)")
         let identity = try await TokenVerifier(secret: TestServer.secret)
             .identity(authorization: "Bearer " + output.trimmingCharacters(in: .whitespacesAndNewlines))
-        #expect(identity == TokenIdentity(subject: "dev", scopes: ["a", "b"]))
+        #expect(identity.subject == "dev" && identity.scopes == ["a", "b"])
+        // Valid for the 60 seconds asked for.
+        #expect(abs((identity.expiresAt ?? .distantPast).timeIntervalSinceNow - 60) < 30)
         let (refused, message) = try Self.run(["token", "--sub", "dev", "--scopes", "a"], environment: [:])
         #expect(refused != 0 && message.contains("SYNC_JWT_SECRET"))
     }

@@ -5,9 +5,9 @@ import SyncModels
 extension NotePayload {
     /// `note.snapshot`, `{"state"}`: a note's whole CRDT state, which replaces the events it folds.
     ///
-    /// Only the server's compaction writes it (DESIGN §8): a stream's events at or below its scope's stable
-    /// point become one snapshot placed at the seq of the last of them. Applying it merges the state into
-    /// the replica's (`NoteState.merge`), which is idempotent, so a replica at any cursor, one that has
+    /// Only the server's compaction writes it (docs/ARCHITECTURE.md, "Compaction and retention"): a stream's events at
+    /// or below its scope's stable point become one snapshot placed at the seq of the last of them. Applying it merges
+    /// the state into the replica's (`NoteState.merge`), which is idempotent, so a replica at any cursor, one that has
     /// seen none, some or all of the folded events, ends where replaying them would have taken it. Devices
     /// never push one: `NoteRules` rejects it.
     ///

@@ -2,8 +2,8 @@ import Foundation
 import SyncCRDT
 import SyncModels
 
-/// One note as a CRDT: a composition of one CRDT per field (DESIGN §1). Applying the note's events in any
-/// order, any number of times, gives the same state.
+/// One note as a CRDT: a composition of one CRDT per field (docs/ARCHITECTURE.md, "Conflicts and rejections"). Applying
+/// the note's events in any order, any number of times, gives the same state.
 ///
 /// - title, pinned, deleted, and each checklist item's text and done flag: LWW registers ordered by the
 ///   events' HLCs (ties by replica);

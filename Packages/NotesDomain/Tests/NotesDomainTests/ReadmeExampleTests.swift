@@ -8,7 +8,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("notes.sqlite")
         // README begins
-        let notes = try NotesClient.open(path: path)
+        let notes = try NotesClient.open(path: path)  // path: where the SQLite file goes
         let id = try await notes.create(scope: "team-1", title: "Groceries", body: "milk", tags: ["food"])
         try await notes.setBody(id, "milk and eggs")
         print(try await notes.note(id)!.body)  // "milk and eggs", offline, at once

@@ -72,12 +72,13 @@ public struct ConcurrentHistory: Sendable {
 
 /// Loading the trace files.
 public enum EditingTraces {
-    /// `<repo>/../shared/data/editing-traces`, found from this source file's path.
+    /// `Packages/SyncCRDT/Data/editing-traces` in the repository (with its licence in the folder's README),
+    /// found from this source file's path.
     public static var directory: URL {
         var url = URL(fileURLWithPath: #filePath)
-        // .../Packages/SyncCRDT/Sources/EditingTraces/EditingTrace.swift -> repository root
-        for _ in 0..<5 { url.deleteLastPathComponent() }
-        return url.deletingLastPathComponent().appendingPathComponent("shared/data/editing-traces")
+        // .../Packages/SyncCRDT/Sources/EditingTraces/EditingTrace.swift -> Packages/SyncCRDT
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.appendingPathComponent("Data/editing-traces")
     }
 
     /// The sequential trace files.

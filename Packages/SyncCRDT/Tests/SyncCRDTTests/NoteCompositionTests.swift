@@ -3,8 +3,9 @@ import SyncCRDT
 import SyncModels
 import Testing
 
-/// A note (DESIGN §1) as one CRDT: an `ORMap<String, CRDTValue>` of a title register, a body text, add-wins
-/// tags, a pinned register, a view counter, and a checklist (a list of item ids plus a map of item fields).
+/// A note (docs/ARCHITECTURE.md, "Conflicts and rejections") as one CRDT: an `ORMap<String, CRDTValue>` of a title
+/// register, a body text, add-wins tags, a pinned register, a view counter, and a checklist (a list of item ids plus a
+/// map of item fields).
 @Suite struct NoteCompositionTests {
     typealias Note = ORMap<String, CRDTValue>
 

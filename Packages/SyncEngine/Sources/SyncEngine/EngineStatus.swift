@@ -12,6 +12,11 @@ public struct EngineStatus: Sendable, Hashable, Codable {
     public var lastError: String?
     /// True while waiting for a new token after an authentication failure.
     public var pausedForAuthentication = false
+    /// True while `run()` holds the live stream (subscribed): other replicas' events arrive as they commit.
+    public var liveConnected = false
+    /// Whether `run()` long-polls instead because the transport or the server has no live stream (or the
+    /// stream is configured off).
+    public var longPolling = false
     /// Completed cycles since the engine started.
     public var cycles = 0
     /// Bytes moved since the engine started.

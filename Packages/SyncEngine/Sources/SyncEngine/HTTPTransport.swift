@@ -10,6 +10,10 @@ import Synchronization
 
 /// The protocol over HTTP with URLSession (FoundationNetworking on Linux): gzip request bodies above 1 KiB,
 /// `Accept-Encoding: gzip`, a bearer token that can be replaced while running.
+///
+/// It has no live stream (`live` keeps the default, `SyncFailure.transportUnsupported`): an engine on it
+/// long-polls (`SyncEngine.Configuration.longPoll`). `HTTPClientTransport` (SyncEngineHTTPClient) has the
+/// stream.
 public final class HTTPTransport: SyncTransport {
     public let baseURL: URL
     private let session: URLSession
@@ -101,11 +105,37 @@ public final class HTTPTransport: SyncTransport {
 
     /// The URL of `GET /v1/pull` with `request`'s query.
     public static func pullURL(base: URL, _ request: PullRequest) -> URL {
+        url(base: base, path: "v1/pull", request)
+    }
+
+    /// The URL of `GET /v1/live` with `request`'s query (the same parameters as a pull's).
+    public static func liveURL(base: URL, _ request: PullRequest) -> URL {
+        url(base: base, path: "v1/live", request)
+    }
+
+    private static func url(base: URL, path: String, _ request: PullRequest) -> URL {
         // By hand: `URLComponents` escapes through `NSString` on Linux, a few percent of the CPU of a process
         // that long-polls for thousands of devices.
         let query = request.queryItems.map { percentEncoded($0.name) + "=" + percentEncoded($0.value) }
-        let path = base.appendingPathComponent("v1/pull").absoluteString
+        let path = base.appendingPathComponent(path).absoluteString
         return URL(string: query.isEmpty ? path : path + "?" + query.joined(separator: "&"))!
+    }
+
+    /// The failure a `GET /v1/live` answer other than a stream stands for, whichever HTTP client fetched it:
+    /// a server without the route (404, 405), or a 200 that is not `text/event-stream`, has no live stream
+    /// (`SyncFailure.transportUnsupported`: the engine long-polls); other answers mean what they mean for a
+    /// pull (the protocol's JSON error body, `Retry-After`).
+    public static func liveFailure(status: Int, retryAfter: String?, body data: Data) -> SyncFailure {
+        guard status != 404, status != 405, status != 200 else {
+            return .permanent(
+                code: SyncFailure.transportUnsupported, message: "the server has no live stream (HTTP \(status))")
+        }
+        let plain = Gzip.isGzip(data) ? (try? Gzip.decompress(data, maxOutputBytes: 1 << 20)) ?? data : data
+        let detail = try? WireCodec().decode(ErrorBody.self, from: plain)
+        return SyncFailure.from(
+            status: status, code: detail?.error.code.rawValue ?? "http.\(status)",
+            message: detail?.error.message ?? "HTTP \(status)",
+            retryAfter: retryAfter.flatMap(Int.init).map { Duration.seconds($0) })
     }
 
     private static let hexDigits = Array("0123456789ABCDEF".utf8)

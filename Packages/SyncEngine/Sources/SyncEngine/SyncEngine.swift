@@ -4,14 +4,15 @@ import SyncModels
 import SyncProtocol
 import Synchronization
 
-/// The background sync client (DESIGN §7): pushes the outbox in batches and pulls pages into the local
-/// event store through `/v1/sync`, each answer (acknowledgements, rejections with their rollback, the page
-/// and its cursor) applied in one transaction, until nothing is left. It never loses a write: events leave
-/// the outbox only when the server acknowledges them, a retried push is deduplicated by event id, rejected
-/// events are rolled back and surfaced, and authentication failures pause sync without touching local data.
+/// The background sync client (docs/ARCHITECTURE.md, "From a local edit to every replica"): pushes the outbox in
+/// batches and pulls pages into the local event store through `/v1/sync`, each answer (acknowledgements, rejections
+/// with their rollback, the page and its cursor) applied in one transaction, until nothing is left. It never loses a
+/// write: events leave the outbox only when the server acknowledges them, a retried push is deduplicated by event id,
+/// rejected events are rolled back and surfaced, and authentication failures pause sync without touching local data.
 ///
-/// `syncNow()` runs one cycle; `run()` keeps syncing on local writes (debounced), an interval,
-/// connectivity changes and explicit requests, with backoff between failures (`SyncScheduler`).
+/// `syncNow()` runs one cycle; `run()` keeps syncing on local writes (pushed at once, coalesced while a push is in
+/// flight), an interval, connectivity changes and explicit requests, with backoff between failures
+/// (`SyncScheduler`), and holds the live stream in the foreground (`SyncEngine+Live.swift`).
 public final class SyncEngine: Sendable {
     public struct Configuration: Sendable {
         /// Scopes to pull; nil pulls every scope in the token.
@@ -47,17 +48,31 @@ public final class SyncEngine: Sendable {
         /// long behind while a pull runs.
         public var projectionLag: Duration = .seconds(1)
         public var batch = PushBatchPolicy()
-        public var debounce: Duration = .milliseconds(250)
+        /// How long `run()` waits after a local write before its push when no push is in flight. Zero (the
+        /// default) pushes at once: latency first. Writes made while a push is in flight go together in the
+        /// next push whatever this is, and `minPushInterval` bounds how often a device pushes. A positive value
+        /// (250 ms was the default before) trades latency for fewer, larger pushes; capped by `batch.maxAge`.
+        public var debounce: Duration = .zero
+        /// The least time between the starts of two pushes that local writes ask for: a device typing fast
+        /// pushes at most once per interval (20 a second by default), each push carrying what was typed since
+        /// the last one. Explicit requests, connectivity changes and new tokens are not bound by it.
+        public var minPushInterval: Duration = .milliseconds(50)
         public var backoff = BackoffPolicy()
         /// How often `run()` syncs without any other trigger; nil never.
         public var interval: Duration? = .seconds(30)
-        /// While `run()` runs, wait on the server for other replicas' events with long-polls of this length
-        /// (`GET /v1/pull?wait=`, at most the server's longest wait, 30 s by default) and sync as soon as one
-        /// arrives, so that a device sees others' edits within a round trip instead of at the next
-        /// `interval`. The run loop applies the poll's pages itself when they continue the store, and runs a
-        /// cycle otherwise (`applyPolledPages`). Nil: no long-poll (a transport that cannot pull also turns it
-        /// off).
-        public var longPoll: Duration? = nil
+        /// Whether `run()` holds the live stream (`GET /v1/live`, `SyncTransport.live`) while in the
+        /// foreground (`setLive`): once a cycle has reached the head, other replicas' events arrive as they
+        /// commit and are applied at once, one short transaction per batch of frames. Without it, or when the
+        /// transport or the server has no stream, the engine long-polls instead (`longPoll`).
+        public var live = true
+        /// The fallback of the live stream: while `run()` runs in the foreground without it (`live` off, or
+        /// no stream at the server or in the transport), wait on the server for other replicas' events with
+        /// long-polls of this length (`GET /v1/pull?wait=`, at most the server's longest wait, 30 s by
+        /// default) and sync as soon as one arrives, so that a device sees others' edits within a round trip
+        /// instead of at the next `interval`. The run loop applies the poll's pages itself when they continue
+        /// the store, and runs a cycle otherwise (`applyPolledPages`). Nil: no long-poll (a transport that
+        /// cannot pull also turns it off).
+        public var longPoll: Duration? = .seconds(25)
         /// After a long-poll brings other replicas' events, how long the next poll waits before it is sent,
         /// so that what they push meanwhile comes in one page and one local transaction instead of one each.
         /// The first event after a quiet spell is seen at once; during a burst an event is seen up to this
@@ -107,12 +122,14 @@ public final class SyncEngine: Sendable {
     private let prunedAt = Mutex<[String: Int64]>([:])
     /// What the long-poll leaves for the run loop (`applyPolledPages`): pages with other replicas' events,
     /// oldest first, or the need for a cycle (a page with more after it, a reset).
-    private let polled = Mutex(PollResults())
-    private struct PollResults {
+    let polled = Mutex(PollResults())
+    struct PollResults {
         var pages: [PolledPage] = []
         var needsCycle = false
     }
-    private let inbox = TriggerInbox()
+    let inbox = TriggerInbox()
+    /// The live stream's and the long-poll's tasks, and what the stream leaves for the run loop.
+    let links = Mutex(LiveLinks())
     private let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
 
     public init(store: EventStore, transport: any SyncTransport, configuration: Configuration = Configuration()) throws
@@ -147,7 +164,7 @@ public final class SyncEngine: Sendable {
     /// A new token is in the transport: resume after an authentication pause.
     public func tokenRefreshed() { post(.tokenRefreshed) }
 
-    private func post(_ trigger: SyncTrigger) {
+    func post(_ trigger: SyncTrigger) {
         let inbox = inbox
         Task { await inbox.post(trigger) }
     }
@@ -522,7 +539,7 @@ public final class SyncEngine: Sendable {
     /// `foldThrough` as in `EventStore.applySyncResponse`; `follows`, the cursor the answer was asked from:
     /// each transaction checks that the store still holds the cursor it follows (the first the request's,
     /// each next the mark before it), and the outcome says `rewound` when it does not.
-    private func apply(
+    func apply(
         _ response: SyncResponse, pushed batch: [StoredEvent], markEvery: Int?, chunk: inout Int,
         deferProjections: Bool, foldThrough: [Scope: Int64] = [:], follows: String? = nil
     ) async throws(SyncFailure) -> Applied {
@@ -654,7 +671,7 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private func recordFailure(_ failure: SyncFailure) async {
+    func recordFailure(_ failure: SyncFailure) async {
         switch failure {
         case .retryable: await journal.record("retry", failure.description)
         case .authentication: await journal.record("pause", failure.description)
@@ -675,7 +692,7 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private func updateStatus(_ change: @Sendable (inout EngineStatus) -> Void) async {
+    func updateStatus(_ change: @Sendable (inout EngineStatus) -> Void) async {
         let counts = try? await store.counts()
         let snapshot = state.withLock { status -> EngineStatus in
             change(&status)
@@ -686,191 +703,5 @@ public final class SyncEngine: Sendable {
             return status
         }
         for continuation in statusBroadcast.withLock({ Array($0.values) }) { continuation.yield(snapshot) }
-    }
-
-    // MARK: - Running
-
-    /// Syncs continuously until the task is cancelled: on local writes (debounced), every `interval`, on
-    /// connectivity changes, explicit requests and new tokens; with backoff after failures.
-    public func run() async {
-        let clock = ContinuousClock()
-        var scheduler = SyncScheduler<ContinuousClock.Instant>(
-            debounce: min(configuration.debounce, configuration.batch.maxAge), backoff: configuration.backoff)
-        var random = SystemRandomNumberGenerator()
-        let inbox = inbox
-        let changes = store.changes()
-        let watcher = Task {
-            for await change in changes where change.kind == .appended { await inbox.post(.localWrite) }
-        }
-        defer { watcher.cancel() }
-        let poller = configuration.longPoll.map { wait in Task { await self.pollForChanges(wait: wait) } }
-        defer { poller?.cancel() }
-        var wakeAt: ContinuousClock.Instant? = nil
-        var nextInterval = configuration.interval.map { clock.now.advanced(by: $0) }
-        await inbox.post(.explicit)
-        while !Task.isCancelled {
-            let deadline = [wakeAt, nextInterval].compactMap { $0 }.min()
-            let trigger = await inbox.next(deadline: deadline)
-            if Task.isCancelled { break }
-            // A long-poll's page that continues the stored cursor is applied as it is: no cycle for it.
-            if trigger == .remoteChange, await applyPolledPages() { continue }
-            var action: SyncScheduler<ContinuousClock.Instant>.Action
-            if let trigger {
-                action = scheduler.trigger(trigger, now: clock.now)
-            } else if let interval = configuration.interval, let due = nextInterval, due <= clock.now {
-                nextInterval = clock.now.advanced(by: interval)
-                action = scheduler.trigger(.interval, now: clock.now)
-            } else {
-                action = scheduler.tick(now: clock.now)
-            }
-            while action == .startCycle {
-                var failure: SyncFailure?
-                do {
-                    try await syncNow()
-                } catch {
-                    failure = error
-                }
-                action = scheduler.cycleFinished(failure: failure, now: clock.now, random: &random)
-            }
-            if case .wake(let at) = action { wakeAt = at } else { wakeAt = nil }
-        }
-    }
-
-    /// A long-poll's answer with other replicas' events, and where the poll chain that led to it started.
-    struct PolledPage: Sendable {
-        /// Where the chain of polls began: the stored cursor at the first poll, then the end of the last
-        /// page handed over. Every event after it up to `from` is this replica's own, or was in the store
-        /// when a poll started after it.
-        var base: ScopeCursor
-        /// The cursor the poll asked from.
-        var from: ScopeCursor
-        var page: PullResponse
-        var roundTrip: Duration
-    }
-
-    /// Long-polls while `run()` runs (`Configuration.longPoll`): waits on the server from the further of the
-    /// stored cursor and the last poll's, and when another replica's events arrive, leaves the page for the
-    /// run loop (`applyPolledPages`) and posts `remoteChange`. The server leaves the replica's own events out
-    /// (`PullRequest.exclude`: they are in the store already, and their push's answer gave them their `seq`),
-    /// so its own pushes do not wake it; a server that ignores `exclude` returns them, and they are applied
-    /// like any page. Failures back off as the engine does.
-    private func pollForChanges(wait: Duration) async {
-        let seconds = max(1, Int(wait.components.seconds))
-        var polled = ScopeCursor()
-        var base: ScopeCursor? = nil
-        var failures = 0
-        var random = SystemRandomNumberGenerator()
-        while !Task.isCancelled {
-            let stored = (try? ScopeCursor(encoded: try await store.cursor())) ?? ScopeCursor()
-            var cursor = stored
-            for (scope, seq) in polled.positions { cursor.advance(scope, to: seq) }
-            // Everything after `base` up to `cursor` is this replica's own or already in the store (polls
-            // step only over own events; a cursor that jumps ahead follows the store).
-            if base == nil { base = stored }
-            do {
-                let start = ContinuousClock.now
-                // The server leaves this replica's own events out (they are in the store; a bootstrapping
-                // store takes no polled page) and is not woken by them.
-                let page = try await transport.pull(
-                    PullRequest(
-                        cursor: cursor, scopes: configuration.scopes, limit: 500, wait: seconds, exclude: store.replica)
-                )
-                failures = 0
-                polled = (try? ScopeCursor(encoded: page.cursor)) ?? polled
-                if page.hasMore || !page.events.isEmpty {
-                    let polledPage = PolledPage(
-                        base: base ?? stored, from: cursor, page: page, roundTrip: ContinuousClock.now - start)
-                    // A page with more after it is left to a cycle, and so are those before it.
-                    self.polled.withLock { results in
-                        if page.hasMore { results.needsCycle = true } else { results.pages.append(polledPage) }
-                    }
-                    // The next chain starts after this page: applying a later page needs this one applied.
-                    base = polled
-                    post(.remoteChange)
-                    if configuration.longPollLinger > .zero {
-                        try? await Task.sleep(for: configuration.longPollLinger)
-                    }
-                }
-            } catch {
-                if case .permanent(let code, _) = error, code == SyncFailure.transportUnsupported { return }
-                // The server purged what this replica has not seen: a sync resets and bootstraps.
-                if case .resetRequired = error {
-                    self.polled.withLock { $0.needsCycle = true }
-                    post(.remoteChange)
-                }
-                var retryAfter: Duration? = nil
-                if case .retryable(_, let after) = error { retryAfter = after }
-                try? await Task.sleep(
-                    for: configuration.backoff.delay(attempt: failures, retryAfter: retryAfter, using: &random))
-                failures += 1
-            }
-        }
-    }
-
-    /// Whether `a` is at or before `b` in every scope.
-    private static func precedes(_ a: ScopeCursor, _ b: ScopeCursor) -> Bool {
-        Set(a.positions.keys).union(b.positions.keys).allSatisfy { a[$0] <= b[$0] }
-    }
-
-    /// Applies the long-poll pages waiting for the run loop, in order and in one transaction, when together
-    /// with the store they leave no hole. A page fits when in each scope either the store (as the pages
-    /// before it leave it) is at or past where the page starts (a cycle pulled part or all of it meanwhile:
-    /// only the events past the store are applied), or it is behind the page's start but at or past where
-    /// the page's chain of polls began (what lies between is this replica's own events); the cursor then
-    /// moves to the further of the two. When a page does not fit, or the store is bootstrapping, returns
-    /// false and a cycle syncs as usual. Runs on the run loop, so it is never a second writer beside a
-    /// cycle.
-    private func applyPolledPages() async -> Bool {
-        let results = polled.withLock { results in
-            defer { results = PollResults() }; return results
-        }
-        if results.needsCycle { return false }
-        // An earlier trigger applied them.
-        guard !results.pages.isEmpty else { return true }
-        let pages = results.pages
-        guard let stored = try? ScopeCursor(encoded: try await store.cursor()),
-            (try? await store.isBootstrapping()) == false
-        else { return false }
-        var next = stored
-        var events: [Event] = []
-        for polled in pages {
-            guard let end = try? ScopeCursor(encoded: polled.page.cursor) else { return false }
-            let scopes = Set(next.positions.keys).union(polled.from.positions.keys)
-            for scope in scopes where next[scope] < polled.from[scope] && polled.base[scope] > next[scope] {
-                return false
-            }
-            events += polled.page.events.filter { ($0.seq ?? 0) > next[$0.scope] }
-            for (scope, seq) in end.positions { next.advance(scope, to: seq) }
-        }
-        // Cycles already pulled all of it.
-        if events.isEmpty && next == stored { return true }
-        let last = pages[pages.count - 1]
-        let page = last.page
-        let response = SyncResponse(
-            results: [], events: events, cursor: next.encoded, hasMore: false, remaining: page.remaining,
-            stable: page.stable)
-        let start = ContinuousClock.now
-        do {
-            var chunk = events.count
-            let outcome = try await apply(
-                response, pushed: [], markEvery: nil, chunk: &chunk, deferProjections: false
-            ).outcome
-            let applied = ContinuousClock.now - start
-            let count = events.count
-            await updateStatus {
-                $0.remainingToPull = page.remaining
-                $0.pulledEvents += count
-                if let stable = page.stable { $0.stablePoints.merge(stable) { $1 } }
-            }
-            configuration.onRound?(
-                SyncRound(
-                    pushed: 0, acknowledged: 0, rejected: 0, pulled: events.count,
-                    inserted: outcome.pulled.inserted, pageLimit: 500, hasMore: false, roundTrip: last.roundTrip,
-                    waited: last.roundTrip, apply: applied, traffic: Traffic(), remaining: page.remaining,
-                    events: events))
-            return true
-        } catch {
-            return false
-        }
     }
 }

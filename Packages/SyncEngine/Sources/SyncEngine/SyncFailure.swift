@@ -1,3 +1,5 @@
+import SyncProtocol
+
 /// Why a sync attempt failed, classified by what the engine must do next.
 public enum SyncFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// Try again later: the network failed, the server answered 5xx, or 429 (optionally with `Retry-After`).
@@ -35,9 +37,15 @@ public enum SyncFailure: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 extension SyncFailure {
-    /// The code of the permanent failure a transport throws for a request it cannot make (the default
-    /// `SyncTransport.pull`).
+    /// The code of the permanent failure a transport throws for a request it cannot make (the defaults of
+    /// `SyncTransport.pull` and `SyncTransport.live`, and a server without the live stream).
     public static let transportUnsupported = "transport.unsupported"
+
+    /// The failure an error message of the live stream (`event: error`) stands for: as the same code answered
+    /// to a request (`auth.expired` pauses for a new token).
+    public static func from(_ detail: ErrorBody.Detail) -> SyncFailure {
+        from(status: detail.code.httpStatus ?? 500, code: detail.code.rawValue, message: detail.message)
+    }
 
     public var isRetryable: Bool {
         if case .retryable = self { return true }

@@ -3,9 +3,12 @@
 /// carries out the returned actions, so every decision is testable with a manual clock.
 ///
 /// Rules:
-/// - At most one cycle runs at a time; triggers during a cycle make one more cycle right after it.
-/// - A local write starts a cycle after `debounce`, unless one is due sooner; explicit, connectivity,
-///   token and remote-change triggers start one now; the interval trigger is like a local write without debounce.
+/// - At most one cycle runs at a time; triggers during a cycle make one more cycle right after it: writes made
+///   while a push is in flight go together in the next one.
+/// - A local write is latency-first: it starts a cycle at once when none runs, unless one started less than
+///   `minPushInterval` ago (then at that bound: a device typing fast pushes at most once per interval), or
+///   `debounce` is set (then after it, unless one is due sooner). Explicit, connectivity, token,
+///   remote-change and interval triggers start one now.
 /// - A retryable failure waits `BackoffPolicy.delay(attempt:)` (full jitter, capped, at least Retry-After),
 ///   with `attempt` growing until a cycle succeeds. Explicit and connectivity triggers skip the wait.
 /// - An authentication failure pauses: nothing starts until `tokenRefreshed`.
@@ -34,14 +37,25 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
     /// Failures in a row since the last success.
     public private(set) var consecutiveFailures = 0
     public private(set) var lastFailure: SyncFailure?
+    /// When the last cycle started (the rate bound of local writes counts from it).
+    public private(set) var lastStart: Instant?
     private var pendingAfterRun = false
     private var pendingTrigger: SyncTrigger?
+    /// An authentication failure came from outside the running cycle (`pause`): pause once it ends.
+    private var pauseAfterRun = false
 
+    /// How long a local write waits before its cycle when none runs; zero (the default) starts it at once.
     public let debounce: Duration
+    /// The least time between the starts of two cycles a local write asks for.
+    public let minPushInterval: Duration
     public let backoff: BackoffPolicy
 
-    public init(debounce: Duration = .milliseconds(250), backoff: BackoffPolicy = BackoffPolicy()) {
+    public init(
+        debounce: Duration = .zero, minPushInterval: Duration = .milliseconds(50),
+        backoff: BackoffPolicy = BackoffPolicy()
+    ) {
         self.debounce = debounce
+        self.minPushInterval = minPushInterval
         self.backoff = backoff
     }
 
@@ -50,32 +64,50 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
         switch phase {
         case .running:
             pendingAfterRun = true
-            pendingTrigger = trigger
+            // A local write after a trigger that starts at once does not hold that one back.
+            if pendingTrigger == nil || pendingTrigger == .localWrite { pendingTrigger = trigger }
             return .none
         case .paused:
             guard trigger == .tokenRefreshed else { return .none }
-            return start()
+            return start(now: now)
         case .backingOff(let until, _):
-            if trigger == .explicit || trigger == .connectivity || trigger == .tokenRefreshed { return start() }
+            if trigger == .explicit || trigger == .connectivity || trigger == .tokenRefreshed { return start(now: now) }
             return .wake(at: until)
         case .idle, .scheduled:
             switch trigger {
             case .explicit, .connectivity, .tokenRefreshed, .interval, .remoteChange:
-                return start()
+                return start(now: now)
             case .localWrite:
-                let due = now.advanced(by: debounce)
-                if case .scheduled(let at) = phase, at <= due { return .wake(at: at) }
+                var due = now.advanced(by: debounce)
+                if let lastStart { due = max(due, lastStart.advanced(by: minPushInterval)) }
+                if case .scheduled(let at) = phase, at <= due { return at <= now ? start(now: now) : .wake(at: at) }
+                if due <= now { return start(now: now) }
                 phase = .scheduled(at: due)
                 return .wake(at: due)
             }
         }
     }
 
+    /// An authentication failure outside a cycle (the live stream ended with `auth.expired`): pauses as a
+    /// cycle failing with it would, at once or when the running cycle ends. Nothing starts until
+    /// `tokenRefreshed`.
+    public mutating func pause(failure: SyncFailure) {
+        lastFailure = failure
+        consecutiveFailures += 1
+        pendingAfterRun = false
+        pendingTrigger = nil
+        if phase == .running {
+            pauseAfterRun = true
+        } else {
+            phase = .paused
+        }
+    }
+
     /// Time passed; starts a due cycle.
     public mutating func tick(now: Instant) -> Action {
         switch phase {
-        case .scheduled(let at) where at <= now: return start()
-        case .backingOff(let until, _) where until <= now: return start()
+        case .scheduled(let at) where at <= now: return start(now: now)
+        case .backingOff(let until, _) where until <= now: return start(now: now)
         case .scheduled(let at): return .wake(at: at)
         case .backingOff(let until, _): return .wake(at: until)
         default: return .none
@@ -88,6 +120,13 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
     ) -> Action {
         precondition(phase == .running, "cycleFinished without a running cycle")
         lastFailure = failure
+        if pauseAfterRun {
+            pauseAfterRun = false
+            if failure != nil { consecutiveFailures += 1 }
+            pendingAfterRun = false
+            phase = .paused
+            return .none
+        }
         switch failure {
         case nil:
             consecutiveFailures = 0
@@ -107,7 +146,7 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
         case .resetRequired?:
             // The driver re-bootstraps inside the next cycle; start it at once.
             consecutiveFailures += 1
-            return start()
+            return start(now: now)
         case .permanent?:
             consecutiveFailures += 1
             pendingAfterRun = false
@@ -128,7 +167,8 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
         return .none
     }
 
-    private mutating func start() -> Action {
+    private mutating func start(now: Instant) -> Action {
+        lastStart = now
         phase = .running
         pendingAfterRun = false
         pendingTrigger = nil

@@ -10,11 +10,31 @@ public protocol SyncTransport: Sendable {
     /// usual. Transports that cannot pull keep the default, which says so, and the engine then syncs on its
     /// other triggers only.
     func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse
+
+    /// Opens the live stream (`GET /v1/live`, the query of `request` as for `GET /v1/pull`: its `cursor`,
+    /// `scopes` and `replica`). Returns once the server has answered 200 (a subscription is in place); the
+    /// messages then come as the server writes them, `subscribed` first, and the sequence ends when the
+    /// stream does: normally when the server closes it, by throwing when the connection breaks (or says
+    /// nothing for three heartbeats: the transport watches). Ending the iteration, or cancelling the task that
+    /// iterates, closes the connection.
+    ///
+    /// The engine holds the stream while `run()` runs in the foreground (`SyncEngine.Configuration.live`).
+    /// Transports without it keep the default, which throws `SyncFailure.transportUnsupported`, as a server
+    /// without the route must be reported (404 or 405): the engine then long-polls.
+    /// - Throws: the `SyncFailure` of an answer other than 200, as for a pull.
+    func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages
 }
+
+/// The messages of one live stream (`SyncTransport.live`). It throws when the connection breaks.
+public typealias LiveMessages = AsyncThrowingStream<LiveMessage, any Error>
 
 extension SyncTransport {
     public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
         throw .permanent(code: SyncFailure.transportUnsupported, message: "this transport does not pull")
+    }
+
+    public func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages {
+        throw .permanent(code: SyncFailure.transportUnsupported, message: "this transport has no live stream")
     }
 }
 

@@ -1,6 +1,7 @@
 /// What asks for a sync.
 public enum SyncTrigger: String, Sendable, Hashable, CaseIterable {
-    /// A local write: debounced, so a burst of edits makes one sync.
+    /// A local write: pushed at once when no push runs; writes made during one go together in the next
+    /// (`SyncScheduler`'s `minPushInterval` bounds how often, its `debounce` may delay it).
     case localWrite
     /// The periodic timer.
     case interval
@@ -10,6 +11,7 @@ public enum SyncTrigger: String, Sendable, Hashable, CaseIterable {
     case explicit
     /// A new token arrived after an authentication pause.
     case tokenRefreshed
-    /// A long-poll saw another replica's event on the server (`SyncEngine.Configuration.longPoll`).
+    /// The live stream or a long-poll brought something for the run loop (`SyncEngine.Configuration.live`,
+    /// `SyncEngine.Configuration.longPoll`): frames to apply, or a catch-up to run.
     case remoteChange
 }

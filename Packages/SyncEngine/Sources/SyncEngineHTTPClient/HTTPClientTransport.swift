@@ -20,11 +20,11 @@ import Synchronization
 /// the protocol's own bound.
 public final class HTTPClientTransport: SyncTransport {
     public let baseURL: URL
-    private let client: HTTPClient
-    private let token: Mutex<String?>
-    private let timeout: TimeAmount
+    let client: HTTPClient
+    let token: Mutex<String?>
+    let timeout: TimeAmount
     private let url: String
-    private let onTraffic: (@Sendable (Traffic) -> Void)?
+    let onTraffic: (@Sendable (Traffic) -> Void)?
 
     /// The process-wide client transports use unless given one: NIO's shared event loops, no response
     /// decompression.
@@ -34,8 +34,14 @@ public final class HTTPClientTransport: SyncTransport {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
-    /// - Parameter onTraffic: called with the bytes of every answered request, syncs and pulls alike (for
-    ///   a load generator counting what its devices move, long-polls included).
+    /// - Parameters:
+    ///   - baseURL: the server, e.g. `http://127.0.0.1:8080`.
+    ///   - token: the bearer token, or nil; `setToken(_:)` replaces it.
+    ///   - client: the `HTTPClient` requests go through (see above: it must not decompress responses).
+    ///   - timeout: how long one request may take (a long-poll: this plus its `wait`; the live stream: until
+    ///     its answer's head, then its heartbeats watch it).
+    ///   - onTraffic: called with the bytes of every answered request, syncs and pulls alike, and of the live
+    ///     stream as they arrive (for a load generator counting what its devices move, long-polls included).
     public init(
         baseURL: URL, token: String?, client: HTTPClient = HTTPClientTransport.sharedClient,
         timeout: Duration = .seconds(60), onTraffic: (@Sendable (Traffic) -> Void)? = nil

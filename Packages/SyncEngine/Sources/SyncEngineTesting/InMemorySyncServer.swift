@@ -15,6 +15,9 @@ public actor InMemorySyncServer {
     private let isCommutative: @Sendable (String) -> Bool
     private let rule: @Sendable (Event) -> EventRejection?
     public private(set) var requestCount = 0
+    /// The live stream's subscribers: the scopes they read (nil: every scope) and where their frames go.
+    private var subscribers: [Int: (scopes: Set<Scope>?, continuation: AsyncStream<LiveFrame>.Continuation)] = [:]
+    private var nextSubscriber = 0
 
     /// - Parameters:
     ///   - isCommutative: whether events of a type skip the stream-version check, as `SyncDomain` says on the
@@ -54,6 +57,47 @@ public actor InMemorySyncServer {
             after: request.cursor, scopes: request.scopes, limit: request.limit ?? pageSize, exclude: request.exclude)
         page.marks = request.markEvery.map { Self.marks(page.events, after: request.cursor, every: $0) }
         return page
+    }
+
+    /// Subscribes to the live stream (`GET /v1/live`) as the real server does: for each scope read (`scopes`,
+    /// or every scope) that has events after `request.cursor`, a frame of them first; then, for every push
+    /// that commits events, one frame per scope with them, the same for every subscriber. Ending the
+    /// iteration unsubscribes.
+    public func subscribe(_ request: PullRequest) -> AsyncStream<LiveFrame> {
+        let (stream, continuation) = AsyncStream<LiveFrame>.makeStream()
+        let scopes = request.scopes.map(Set.init)
+        for scope in (scopes.map(Array.init) ?? Array(log.keys)).sorted() {
+            let after = request.cursor[scope]
+            let events = Array(log[scope, default: []].dropFirst(Int(after)))
+            if let head = events.last?.seq {
+                continuation.yield(LiveFrame(scope: scope, after: after, head: head, events: events))
+            }
+        }
+        nextSubscriber += 1
+        let id = nextSubscriber
+        subscribers[id] = (scopes, continuation)
+        continuation.onTermination = { _ in Task { await self.unsubscribe(id) } }
+        return stream
+    }
+
+    private func unsubscribe(_ id: Int) {
+        subscribers[id] = nil
+    }
+
+    /// Subscribers of the live stream now.
+    public var liveSubscribers: Int { subscribers.count }
+
+    /// Sends the frames of a commit: per scope, its new events.
+    private func publish(_ committed: [Event]) {
+        guard !subscribers.isEmpty else { return }
+        for (scope, events) in Dictionary(grouping: committed, by: \.scope).sorted(by: { $0.key < $1.key }) {
+            let sorted = events.sorted { ($0.seq ?? 0) < ($1.seq ?? 0) }
+            let frame = LiveFrame(
+                scope: scope, after: (sorted[0].seq ?? 1) - 1, head: sorted[sorted.count - 1].seq ?? 0, events: sorted)
+            for (scopes, continuation) in subscribers.values where scopes?.contains(scope) ?? true {
+                continuation.yield(frame)
+            }
+        }
     }
 
     /// The cursors partway through a page, as the server answers them (`PullResponse.marks`).
@@ -101,18 +145,21 @@ public actor InMemorySyncServer {
         let heads = Dictionary(uniqueKeysWithValues: plan.pendingScopes.map { ($0, Int64(log[$0]?.count ?? 0)) })
         _ = plan.assignSeqs(heads: heads)
         let receivedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(requestCount))
+        var committed: [Event] = []
         for index in plan.acceptedIndexes {
             guard case .accepted(let seq) = plan.outcomes[index] else { continue }
             var stored = plan.events[index]
             stored.seq = seq
             stored.receivedAt = receivedAt
             log[stored.scope, default: []].append(stored)
+            committed.append(stored)
             seqByID[stored.id] = seq
             if !isCommutative(stored.type) {
                 let key = PushPlan.StreamKey(scope: stored.scope, stream: stored.stream)
                 streamVersions[key] = max(streamVersions[key] ?? 0, stored.streamVersion)
             }
         }
+        publish(committed)
         return plan.results
     }
 

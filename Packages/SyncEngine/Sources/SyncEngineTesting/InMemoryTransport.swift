@@ -6,7 +6,9 @@ import Synchronization
 
 /// A transport to an `InMemorySyncServer` with injected faults, for deterministic tests of what a real
 /// network does to a sync: requests lost, responses lost after the server committed, requests delivered
-/// twice, delays, reordered concurrent deliveries, 5xx and 429 answers, expired tokens.
+/// twice, delays, reordered concurrent deliveries, 5xx and 429 answers, expired tokens. It has the live
+/// stream too (`live`: frames as the server commits), with its own faults: a server without it, refused
+/// subscriptions, lost frames, streams ended by `behind`, an error or a restart.
 public final class InMemoryTransport: SyncTransport {
     public enum Fault: Sendable, Hashable {
         /// The request never reaches the server.
@@ -35,8 +37,19 @@ public final class InMemoryTransport: SyncTransport {
     private let faults: Mutex<[Fault]>
     private let delivered = Mutex(0)
     private let heldBack = Mutex<[SyncRequest]>([])
+    private let liveState = Mutex(LiveState())
+    private struct LiveState {
+        var supported = true
+        var refusals: [SyncFailure] = []
+        var framesToDrop = 0
+        var requests: [PullRequest] = []
+        var nextID = 0
+        var open: [Int: (continuation: LiveMessages.Continuation, forward: Task<Void, Never>)] = [:]
+    }
 
-    /// - Parameter faults: applied to the next requests, one per request, in order.
+    /// - Parameters:
+    ///   - server: the server requests reach.
+    ///   - faults: applied to the next requests, one per request, in order.
     public init(server: InMemorySyncServer, faults: [Fault] = []) {
         self.server = server
         self.faults = Mutex(faults)
@@ -103,4 +116,79 @@ public final class InMemoryTransport: SyncTransport {
             try? await Task.sleep(for: .milliseconds(10))
         }
     }
+
+    // MARK: - The live stream
+
+    /// Subscribes at the server (`InMemorySyncServer.subscribe`): `subscribed` (heartbeat 15 s), then its
+    /// frames as it commits, until the stream is ended (`endLiveStreams`) or the caller stops reading.
+    /// The faults of `sync` do not apply; the live ones below do.
+    public func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages {
+        let refusal = liveState.withLock { state -> SyncFailure? in
+            state.requests.append(request)
+            guard state.supported else {
+                return .permanent(code: SyncFailure.transportUnsupported, message: "HTTP 404 route.notFound")
+            }
+            return state.refusals.isEmpty ? nil : state.refusals.removeFirst()
+        }
+        if let refusal { throw refusal }
+        let frames = await server.subscribe(request)
+        let (stream, continuation) = LiveMessages.makeStream()
+        continuation.yield(.subscribed(heartbeatSeconds: 15))
+        let forward = Task { [weak self] in
+            for await frame in frames {
+                let lost = self?.liveState.withLock { state in
+                    defer { state.framesToDrop = max(0, state.framesToDrop - 1) }
+                    return state.framesToDrop > 0
+                }
+                if lost != true { continuation.yield(.frame(frame)) }
+            }
+            // Cancelled: whoever cancelled ends the stream (`endLiveStreams` after its message).
+            if !Task.isCancelled { continuation.finish() }
+        }
+        let id = liveState.withLock { state in
+            state.nextID += 1
+            state.open[state.nextID] = (continuation, forward)
+            return state.nextID
+        }
+        continuation.onTermination = { [weak self] _ in
+            forward.cancel()
+            _ = self?.liveState.withLock { $0.open.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Whether `live` subscribes; false answers as a server without the stream does (404, which the engine
+    /// sees as `SyncFailure.transportUnsupported`).
+    public func setLiveSupported(_ supported: Bool) {
+        liveState.withLock { $0.supported = supported }
+    }
+
+    /// Refuses the next subscriptions with these failures, one per request, in order.
+    public func refuseLive(_ failures: [SyncFailure]) {
+        liveState.withLock { $0.refusals += failures }
+    }
+
+    /// Loses the next `count` frames on their way to the open streams: the subscriber sees a gap.
+    public func dropLiveFrames(_ count: Int) {
+        liveState.withLock { $0.framesToDrop += count }
+    }
+
+    /// Ends every open stream after `message` (`.behind`, `.error(…)`), or without one (nil: a server restart).
+    public func endLiveStreams(with message: LiveMessage? = nil) {
+        let open = liveState.withLock { state in
+            defer { state.open.removeAll() }
+            return Array(state.open.values)
+        }
+        for (continuation, forward) in open {
+            forward.cancel()
+            if let message { continuation.yield(message) }
+            continuation.finish()
+        }
+    }
+
+    /// The live requests made so far, oldest first (refused ones included).
+    public var liveRequests: [PullRequest] { liveState.withLock { $0.requests } }
+
+    /// The streams open now.
+    public var openLiveStreams: Int { liveState.withLock { $0.open.count } }
 }

@@ -175,9 +175,9 @@ import Testing
         await running.value
     }
 
-    /// With `longPoll`, a running engine that has no other trigger (no interval, no local write) sees
-    /// another replica's event within a round trip of its push, and applies the poll's page without a cycle
-    /// of its own; its own pushes wake the poll without any sync.
+    /// With `longPoll` (and the live stream off), a running engine that has no other trigger (no interval, no
+    /// local write) sees another replica's event within a round trip of its push, and applies the poll's page
+    /// without a cycle of its own; its own pushes wake the poll without any sync.
     @Test func longPollAppliesAnotherReplicasEventsWithoutACycle() async throws {
         let directory = try TemporaryDirectory()
         let server = InMemorySyncServer()
@@ -185,6 +185,7 @@ import Testing
         let store = try EventStore(path: directory.path("b.sqlite"), projections: [TitleProjection()])
         var configuration = SyncEngine.Configuration()
         configuration.interval = nil
+        configuration.live = false
         configuration.longPoll = .seconds(5)
         let b = try SyncEngine(
             store: store, transport: InMemoryTransport(server: server), configuration: configuration)
@@ -224,6 +225,7 @@ import Testing
         let server = InMemorySyncServer()
         var configuration = SyncEngine.Configuration()
         configuration.interval = nil
+        configuration.live = false
         configuration.longPoll = .seconds(5)
         configuration.debounce = .milliseconds(5)
         let stores = try (0..<4).map {

@@ -12,9 +12,9 @@ public struct FoldedPurgeReport: Sendable, Hashable {
     public var pagesFreed: Int
 }
 
-/// Folding on arrival (DESIGN §8): a pulled event that every other replica has acknowledged (at or below the
-/// answer's `othersStable`), of a stream this replica has nothing of its own pending in, goes into the
-/// projections' state and snapshot alike (`ArrivalFoldingProjection`) instead of the log. A stable prune
+/// Folding on arrival (docs/ARCHITECTURE.md, "Compaction and retention"): a pulled event that every other replica has
+/// acknowledged (at or below the answer's `othersStable`), of a stream this replica has nothing of its own pending in,
+/// goes into the projections' state and snapshot alike (`ArrivalFoldingProjection`) instead of the log. A stable prune
 /// right after the pull would leave the same; a new device pulling a long history that the server has not
 /// folded then writes its state, not a log it would delete at once.
 ///

@@ -22,10 +22,10 @@ extension EventStore {
     /// `incremental_vacuum`.
     ///
     /// **The rule.** A confirmed event is pruned when its `seq` is at or below its scope's stable point
-    /// (every replica has seen it, DESIGN §8) or the server received it before `olderThan`. Pending events
-    /// (the outbox) and rejected events (kept for the user) are never pruned. Before deleting, the store
-    /// folds exactly those events into each projection's snapshot — restore the previous snapshot, apply the
-    /// folded events in canonical order, save — so that from then on "restore the snapshot, replay the
+    /// (every replica has seen it, docs/ARCHITECTURE.md, "Compaction and retention") or the server received it before
+    /// `olderThan`. Pending events (the outbox) and rejected events (kept for the user) are never pruned. Before
+    /// deleting, the store folds exactly those events into each projection's snapshot — restore the previous snapshot,
+    /// apply the folded events in canonical order, save — so that from then on "restore the snapshot, replay the
     /// remaining log" (what `rebuild`, rejection rollback and time travel do) gives the state it gave before.
     /// A stable prune (no `olderThan`) also forgets the versions of the streams the projections retire
     /// (`Projection.retiredStreams`) and the log no longer holds events of.
@@ -38,7 +38,10 @@ extension EventStore {
     /// and the snapshots consistent, with the later steps not done. Otherwise (a projection without
     /// per-stream snapshots, or `olderThan`) the prune is one transaction that restores, folds, saves and
     /// rebuilds whole projections. The vacuum then runs in steps of `vacuumStep` pages.
-    /// - Parameter eventsPerStep: the events a stable prune folds per transaction.
+    /// - Parameters:
+    ///   - stablePoints: each scope's stable point (`seq`): confirmed events at or below it are pruned.
+    ///   - cutoff: with `olderThan:`, confirmed events the server received before it are pruned too.
+    ///   - eventsPerStep: the events a stable prune folds per transaction.
     public func prune(
         stablePoints: [Scope: Int64] = [:], olderThan cutoff: Date? = nil, eventsPerStep: Int = stablePruneStep
     ) async throws -> EventPruneReport {

@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 import SyncModels
 
-/// The domain's half of re-basing (DESIGN §8): whether a pending event made before a reset still applies to
-/// the state the store holds after the bootstrap, and what redoes it when it does not.
+/// The domain's half of re-basing (docs/ARCHITECTURE.md, "Compaction and retention"): whether a pending event made
+/// before a reset still applies to the state the store holds after the bootstrap, and what redoes it when it does not.
 ///
 /// After 410 `reset.required` the store drops everything the server had sent and pulls the server's folded
 /// history from the start. Pending events were made against the old state; an operation that refers to an

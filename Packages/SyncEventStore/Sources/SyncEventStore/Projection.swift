@@ -58,12 +58,13 @@ public protocol Projection: Sendable {
 
 /// The order a rebuild feeds a projection the log in.
 public enum ReplayOrder: Sendable, Hashable {
-    /// Confirmed events by `(scope, seq)`, then pending events by local order (DESIGN §5): the same on every
-    /// replica. What a projection whose result depends on order needs.
+    /// Confirmed events by `(scope, seq)`, then pending events by local order (docs/ARCHITECTURE.md, "From a local edit
+    /// to every replica"): the same on every replica. What a projection whose result depends on order needs.
     case canonical
     /// The order events were written to this log (their `position`), which is the order incremental
     /// application saw them in (rollbacks aside). Only for projections that reach the same state in any
-    /// order (CRDTs, DESIGN §5): it reads the log as a plain table scan instead of walking the `seq` index.
+    /// order (CRDTs, docs/ARCHITECTURE.md, "From a local edit to every replica"): it reads the log as a plain table
+    /// scan instead of walking the `seq` index.
     case arrival
 }
 
@@ -197,9 +198,10 @@ public protocol StreamSnapshotProjection: Projection {
     func foldIntoSnapshot(_ events: [StoredEvent], streams: Set<String>, stable: Bool, in db: Database) throws
 }
 
-/// A projection that can take pulled events as folded history on arrival (DESIGN §8): events every other
-/// replica has acknowledged (at or below the answer's `othersStable`), of a stream this replica has nothing
-/// of its own pending in, change the stream's state and its snapshot alike, and the log never holds them.
+/// A projection that can take pulled events as folded history on arrival (docs/ARCHITECTURE.md, "Compaction and
+/// retention"): events every other replica has acknowledged (at or below the answer's `othersStable`), of a stream this
+/// replica has nothing of its own pending in, change the stream's state and its snapshot alike, and the log never holds
+/// them.
 ///
 /// It is what a stable prune right after the pull would leave, without the log's rows that the prune would
 /// write and then delete: a new device pulling a long unfolded history (no server compaction, or one that

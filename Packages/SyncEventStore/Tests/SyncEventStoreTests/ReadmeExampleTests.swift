@@ -10,7 +10,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("notes.sqlite")
         // README begins
-        let store = try EventStore(path: path, projections: [])
+        let store = try EventStore(path: path, projections: [])  // path: where the SQLite file goes
         let stored = try await store.append([
             EventDraft(
                 scope: "team-1", stream: "note:1", type: "note.created", payload: .object(["title": "Milk"]),

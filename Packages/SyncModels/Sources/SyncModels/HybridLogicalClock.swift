@@ -9,7 +9,8 @@ public final class HybridLogicalClock: Sendable {
 
     /// - Parameters:
     ///   - replica: the replica issuing timestamps.
-    ///   - resumingAfter: the last timestamp this replica persisted, so a restart never goes backwards.
+    ///   - last: the last timestamp this replica persisted (`resumingAfter:`), so a restart never goes
+    ///     backwards.
     ///   - maxForwardDrift: see `HLCState`.
     ///   - wallClock: milliseconds since the Unix epoch; the system clock by default.
     public init(

@@ -34,6 +34,10 @@ enum FastEventDecoding {
         try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.pushResponse(&reader) }
     }
 
+    static func liveFrame(_ data: Data) throws(SyncProtocolError) -> LiveFrame {
+        try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.liveFrame(&reader) }
+    }
+
     /// Checks that a body is JSON under the rule set.
     /// - Throws: `SyncProtocolError` `request.malformed`.
     static func validate(_ data: Data) throws(SyncProtocolError) {
@@ -302,6 +306,28 @@ private struct BodyDecoder {
         return PullResponse(
             events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) }, stable: stable,
             othersStable: othersStable, marks: marks)
+    }
+
+    mutating func liveFrame(_ reader: inout JSONReader) throws(Bail) -> LiveFrame {
+        var scope: Scope?
+        var after: Int64?
+        var head: Int64?
+        var events: [Event]?
+        try object(&reader, "the frame") { decoder, reader, key throws(Bail) in
+            switch key {
+            case "scope": scope = try decoder.scope(&reader, "scope")
+            case "after": after = try decoder.int64(&reader, "after")
+            case "head": head = try decoder.int64(&reader, "head")
+            case "events": events = try decoder.events(&reader, "events")
+            default: return false
+            }
+            return true
+        }
+        guard let scope else { throw missing("scope") }
+        guard let after else { throw missing("after") }
+        guard let head else { throw missing("head") }
+        guard let events else { throw missing("events") }
+        return LiveFrame(scope: scope, after: after, head: head, events: events)
     }
 
     mutating func syncResponse(_ reader: inout JSONReader) throws(Bail) -> SyncResponse {

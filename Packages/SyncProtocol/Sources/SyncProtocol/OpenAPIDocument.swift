@@ -6,8 +6,8 @@
 public enum OpenAPIDocument {
     /// The paths the document describes, with their methods, as `"METHOD /path"`.
     public static let operations: [String] = [
-        "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /healthz", "GET /readyz", "GET /metrics",
-        "GET /openapi.json",
+        "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /v1/live", "GET /healthz", "GET /readyz",
+        "GET /metrics", "GET /openapi.json",
     ]
 
     /// The methods a path is served with (from `operations`), or nil for a path the API does not have: a
@@ -105,6 +105,28 @@ public enum OpenAPIDocument {
                   "413": {"$ref": "#/components/responses/TooLarge"},
                   "415": {"$ref": "#/components/responses/UnsupportedEncoding"},
                   "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/live": {
+              "get": {
+                "operationId": "live",
+                "summary": "The live stream (an addition): every commit of the scopes after the cursor, as it happens, as Server-Sent Events.",
+                "description": "A long-lived text/event-stream answer, never compressed. Messages: event live (data LiveSubscribed) first; event events (data LiveFrame) for each commit or group of commits of one scope, the same bytes for every subscriber; comment lines (:) as heartbeats every heartbeatSeconds; event behind (data {}) when the server drops the subscriber back to catch-up (it pulls from its cursor, then subscribes again), then the stream ends; event error (data Error) with auth.expired when the token expires, then the stream ends. A frame continues a subscriber's position p in its scope when p equals its after; p at or past its head means it is already known; p below its after means events were missed (pull, then subscribe again). docs/PROTOCOL.md describes it in full.",
+                "parameters": [
+                  {"name": "cursor", "in": "query", "required": false, "description": "The subscriber's cursor (as for pull): frames follow each scope's position in it. A position more than 1,000 events behind is answered with behind at once.", "schema": {"type": "string"}},
+                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names, as for pull; absent or empty is every scope in the token.", "schema": {"type": "string", "pattern": "^([A-Za-z0-9._:-]{1,128}(,[A-Za-z0-9._:-]{1,128})*)?$"}},
+                  {"name": "replica", "in": "query", "required": false, "description": "The subscribing replica's id (for logs; the stream records no progress).", "schema": {"$ref": "#/components/schemas/ReplicaID"}}
+                ],
+                "responses": {
+                  "200": {
+                    "description": "The stream (Server-Sent Events).",
+                    "content": {"text/event-stream": {"schema": {"type": "string", "description": "Server-Sent Events: live, events, behind and error messages and heartbeat comments; the data of each is one line of JSON (LiveSubscribed, LiveFrame, {} and Error)."}}}
+                  },
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "403": {"$ref": "#/components/responses/Forbidden"},
                   "503": {"$ref": "#/components/responses/Unavailable"}
                 }
               }
@@ -266,6 +288,23 @@ public enum OpenAPIDocument {
                   "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
                   "marks": {"$ref": "#/components/schemas/Marks"}
                 }
+              },
+              "LiveFrame": {
+                "type": "object",
+                "description": "The data of an events message of the live stream: the events of one scope with seq after+1 through head, contiguous and in order.",
+                "required": ["scope", "after", "head", "events"],
+                "properties": {
+                  "scope": {"$ref": "#/components/schemas/Scope"},
+                  "after": {"type": "integer", "minimum": 0, "description": "The scope's position before the first event."},
+                  "head": {"type": "integer", "minimum": 1, "description": "The scope's position after the last event."},
+                  "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}
+                }
+              },
+              "LiveSubscribed": {
+                "type": "object",
+                "description": "The data of the live message that opens the stream.",
+                "required": ["heartbeatSeconds"],
+                "properties": {"heartbeatSeconds": {"type": "integer", "minimum": 1}}
               },
               "SyncRequest": {
                 "type": "object",

@@ -175,6 +175,7 @@ public struct WireCodec: Sendable {
         if T.self == SyncResponse.self { return try FastEventDecoding.syncResponse(data) as! T }
         if T.self == PullResponse.self { return try FastEventDecoding.pullResponse(data) as! T }
         if T.self == PushResponse.self { return try FastEventDecoding.pushResponse(data) as! T }
+        if T.self == LiveFrame.self { return try FastEventDecoding.liveFrame(data) as! T }
         // Others: the rule set decides whether the body is JSON, `JSONDecoder` only maps it to `type`.
         try FastEventDecoding.validate(data)
         do {

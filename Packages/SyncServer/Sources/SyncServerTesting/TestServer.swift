@@ -37,6 +37,7 @@ public struct TestServer: Sendable {
     ///     so that a loaded machine (the whole repository's tests run at once) does not fail tests spuriously.
     ///   - configure: changes to the test configuration (pool of 4, the standard limits).
     ///   - domain: the domain plugged into the server.
+    ///   - test: the test, given the running server.
     public static func run(
         live: Bool = false, acquireTimeout: Duration = .seconds(20), domain: any SyncDomain,
         configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },

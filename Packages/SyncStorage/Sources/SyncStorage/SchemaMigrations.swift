@@ -31,8 +31,10 @@ public struct SchemaMigrations: Sendable {
     /// Registers a migration. Identifiers are global across packages: prefix them with the package,
     /// e.g. `eventstore.v1.events`.
     /// - Parameters:
+    ///   - identifier: the migration's identifier, recorded in the file once it is applied.
     ///   - derivedTables: tables this migration may drop or reshape because their rows are derived and get
     ///     rebuilt (projection read tables).
+    ///   - body: the schema change, run in the migration's own transaction.
     /// - Precondition: no migration with the same identifier was registered.
     public mutating func register(
         _ identifier: String, derivedTables: Set<String> = [], _ body: @escaping @Sendable (Database) throws -> Void

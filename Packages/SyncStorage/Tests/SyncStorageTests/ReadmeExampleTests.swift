@@ -10,7 +10,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("app.sqlite")
         // README begins
-        let database = try SyncDatabase(path: path)
+        let database = try SyncDatabase(path: path)  // path: where the SQLite file goes
         var migrations = SchemaMigrations()
         migrations.register("app.v1.items") { db in
             try db.execute(sql: "CREATE TABLE IF NOT EXISTS item (id TEXT PRIMARY KEY, title TEXT)")

@@ -5,7 +5,7 @@ import SyncModels
 import SyncProtocol
 
 /// Folds each scope's history at or below its stable point into one row per stream, through the domain's
-/// `StreamFolder` (DESIGN §8).
+/// `StreamFolder` (docs/ARCHITECTURE.md, "Compaction and retention").
 ///
 /// **What a pass does to a scope.** It reads the scope's stable point `S` (the lowest position acknowledged
 /// by a replica seen within the eviction horizon; the head when no replica was) and walks the events in

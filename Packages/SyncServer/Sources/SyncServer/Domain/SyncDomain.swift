@@ -25,8 +25,8 @@ public protocol SyncDomain: Sendable {
     /// get a `conflict.version` rejection whatever their `streamVersion`. Other events extend their stream
     /// by optimistic concurrency (`streamVersion` must be higher than the stream's current version).
     func isCommutative(type: String) -> Bool
-    /// How this domain's streams fold into one snapshot event when the server compacts (DESIGN §8); nil
-    /// when the domain's streams are never folded.
+    /// How this domain's streams fold into one snapshot event when the server compacts (docs/ARCHITECTURE.md,
+    /// "Compaction and retention"); nil when the domain's streams are never folded.
     var folder: (any StreamFolder)? { get }
 }
 
@@ -44,7 +44,8 @@ public struct GenericDomain: SyncDomain {
     public var name: String { "generic" }
 }
 
-/// Folds the events of one stream into one snapshot event, for compaction (DESIGN §8).
+/// Folds the events of one stream into one snapshot event, for compaction (docs/ARCHITECTURE.md, "Compaction and
+/// retention").
 ///
 /// Compaction hands the folder a stream's events at or below the scope's stable point, in seq order (the
 /// first may be an earlier snapshot of the same stream); the folder returns the payload of one event of

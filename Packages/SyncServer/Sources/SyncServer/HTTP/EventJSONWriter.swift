@@ -59,6 +59,24 @@ struct EventJSONWriter {
         return writer.bytes
     }
 
+    /// `{"scope":"…","after":…,"head":…,"events":[…]}`, a frame of the live stream (`LiveFrame`).
+    static func liveFrame(scope: Scope, after: Int64, head: Int64, events: [StoredEvent]) -> [UInt8] {
+        var writer = EventJSONWriter(capacity: 96 + capacity(events))
+        writer.raw("{\"scope\":")
+        writer.string(scope.name)
+        writer.raw(",\"after\":")
+        writer.writer.int(after)
+        writer.raw(",\"head\":")
+        writer.writer.int(head)
+        writer.raw(",\"events\":[")
+        for (index, event) in events.enumerated() {
+            if index > 0 { writer.raw(",") }
+            writer.event(event)
+        }
+        writer.raw("]}")
+        return writer.bytes
+    }
+
     /// What comes before `pageTail` in a sync answer: `{"results":[…],`.
     static func pageHead(results: [PushResult]) -> [UInt8] {
         var writer = EventJSONWriter(capacity: 16 + results.count * 80)

@@ -19,12 +19,15 @@ struct SyncAPI: Sendable {
     let readiness: Readiness
     /// Pages read ahead for replicas catching up (see `ReadAhead`).
     var readAhead = ReadAhead(maxEvents: 0)
+    /// The live stream's subscribers and frames (`GET /v1/live`); nil: the route answers 503.
+    var live: LiveHub? = nil
 
     /// The routes, as `"METHOD /path"`, that the OpenAPI document must describe exactly.
     func register(on router: Router<BasicRequestContext>) {
         router.post("/v1/push") { request, context in try await self.handlePush(request, context: context) }
         router.get("/v1/pull") { request, context in try await self.handlePull(request, context: context) }
         router.post("/v1/sync") { request, context in try await self.handleSync(request, context: context) }
+        router.get("/v1/live") { request, context in try await self.handleLive(request, context: context) }
         router.get("/healthz") { _, _ in Self.json(Data(#"{"status":"ok"}"#.utf8)) }
         router.get("/readyz") { _, context in try await self.handleReady(context: context) }
         router.get("/metrics") { _, _ in self.handleMetrics() }

@@ -51,8 +51,14 @@ final class LongPollHub: Service, Sendable {
     private let parkedGauge: Gauge
     private let listeningGauge: Gauge
     private let active = Mutex(0)
+    /// The live stream's hub, told of every commit this hub is signalled.
+    let live: LiveHub?
 
-    init(client: PostgresClient, logger: Logger, metrics: ServerMetrics, headMaxAge: Duration = .seconds(600)) {
+    init(
+        client: PostgresClient, logger: Logger, metrics: ServerMetrics, headMaxAge: Duration = .seconds(600),
+        live: LiveHub? = nil
+    ) {
+        self.live = live
         self.client = client
         self.headMaxAge = headMaxAge
         self.logger = logger
@@ -131,6 +137,7 @@ final class LongPollHub: Service, Sendable {
     /// Events committed by this process: their scopes and new heads.
     func signal(heads: [Scope: Int64]) {
         clock.withLock { clock in for (scope, head) in heads { clock.noteSignalled(scope, head: head) } }
+        live?.committed(heads: heads)
         signal(Array(heads.keys))
     }
 
@@ -139,6 +146,7 @@ final class LongPollHub: Service, Sendable {
     /// would only make their reads unsharable with the first).
     func signal(_ scope: Scope, head: Int64?) {
         if let head, !clock.withLock({ $0.noteSignalled(scope, head: head) }) { return }
+        live?.committed(scope, head: head)
         signal([scope])
     }
 
@@ -150,6 +158,7 @@ final class LongPollHub: Service, Sendable {
     }
 
     func signalAll() {
+        live?.committedAnywhere()
         clock.withLock { $0.signalAll() }
         for continuation in withState({ $0.signalAll() }) { continuation.resume() }
     }

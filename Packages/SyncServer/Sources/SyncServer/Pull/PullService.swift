@@ -7,8 +7,8 @@ import Synchronization
 
 /// Reads pages of events after a cursor, in `(scope, seq)` order, with optional long-polling.
 ///
-/// Because a scope's seqs become visible in order (DESIGN §4), reading `seq > position` per scope never
-/// skips an event that commits later, and the cursor returned moves each scope to the last seq returned.
+/// Because a scope's seqs become visible in order (docs/ARCHITECTURE.md, "Ordering"), reading `seq > position` per
+/// scope never skips an event that commits later, and the cursor returned moves each scope to the last seq returned.
 struct PullService: Sendable {
     let database: Database
     let repository = EventRepository()

@@ -4,8 +4,8 @@ import PostgresNIO
 import SyncModels
 import SyncProtocol
 
-/// Appends pushed events (DESIGN §4): one transaction per push that locks the head rows of the scopes
-/// involved in sorted order, sets aside stored ids as duplicates (with their original seq), checks stream
+/// Appends pushed events (docs/ARCHITECTURE.md, "Ordering"): one transaction per push that locks the head rows of the
+/// scopes involved in sorted order, sets aside stored ids as duplicates (with their original seq), checks stream
 /// versions, runs the domain rules, assigns `head+1…head+n`, and writes everything with one statement.
 /// Later pushes to the same scopes wait for the lock, so seq order is commit order and has no gaps.
 struct PushService: Sendable {

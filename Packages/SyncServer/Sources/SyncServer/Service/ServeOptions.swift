@@ -48,6 +48,9 @@ public struct ServeOptions: ParsableArguments {
     @Option(help: "PostgreSQL connections in the pool (SYNC_DB_POOL_SIZE, default 16).")
     public var dbPoolSize: Int?
 
+    @OptionGroup(title: "Identity provider")
+    public var identityProvider: IdentityProviderOptions
+
     public init() {}
 
     /// The configuration: defaults, then `SYNC_*` variables of `environment`, then flags.
@@ -63,13 +66,14 @@ public struct ServeOptions: ParsableArguments {
         if let maxPayloadBytes { configuration.limits.maxPayloadBytes = maxPayloadBytes }
         if let maxConcurrentPerToken { configuration.maxConcurrentRequestsPerToken = maxConcurrentPerToken }
         if let dbPoolSize { configuration.databasePoolSize = dbPoolSize }
+        identityProvider.apply(to: &configuration.identityProvider)
         return configuration
     }
 }
 
 /// Options every subcommand of a server executable shares; each flag overrides its `SYNC_*` variable.
 public struct CommonOptions: ParsableArguments {
-    @Option(help: "HS256 key for bearer tokens (SYNC_JWT_SECRET).")
+    @Option(help: "HS256 key for bearer tokens (SYNC_JWT_SECRET); optional with an identity provider's JWKS.")
     public var jwtSecret: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error (SYNC_LOG_LEVEL).")

@@ -10,8 +10,14 @@ public struct ServerConfiguration: Sendable {
     public var port: Int = 8080
     /// PostgreSQL URL, `postgres://user[:password]@host[:port]/database` (`SYNC_DATABASE_URL`).
     public var databaseURL: String = "postgres://sync@127.0.0.1:5432/sync"
-    /// HS256 signing key for bearer tokens (`SYNC_JWT_SECRET`).
+    /// HS256 signing key for bearer tokens (`SYNC_JWT_SECRET`); may be left empty when an identity
+    /// provider is configured.
     public var jwtSecret: String = ""
+    /// The identity provider whose RS256 and ES256 tokens are accepted too: its JWKS (`SYNC_JWKS_FILE` or
+    /// `SYNC_JWKS_URL`, read again every `SYNC_JWKS_REFRESH_SECONDS`, default 300) and how its tokens are
+    /// read (`SYNC_JWT_SUBJECT_CLAIM`, `SYNC_JWT_SCOPES_CLAIM`, `SYNC_JWT_AUDIENCE`, `SYNC_JWT_ISSUER`,
+    /// `SYNC_JWT_LEEWAY_SECONDS`). None by default.
+    public var identityProvider = IdentityProviderConfiguration()
     /// Body, event and page limits (`SYNC_MAX_BODY_BYTES`, `SYNC_MAX_DECOMPRESSED_BYTES`,
     /// `SYNC_MAX_EVENTS_PER_PUSH`, `SYNC_MAX_PAYLOAD_BYTES`, `SYNC_MAX_PULL_LIMIT`, `SYNC_MAX_WAIT_SECONDS`).
     public var limits: ProtocolLimits = .standard
@@ -34,6 +40,13 @@ public struct ServerConfiguration: Sendable {
     public var readAheadEvents: Int = 20_000
     /// How long a page read ahead waits for the request it was read for before it is dropped (10 s).
     public var readAheadMaxAge: Duration = .seconds(10)
+    /// Seconds between heartbeats on an idle live stream (`SYNC_LIVE_HEARTBEAT_SECONDS`, default 15): well
+    /// under the read timeout of any proxy in front (nginx's `proxy_read_timeout` in deploy/nginx is 45 s).
+    public var liveHeartbeatSeconds: Int = 15
+    /// The bytes of recent frames each scope with live subscribers keeps (`SYNC_LIVE_BUFFER_BYTES`, default
+    /// 1 MiB, and at most 256 frames): a subscriber that falls further behind (it does not read) is dropped
+    /// back to catch-up. What a slow subscriber can cost the server is this, shared, plus its socket's buffers.
+    public var liveBufferBytes: Int = 1 << 20
     /// How long start-up keeps retrying to reach the database before giving up
     /// (`SYNC_STARTUP_TIMEOUT_SECONDS`, default 30).
     public var startupTimeoutSeconds: Int = 30
@@ -79,6 +92,20 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_PORT", 0...65535) { port = value }
         if let value = environment["SYNC_DATABASE_URL"], !value.isEmpty { databaseURL = value }
         if let value = environment["SYNC_JWT_SECRET"], !value.isEmpty { jwtSecret = value }
+        if let value = environment["SYNC_JWKS_FILE"], !value.isEmpty { identityProvider.jwksFile = value }
+        if let value = environment["SYNC_JWKS_URL"], !value.isEmpty { identityProvider.jwksURL = value }
+        if let value = try integer("SYNC_JWKS_REFRESH_SECONDS", 0...86_400) { identityProvider.refreshSeconds = value }
+        if let value = environment["SYNC_JWT_SUBJECT_CLAIM"], !value.isEmpty {
+            identityProvider.claims.subjectClaim = value
+        }
+        if let value = environment["SYNC_JWT_SCOPES_CLAIM"], !value.isEmpty {
+            identityProvider.claims.scopesClaim = value
+        }
+        if let value = environment["SYNC_JWT_AUDIENCE"], !value.isEmpty { identityProvider.claims.audience = value }
+        if let value = environment["SYNC_JWT_ISSUER"], !value.isEmpty { identityProvider.claims.issuer = value }
+        if let value = try integer("SYNC_JWT_LEEWAY_SECONDS", 0...ClaimRules.maxLeewaySeconds) {
+            identityProvider.claims.leewaySeconds = value
+        }
         if let value = try integer("SYNC_MAX_BODY_BYTES", 1...Int.max) { limits.maxCompressedBodyBytes = value }
         if let value = try integer("SYNC_MAX_DECOMPRESSED_BYTES", 1...Int.max) {
             limits.maxDecompressedBodyBytes = value
@@ -97,6 +124,8 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_DB_QUEUE_LIMIT", 1...Int.max) { databaseQueueLimit = value }
         if let value = try integer("SYNC_GZIP_LEVEL", 1...9) { gzipLevel = Int32(value) }
         if let value = try integer("SYNC_READ_AHEAD_EVENTS", 0...100_000_000) { readAheadEvents = value }
+        if let value = try integer("SYNC_LIVE_HEARTBEAT_SECONDS", 1...3600) { liveHeartbeatSeconds = value }
+        if let value = try integer("SYNC_LIVE_BUFFER_BYTES", 1024...(1 << 30)) { liveBufferBytes = value }
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
         if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }
@@ -120,14 +149,22 @@ public struct ServerConfiguration: Sendable {
     }
 
     /// Checks the values that have no safe default.
-    /// - Throws: `ConfigurationError` for an empty JWT secret, a bad database URL or inconsistent limits.
+    /// - Throws: `ConfigurationError` for neither a JWT secret nor an identity provider, a JWT secret under
+    ///   32 bytes, a bad identity provider setting, a bad database URL or inconsistent limits.
     public func validate() throws {
-        guard jwtSecret.utf8.count >= 32 else {
+        guard !jwtSecret.isEmpty || identityProvider.isConfigured else {
+            throw ConfigurationError(
+                message:
+                    "bearer tokens need a JWT secret (SYNC_JWT_SECRET or --jwt-secret, 32 bytes or more), an identity provider's JWKS (SYNC_JWKS_FILE or SYNC_JWKS_URL), or both"
+            )
+        }
+        guard jwtSecret.isEmpty || jwtSecret.utf8.count >= 32 else {
             throw ConfigurationError(
                 message:
                     "the JWT secret (SYNC_JWT_SECRET or --jwt-secret) must be 32 bytes or more (HS256 keys are at least as long as the hash)"
             )
         }
+        try identityProvider.validate()
         _ = try DatabaseURL(databaseURL)
         guard limits.defaultPullLimit <= limits.maxPullLimit else {
             throw ConfigurationError(message: "the default pull limit exceeds the maximum")

@@ -23,6 +23,15 @@ final class ServerMetrics: Sendable {
     let longPolls: Gauge
     /// Long-polls suspended in the hub right now (past their first read or idle answer, waiting for a signal).
     let parkedLongPolls: Gauge
+    /// Live-stream subscribers now (`GET /v1/live`).
+    let liveSubscribers: Gauge
+    /// Live frames encoded (each once, whatever the number of subscribers it goes to).
+    let liveFrames: Counter
+    /// Subscribers dropped back to catch-up (too slow, or subscribed from too far behind).
+    let liveDropped: Counter
+    /// Bytes of recent frames the live stream keeps, over every scope (each bounded by
+    /// `ServerConfiguration.liveBufferBytes`).
+    let liveBuffered: Gauge
     /// 1 while the long-poll hub's LISTEN connection is up (commits of other servers wake waiters), else 0.
     let listening: Gauge
     /// Rows compaction removed (events and older snapshots folded into new snapshots).
@@ -64,6 +73,10 @@ final class ServerMetrics: Sendable {
         operationsAdmitted = Gauge(label: "sync_db_operations_admitted", factory: factory)
         longPolls = Gauge(label: "sync_longpolls_active", factory: factory)
         parkedLongPolls = Gauge(label: "sync_longpolls_parked", factory: factory)
+        liveSubscribers = Gauge(label: "sync_live_subscribers", factory: factory)
+        liveFrames = Counter(label: "sync_live_frames_total", factory: factory)
+        liveDropped = Counter(label: "sync_live_dropped_total", factory: factory)
+        liveBuffered = Gauge(label: "sync_live_buffered_bytes", factory: factory)
         listening = Gauge(label: "sync_longpoll_listening", factory: factory)
         compactedEvents = Counter(label: "sync_compaction_folded_events_total", factory: factory)
         compactionSnapshots = Counter(label: "sync_compaction_snapshots_total", factory: factory)
@@ -85,6 +98,12 @@ final class ServerMetrics: Sendable {
     func recordReadAhead(used: Bool) {
         (used ? readAheadUsed : readAheadStarted).increment()
     }
+
+    func recordLiveFrames(_ count: Int) {
+        if count > 0 { liveFrames.increment(by: count) }
+    }
+
+    func recordLiveDropped() { liveDropped.increment() }
 
     /// A long-poll that began waiting without reading.
     func recordWaitWithoutRead() { waitsWithoutRead.increment() }

@@ -17,8 +17,12 @@ public struct SyncServerApp: Sendable {
     /// The domain plugged in: its push rules, its commutative types, its stream folder.
     public var domain: any SyncDomain
 
-    /// - Parameter domain: what the served events mean to the server; `GenericDomain()` serves a plain
-    ///   ordered event log.
+    /// - Parameters:
+    ///   - configuration: what the server listens on, its database, limits and policies.
+    ///   - domain: what the served events mean to the server; `GenericDomain()` serves a plain ordered event
+    ///     log.
+    ///   - logger: the server's logger.
+    ///   - registry: where the server keeps its metrics (`/metrics` reads them from it).
     public init(
         configuration: ServerConfiguration, domain: any SyncDomain = GenericDomain(), logger: Logger,
         registry: PrometheusCollectorRegistry
@@ -51,11 +55,15 @@ public struct SyncServerApp: Sendable {
         let database = Database(
             client: client, queueLimit: configuration.databaseQueueLimit, acquireTimeout: acquireTimeout,
             metrics: metrics, waitingReads: max(1, configuration.databasePoolSize / 4))
-        let hub = LongPollHub(client: client, logger: logger, metrics: metrics)
+        let live = LiveHub(
+            database: database, logger: logger, metrics: metrics, heartbeatSeconds: configuration.liveHeartbeatSeconds,
+            ringBytes: configuration.liveBufferBytes)
+        let hub = LongPollHub(client: client, logger: logger, metrics: metrics, live: live)
         let readiness = Readiness(database: database)
         let codec = WireCodec(limits: configuration.limits)
+        let tokens = await TokenVerifier(configuration: configuration, logger: logger)
         var api = SyncAPI(
-            tokens: await TokenVerifier(secret: configuration.jwtSecret),
+            tokens: tokens,
             limiter: RequestLimiter(limit: configuration.maxConcurrentRequestsPerToken),
             push: PushService(
                 database: database, rules: rules, limits: configuration.limits,
@@ -68,13 +76,15 @@ public struct SyncServerApp: Sendable {
                     maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds)), metrics: metrics),
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
+        api.live = live
         api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents, maxAge: configuration.readAheadMaxAge)
 
         let router = Router()
         router.add(middleware: ErrorMiddleware(metrics: metrics))
         api.register(on: router)
 
-        var services: [any Service] = [client, hub]
+        var services: [any Service] = [client, hub, live]
+        if let refresh = tokens.providerRefreshService { services.append(refresh) }
         if let folder = domain.folder, configuration.compaction.intervalSeconds > 0 {
             services.append(
                 CompactionService(
@@ -106,6 +116,7 @@ public struct SyncServerApp: Sendable {
             },
             logger: logger)
         app.beforeServerStarts {
+            try await tokens.loadProviderKeys(timeoutSeconds: startupTimeout, logger: logger)
             try await Self.migrate(migrator, client: client, timeoutSeconds: startupTimeout, logger: logger)
             readiness.markMigrated()
         }

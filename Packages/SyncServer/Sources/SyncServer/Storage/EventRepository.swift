@@ -313,9 +313,9 @@ struct EventRepository: Sendable {
     }
 
     /// Records that `replica` has read up to `positions` (never moving a position back), for compaction's
-    /// stable point (DESIGN §8); also marks the replica as seen now. `bases` holds, for the scopes it read
-    /// from position 0 (a bootstrap), the scope's `retained_from_seq` as read before those events: the purge
-    /// level its new state is based on.
+    /// stable point (docs/ARCHITECTURE.md, "Compaction and retention"); also marks the replica as seen now. `bases`
+    /// holds, for the scopes it read from position 0 (a bootstrap), the scope's `retained_from_seq` as read before
+    /// those events: the purge level its new state is based on.
     func recordProgress(
         replica: ReplicaID, positions: [Scope: Int64], bases: [Scope: Int64] = [:], on connection: PostgresConnection,
         logger: Logger

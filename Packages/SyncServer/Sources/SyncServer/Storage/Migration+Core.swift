@@ -1,6 +1,7 @@
 extension Migration {
     /// The tables of the generic server: scopes with their head and retention floor, the event log,
-    /// stream versions for optimistic concurrency, and per-replica progress for compaction (DESIGN §4, §8).
+    /// stream versions for optimistic concurrency, and per-replica progress for compaction (docs/ARCHITECTURE.md,
+    /// "Ordering" and "Compaction and retention").
     static let core = Migration(
         id: "0001-core",
         statements: [

@@ -1,0 +1,88 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import ServiceLifecycle
+import SyncModels
+import SyncProtocol
+
+extension SyncAPI {
+    /// `GET /v1/live`: the live stream, Server-Sent Events (see docs/PROTOCOL.md). Authorised as a pull;
+    /// everything wrong with the request is answered before the stream starts, as a JSON error. The stream
+    /// then holds no database connection and no request slot (`RequestLimiter`): a subscriber waits in
+    /// `LiveHub` for its scopes' frames, which are encoded once and written to every subscriber as the same
+    /// bytes, uncompressed (no per-connection compression state).
+    func handleLive(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let identity = try await tokens.identity(authorization: request.headers[.authorization])
+        guard let live else {
+            throw SyncProtocolError(.serverUnavailable, "this server does not serve the live stream")
+        }
+        let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
+        let pullRequest = try PullRequest(query: query, limits: codec.limits)
+        let scopes = try PullService.scopes(requested: pullRequest.scopes, identity: identity)
+        guard !scopes.isEmpty else {
+            throw SyncProtocolError(.requestInvalid, "the token grants no scope to follow")
+        }
+        let positions = Dictionary(uniqueKeysWithValues: scopes.map { ($0, pullRequest.cursor[$0]) })
+        let expiresAt = identity.expiresAt.map { ContinuousClock.now + .seconds($0.timeIntervalSinceNow) }
+        let subscription = try await live.subscribe(positions, expiresAt: expiresAt)
+        context.logger.debug("live: subscribed", metadata: ["sync.scopes": "\(scopes.count)"])
+
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-store"
+        // nginx: pass each write on at once (deploy/nginx/sync.conf also turns buffering off).
+        headers[.init("X-Accel-Buffering")!] = "no"
+        let subscribed = LiveHub.message(
+            LiveMessage.subscribedEvent, #"{"heartbeatSeconds":\#(live.heartbeatSeconds)}"#)
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                defer { live.unsubscribe(subscription.id) }
+                try await withGracefulShutdownHandler {
+                    try await writer.write(subscribed)
+                    try await Self.stream(subscription, from: live, to: &writer)
+                } onGracefulShutdown: {
+                    live.end(subscription.id)
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    /// Writes the subscriber's backfill, then its frames and heartbeats until its stream ends.
+    static func stream(
+        _ subscription: LiveHub.Subscription, from live: LiveHub, to writer: inout any ResponseBodyWriter
+    ) async throws {
+        for backfill in subscription.backfills {
+            guard let frames = try await live.frames(for: backfill) else {
+                live.end(subscription.id, .behind)
+                try await writer.write(Self.behind)
+                return
+            }
+            try await writer.write(contentsOf: frames)
+        }
+        while true {
+            switch await live.next(subscription.id) {
+            case .frames(let frames):
+                if frames.count == 1 {
+                    try await writer.write(frames[0])
+                } else {
+                    try await writer.write(contentsOf: frames)
+                }
+            case .heartbeat:
+                try await writer.write(LiveHub.heartbeat)
+            case .end(.behind):
+                try await writer.write(Self.behind)
+                return
+            case .end(.expired):
+                try await writer.write(Self.expired)
+                return
+            case .end(.closed), .wait:
+                return
+            }
+        }
+    }
+
+    static let behind = LiveHub.message(LiveMessage.behindEvent, "{}")
+    static let expired = LiveHub.message(
+        LiveMessage.errorEvent, #"{"error":{"code":"auth.expired","message":"the token has expired"}}"#)
+}

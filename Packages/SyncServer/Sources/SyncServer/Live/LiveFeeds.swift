@@ -1,0 +1,349 @@
+import SyncModels
+
+/// The state of the live stream (`GET /v1/live`): per scope, a feed of the frames its last commits made,
+/// and the subscribers reading them. A pure value: `LiveHub` keeps it behind a lock, does the reads it asks
+/// for and resumes the waiters it returns.
+///
+/// A feed holds the scope's head as this server last read it and a bounded ring of frames, each the events
+/// of `(after, head]` encoded once (`Frame.bytes`, the same bytes for every subscriber). Frames are
+/// contiguous: each one's `after` is the `head` of the one before, the last one's `head` the feed's. A
+/// subscriber keeps, per scope, the position it has been sent up to, always a frame boundary, so its next
+/// frame is the one whose `after` is its position. One that falls further behind than the ring reaches
+/// (it does not read, so its writes wait) is dropped back to catch-up (`Outcome.behind`).
+///
+/// Heads come from signals (this server's commits, other servers' through `LISTEN`): a signal for a scope
+/// with subscribers asks for one tail read of the scope (`Read`), shared by all of them; signals that arrive
+/// while it runs ask for one more after it, so none is missed and reads never pile up.
+struct LiveFeeds<Waiter, Bytes> {
+    struct Frame {
+        var after: Int64
+        var head: Int64
+        var bytes: Bytes
+        var size: Int
+    }
+
+    struct Feed {
+        /// The head the frames reach; nil until the first read of the scope's head.
+        var head: Int64?
+        var frames: [Frame] = []
+        var start = 0
+        var bytes = 0
+        var subscribers: Set<Int> = []
+        /// A read of the scope runs.
+        var reading = false
+        /// A signal came while it ran: read again after it.
+        var dirty = false
+
+        var ring: ArraySlice<Frame> { frames[start...] }
+
+        /// The index of the ring's frame that starts at `position` (frames are sorted by `after`).
+        func frame(startingAt position: Int64) -> Int? {
+            var low = start
+            var high = frames.count
+            while low < high {
+                let middle = (low + high) / 2
+                if frames[middle].after < position { low = middle + 1 } else { high = middle }
+            }
+            return low < frames.count && frames[low].after == position ? low : nil
+        }
+    }
+
+    /// How a subscriber's stream ends.
+    enum Outcome: Equatable {
+        /// Too far behind the ring (or asked from too far behind): it catches up by pulling.
+        case behind
+        /// Its token expired.
+        case expired
+        /// The server is shutting down, or the subscriber went away.
+        case closed
+    }
+
+    struct Subscriber {
+        var positions: [Scope: Int64]
+        var expiresAt: ContinuousClock.Instant?
+        var waiter: Waiter?
+        /// Something may be ready: frames, a heartbeat or an outcome.
+        var ready = false
+        var heartbeat = false
+        var outcome: Outcome?
+    }
+
+    /// A read the hub must make: the events of `scope` after `after` (the feed's head).
+    struct Read: Equatable {
+        var scope: Scope
+        var after: Int64
+    }
+
+    /// What `next` gives a subscriber.
+    enum Step {
+        case frames([Bytes])
+        case heartbeat
+        case end(Outcome)
+        /// Nothing yet: the waiter is parked.
+        case wait
+    }
+
+    private(set) var feeds: [Scope: Feed] = [:]
+    private(set) var subscribers: [Int: Subscriber] = [:]
+    private var nextID = 0
+    private(set) var closed = false
+    /// The ring's bounds, per scope.
+    let maxFrames: Int
+    let maxBytes: Int
+
+    init(maxFrames: Int = 256, maxBytes: Int = 1 << 20) {
+        self.maxFrames = maxFrames
+        self.maxBytes = maxBytes
+    }
+
+    // MARK: Subscribers
+
+    /// Adds a subscriber at `positions` (one per scope it reads). Returns its id and the scopes whose feed is
+    /// new: their head must be read (`headsRead`) before the subscriber can `start`. Nil when closed.
+    mutating func subscribe(_ positions: [Scope: Int64], expiresAt: ContinuousClock.Instant?) -> (
+        id: Int, newFeeds: [Scope]
+    )? {
+        guard !closed else { return nil }
+        nextID += 1
+        let id = nextID
+        subscribers[id] = Subscriber(positions: positions, expiresAt: expiresAt)
+        var newFeeds: [Scope] = []
+        for scope in positions.keys.sorted() {
+            if feeds[scope] == nil {
+                // Reading its head: signals meanwhile make it read again once the head is known.
+                feeds[scope] = Feed(reading: true)
+                newFeeds.append(scope)
+            }
+            feeds[scope]?.subscribers.insert(id)
+        }
+        return (id, newFeeds)
+    }
+
+    /// The heads of new feeds, read from the database. Returns the reads signals asked for meanwhile.
+    mutating func headsRead(_ heads: [Scope: Int64]) -> [Read] {
+        var reads: [Read] = []
+        for (scope, head) in heads {
+            guard var feed = feeds[scope], feed.head == nil else { continue }
+            feed.head = head
+            feed.reading = false
+            if feed.dirty {
+                feed.dirty = false
+                feed.reading = true
+                reads.append(Read(scope: scope, after: head))
+            }
+            feeds[scope] = feed
+        }
+        return reads
+    }
+
+    /// Places a subscriber once its feeds' heads are known: where its position is a frame boundary of the
+    /// ring or the head, it reads on from there; otherwise it is behind the ring, and the caller sends it
+    /// `(position, head]` itself, read from the database (`Backfill`), before its frames: its position moves
+    /// to the head now. A position past the head (a server whose database went back) ends it as `behind`,
+    /// and so does a feed whose head is still unknown (its read failed).
+    mutating func start(_ id: Int) -> [Backfill] {
+        guard var subscriber = subscribers[id] else { return [] }
+        var backfills: [Backfill] = []
+        for (scope, position) in subscriber.positions.sorted(by: { $0.key < $1.key }) {
+            guard let feed = feeds[scope], let head = feed.head, position <= head else {
+                subscriber.outcome = .behind
+                subscriber.ready = true
+                break
+            }
+            if position == head || feed.frame(startingAt: position) != nil { continue }
+            backfills.append(Backfill(scope: scope, after: position, through: head))
+            subscriber.positions[scope] = head
+        }
+        subscribers[id] = subscriber
+        return backfills
+    }
+
+    /// Events a subscriber is sent from the database before its frames.
+    struct Backfill: Equatable {
+        var scope: Scope
+        var after: Int64
+        var through: Int64
+    }
+
+    /// The subscriber's next step. Frames it has not had, in order per scope; a heartbeat when one is due
+    /// and nothing else is to be sent; its outcome; otherwise `.wait`, and `waiter` is kept to be resumed.
+    mutating func next(_ id: Int, waiter: Waiter) -> Step {
+        guard var subscriber = subscribers[id] else { return .end(.closed) }
+        if let outcome = subscriber.outcome { return .end(outcome) }
+        var frames: [Bytes] = []
+        for (scope, position) in subscriber.positions {
+            guard let feed = feeds[scope], let head = feed.head, position < head else { continue }
+            guard let first = feed.frame(startingAt: position) else {
+                // Its frames left the ring: it was too slow (`readEnded` ends such subscribers; this is the
+                // same rule, should one get here first).
+                subscriber.outcome = .behind
+                subscribers[id] = subscriber
+                return .end(.behind)
+            }
+            for frame in feed.frames[first...] { frames.append(frame.bytes) }
+            subscriber.positions[scope] = head
+        }
+        if !frames.isEmpty {
+            subscriber.heartbeat = false
+            subscriber.ready = false
+            subscribers[id] = subscriber
+            return .frames(frames)
+        }
+        if subscriber.heartbeat {
+            subscriber.heartbeat = false
+            subscriber.ready = false
+            subscribers[id] = subscriber
+            return .heartbeat
+        }
+        subscriber.ready = false
+        subscriber.waiter = waiter
+        subscribers[id] = subscriber
+        return .wait
+    }
+
+    /// Removes a subscriber; returns its parked waiter, to resume. A feed with no subscriber left goes.
+    mutating func unsubscribe(_ id: Int) -> Waiter? {
+        guard let subscriber = subscribers.removeValue(forKey: id) else { return nil }
+        for scope in subscriber.positions.keys {
+            feeds[scope]?.subscribers.remove(id)
+            if feeds[scope]?.subscribers.isEmpty == true { feeds[scope] = nil }
+        }
+        return subscriber.waiter
+    }
+
+    /// Ends a subscriber's stream with `outcome` (e.g. `.closed` on shutdown); returns its waiter.
+    mutating func end(_ id: Int, _ outcome: Outcome) -> Waiter? {
+        guard subscribers[id] != nil else { return nil }
+        if subscribers[id]?.outcome == nil { subscribers[id]?.outcome = outcome }
+        return wake(id)
+    }
+
+    private mutating func wake(_ id: Int) -> Waiter? {
+        subscribers[id]?.ready = true
+        let waiter = subscribers[id]?.waiter
+        subscribers[id]?.waiter = nil
+        return waiter
+    }
+
+    // MARK: Signals and reads
+
+    /// A commit in `scope` (its new head when known). Returns the read to make, if any: none when no one
+    /// subscribes to the scope, when the feed already has that head, or when a read runs (it reads again
+    /// after).
+    mutating func signal(_ scope: Scope, head: Int64?) -> Read? {
+        guard var feed = feeds[scope] else { return nil }
+        if let head, let known = feed.head, head <= known { return nil }
+        defer { feeds[scope] = feed }
+        if feed.reading || feed.head == nil {
+            feed.dirty = true
+            return nil
+        }
+        feed.reading = true
+        return Read(scope: scope, after: feed.head!)
+    }
+
+    /// Every scope with subscribers may have commits this server was not told about (the `LISTEN`
+    /// connection came back): reads for all of them.
+    mutating func signalAll() -> [Read] {
+        feeds.keys.sorted().compactMap { signal($0, head: nil) }
+    }
+
+    /// A read of `read.scope` ended with `frames` (contiguous from `read.after`; empty when it found nothing
+    /// new). Appends them, trims the ring, ends subscribers left behind it (`dropped` counts them), and
+    /// returns the waiters to resume and the next read when signals came meanwhile.
+    mutating func readEnded(_ read: Read, frames new: [Frame]) -> (waiters: [Waiter], next: Read?, dropped: Int) {
+        guard var feed = feeds[read.scope] else { return ([], nil, 0) }
+        var waiters: [Waiter] = []
+        var dropped = 0
+        if let first = new.first, first.after == feed.head {
+            for frame in new {
+                feed.frames.append(frame)
+                feed.bytes += frame.size
+            }
+            feed.head = new.last!.head
+            // Trim to the bounds, then compact the storage now and then.
+            while feed.frames.count - feed.start > maxFrames
+                || (feed.bytes > maxBytes && feed.frames.count - feed.start > 1)
+            {
+                feed.bytes -= feed.frames[feed.start].size
+                feed.start += 1
+            }
+            if feed.start > 64 && feed.start * 2 > feed.frames.count {
+                feed.frames.removeFirst(feed.start)
+                feed.start = 0
+            }
+            let oldest = feed.ring.first?.after ?? feed.head!
+            for id in feed.subscribers {
+                guard let position = subscribers[id]?.positions[read.scope] else { continue }
+                if position < oldest, subscribers[id]?.outcome == nil {
+                    subscribers[id]?.outcome = .behind
+                    dropped += 1
+                }
+                if let waiter = wake(id) { waiters.append(waiter) }
+            }
+        }
+        var next: Read?
+        if feed.dirty {
+            feed.dirty = false
+            next = Read(scope: read.scope, after: feed.head ?? read.after)
+        } else {
+            feed.reading = false
+        }
+        feeds[read.scope] = feed
+        return (waiters, next, dropped)
+    }
+
+    /// A read failed: reading again is left to the next signal (and to `tick`, which retries scopes whose
+    /// last read failed).
+    mutating func readFailed(_ read: Read) {
+        guard var feed = feeds[read.scope] else { return }
+        feed.reading = false
+        feed.dirty = true
+        feeds[read.scope] = feed
+    }
+
+    // MARK: Time
+
+    /// Once a second: ends the streams of expired tokens and, when `heartbeat` is set, makes every idle
+    /// subscriber write one. Returns the waiters to resume and reads to retry (failed ones).
+    mutating func tick(now: ContinuousClock.Instant, heartbeat: Bool) -> (waiters: [Waiter], reads: [Read]) {
+        var waiters: [Waiter] = []
+        for (id, subscriber) in subscribers {
+            if let expiresAt = subscriber.expiresAt, expiresAt <= now, subscriber.outcome == nil {
+                subscribers[id]?.outcome = .expired
+                if let waiter = wake(id) { waiters.append(waiter) }
+            } else if heartbeat {
+                subscribers[id]?.heartbeat = true
+                if let waiter = wake(id) { waiters.append(waiter) }
+            }
+        }
+        var reads: [Read] = []
+        for (scope, feed) in feeds where feed.dirty && !feed.reading && feed.head != nil {
+            feeds[scope]?.dirty = false
+            feeds[scope]?.reading = true
+            reads.append(Read(scope: scope, after: feed.head!))
+        }
+        return (waiters, reads)
+    }
+
+    /// Ends every stream and refuses new subscribers (shutdown). Returns the waiters to resume.
+    mutating func close() -> [Waiter] {
+        closed = true
+        return subscribers.keys.compactMap { end($0, .closed) }
+    }
+
+    /// Subscribers now (for the gauge).
+    var count: Int { subscribers.count }
+
+    /// Bytes of frames in every ring (for the gauge).
+    var bufferedBytes: Int { feeds.values.reduce(0) { $0 + $1.bytes } }
+}
+
+extension LiveFeeds: Sendable where Waiter: Sendable, Bytes: Sendable {}
+extension LiveFeeds.Frame: Sendable where Bytes: Sendable {}
+extension LiveFeeds.Feed: Sendable where Bytes: Sendable {}
+extension LiveFeeds.Subscriber: Sendable where Waiter: Sendable {}
+extension LiveFeeds.Step: Sendable where Bytes: Sendable {}
+extension LiveFeeds.Read: Sendable {}
+extension LiveFeeds.Backfill: Sendable {}
+extension LiveFeeds.Outcome: Sendable {}

@@ -1,0 +1,248 @@
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import PostgresNIO
+import ServiceLifecycle
+import SyncModels
+import SyncProtocol
+import Synchronization
+
+/// Serves the live stream (`GET /v1/live`): the frames of every scope with subscribers, each read from the
+/// database once per commit and encoded once, the same bytes written to every subscriber of the scope.
+///
+/// Commits are signalled by `LongPollHub` (this server's pushes directly, other servers' through `LISTEN`),
+/// and each turns into at most one tail read per scope running at a time (`LiveFeeds`). A subscriber holds
+/// no database connection and no task of its own while it waits: one parked continuation, woken when its
+/// scopes have frames, when a heartbeat is due (one timer for all, `run`), when its token expires, or on
+/// shutdown.
+final class LiveHub: Service, Sendable {
+    typealias Feeds = LiveFeeds<CheckedContinuation<Void, Never>, ByteBuffer>
+
+    private let state: Mutex<Feeds>
+    private let database: Database
+    private let repository = EventRepository()
+    private let logger: Logger
+    private let metrics: ServerMetrics
+    /// Seconds between heartbeats on an idle stream (a comment line), well under proxies' read timeouts.
+    let heartbeatSeconds: Int
+    /// The most events a subscriber may be sent from the database when it subscribes behind the ring; past
+    /// it, it is told to catch up by pulling.
+    let maxBackfillEvents: Int
+    /// The most events one read puts in one frame.
+    let frameEvents: Int
+
+    init(
+        database: Database, logger: Logger, metrics: ServerMetrics, heartbeatSeconds: Int = 15,
+        ringFrames: Int = 256, ringBytes: Int = 1 << 20, maxBackfillEvents: Int = 1_000, frameEvents: Int = 1_000
+    ) {
+        self.state = Mutex(Feeds(maxFrames: ringFrames, maxBytes: ringBytes))
+        self.database = database
+        self.logger = logger
+        self.metrics = metrics
+        self.heartbeatSeconds = heartbeatSeconds
+        self.maxBackfillEvents = maxBackfillEvents
+        self.frameEvents = frameEvents
+    }
+
+    // MARK: Subscribers
+
+    /// A subscription in place: its id, and the events it must first be sent from the database.
+    struct Subscription: Sendable {
+        var id: Int
+        var backfills: [Feeds.Backfill]
+    }
+
+    /// Subscribes at `positions`, reading the heads of scopes no one subscribed to yet.
+    /// - Throws: `SyncProtocolError` `server.unavailable` when the server shuts down or the database cannot
+    ///   serve.
+    func subscribe(_ positions: [Scope: Int64], expiresAt: ContinuousClock.Instant?) async throws -> Subscription {
+        guard let (id, _) = state.withLock({ $0.subscribe(positions, expiresAt: expiresAt) }) else {
+            throw SyncProtocolError(.serverUnavailable, "the server is shutting down")
+        }
+        recordSubscribers()
+        let unknown = state.withLock { state in positions.keys.filter { state.feeds[$0]?.head == nil } }
+        if !unknown.isEmpty {
+            do {
+                let heads = try await database.withConnection(lane: .waiting) { [repository, logger] connection in
+                    try await repository.selectHeads(unknown.map(\.name), lock: false, on: connection, logger: logger)
+                }
+                let known = Dictionary(uniqueKeysWithValues: unknown.map { ($0, heads[$0]?.head ?? 0) })
+                let reads = state.withLock { $0.headsRead(known) }
+                for read in reads { perform(read) }
+            } catch {
+                unsubscribe(id)
+                throw error
+            }
+        }
+        let backfills = state.withLock { $0.start(id) }
+        return Subscription(id: id, backfills: backfills)
+    }
+
+    func unsubscribe(_ id: Int) {
+        state.withLock { $0.unsubscribe(id) }?.resume()
+        recordSubscribers()
+    }
+
+    /// Ends a subscriber's stream (its connection's graceful shutdown).
+    func end(_ id: Int, _ outcome: Feeds.Outcome = .closed) {
+        if outcome == .behind { metrics.recordLiveDropped() }
+        state.withLock { $0.end(id, outcome) }?.resume()
+    }
+
+    /// What the subscriber writes next; waits until there is something.
+    func next(_ id: Int) async -> Feeds.Step {
+        while true {
+            var step = Feeds.Step.wait
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    step = state.withLock { $0.next(id, waiter: continuation) }
+                    if case .wait = step { return }
+                    continuation.resume()
+                }
+            } onCancel: {
+                self.end(id)
+            }
+            if case .wait = step { continue }
+            return step
+        }
+    }
+
+    /// The frames of `(backfill.after, backfill.through]`, read for one subscriber; nil when that is more
+    /// than `maxBackfillEvents` (it should pull).
+    func frames(for backfill: Feeds.Backfill) async throws -> [ByteBuffer]? {
+        guard backfill.through - backfill.after <= Int64(maxBackfillEvents) else { return nil }
+        var frames: [ByteBuffer] = []
+        var after = backfill.after
+        while after < backfill.through {
+            let read = try await self.read(backfill.scope, after: after, through: backfill.through)
+            guard let frame = read.last else { break }
+            frames += read.map(\.bytes)
+            after = frame.head
+        }
+        return frames
+    }
+
+    // MARK: Commits
+
+    /// Events committed by this server: their scopes and new heads.
+    func committed(heads: [Scope: Int64]) {
+        let reads = state.withLock { state in heads.compactMap { state.signal($0.key, head: $0.value) } }
+        for read in reads { perform(read) }
+    }
+
+    /// A commit's notification (another server's, or this one's coming back through `LISTEN`).
+    func committed(_ scope: Scope, head: Int64?) {
+        if let read = state.withLock({ $0.signal(scope, head: head) }) { perform(read) }
+    }
+
+    /// Commits may have been missed (the `LISTEN` connection came back): every feed reads its tail.
+    func committedAnywhere() {
+        for read in state.withLock({ $0.signalAll() }) { perform(read) }
+    }
+
+    /// Runs a tail read, then the next one signals asked for meanwhile, until none is asked for.
+    private func perform(_ read: Feeds.Read) {
+        Task {
+            var read: Feeds.Read? = read
+            while let current = read {
+                do {
+                    let frames = try await self.read(current.scope, after: current.after, through: nil)
+                    metrics.recordLiveFrames(frames.count)
+                    let (waiters, next, dropped, buffered) = state.withLock {
+                        let (waiters, next, dropped) = $0.readEnded(current, frames: frames)
+                        return (waiters, next, dropped, $0.bufferedBytes)
+                    }
+                    metrics.liveBuffered.record(buffered)
+                    for _ in 0..<dropped { metrics.recordLiveDropped() }
+                    for waiter in waiters { waiter.resume() }
+                    read = next
+                } catch {
+                    logger.warning(
+                        "live: reading a scope's new events failed; retrying on the next signal or tick",
+                        metadata: ["sync.scope": "\(current.scope)", "error.type": "\(type(of: error))"])
+                    state.withLock { $0.readFailed(current) }
+                    read = nil
+                }
+            }
+        }
+    }
+
+    /// The events of `scope` after `after` (through `through`, or up to the head), as frames of at most
+    /// `frameEvents` events each.
+    private func read(_ scope: Scope, after: Int64, through: Int64?) async throws -> [Feeds.Frame] {
+        let limit = frameEvents
+        let (events, head) = try await database.withConnection(lane: .waiting) { [repository, logger] connection in
+            let heads = try await repository.selectHeads([scope.name], lock: false, on: connection, logger: logger)
+            let head = min(heads[scope]?.head ?? 0, through ?? .max)
+            guard head > after else { return ([StoredEvent](), head) }
+            let events = try await repository.events(
+                in: scope, after: after, limit: Int(min(Int64(limit), head - after)),
+                foldedThrough: heads[scope]?.compactedThrough ?? 0, on: connection, logger: logger)
+            return (events.filter { $0.seq <= head }, head)
+        }
+        guard head > after else { return [] }
+        // Rows up to the head were all read when the batch is short of the limit (seqs commit in order; a
+        // purge may have dropped the last ones): the frame then reaches the head itself.
+        let reachesHead = events.count < limit
+        let frameHead = reachesHead ? head : events.last!.seq
+        let bytes = Self.encode(scope: scope, after: after, head: frameHead, events: events)
+        return [Feeds.Frame(after: after, head: frameHead, bytes: bytes, size: bytes.readableBytes)]
+            + (reachesHead ? [] : try await self.read(scope, after: frameHead, through: through))
+    }
+
+    // MARK: Encoding
+
+    /// An `events` message: `event: events`, the frame's JSON on one `data:` line, a blank line.
+    static func encode(scope: Scope, after: Int64, head: Int64, events: [StoredEvent]) -> ByteBuffer {
+        let json = EventJSONWriter.liveFrame(scope: scope, after: after, head: head, events: events)
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(json.count + 32)
+        buffer.writeString("event: \(LiveMessage.frameEvent)\ndata: ")
+        buffer.writeBytes(json)
+        buffer.writeString("\n\n")
+        return buffer
+    }
+
+    /// A message of `event` with `data` (JSON without line breaks).
+    static func message(_ event: String, _ data: String) -> ByteBuffer {
+        ByteBuffer(string: "event: \(event)\ndata: \(data)\n\n")
+    }
+
+    static let heartbeat = ByteBuffer(string: ":\n\n")
+
+    // MARK: Service
+
+    /// The heartbeat and token-expiry timer of every subscriber; on graceful shutdown ends every stream.
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await cancelWhenGracefulShutdown {
+                await self.tickEverySecond()
+            }
+        } onGracefulShutdown: {
+            self.close()
+        }
+        close()
+    }
+
+    private func tickEverySecond() async {
+        var ticks = 0
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            ticks += 1
+            let (waiters, reads) = state.withLock {
+                $0.tick(now: .now, heartbeat: ticks % max(1, heartbeatSeconds) == 0)
+            }
+            for waiter in waiters { waiter.resume() }
+            for read in reads { perform(read) }
+        }
+    }
+
+    func close() {
+        for waiter in state.withLock({ $0.close() }) { waiter.resume() }
+    }
+
+    private func recordSubscribers() {
+        metrics.liveSubscribers.record(state.withLock { $0.count })
+    }
+}

@@ -1,0 +1,173 @@
+import SyncModels
+import Testing
+
+@testable import SyncServer
+
+/// The live stream's state machine, without I/O: waiters are plain numbers, frames strings.
+@Suite struct LiveFeedsTests {
+    typealias Feeds = LiveFeeds<Int, String>
+
+    static func frame(_ after: Int64, _ head: Int64) -> Feeds.Frame {
+        Feeds.Frame(after: after, head: head, bytes: "\(after)-\(head)", size: 10)
+    }
+
+    /// A feed for "a" at head `head` with one subscriber at `position`.
+    static func subscribed(at position: Int64, head: Int64, feeds: inout Feeds) -> Int {
+        let (id, newFeeds) = feeds.subscribe(["a": position], expiresAt: nil)!
+        #expect(newFeeds == ["a"])
+        #expect(feeds.headsRead(["a": head]).isEmpty)
+        return id
+    }
+
+    @Test func aCommitIsReadOnceAndGoesToEverySubscriberAsTheSameFrame() {
+        var feeds = Feeds()
+        let first = Self.subscribed(at: 5, head: 5, feeds: &feeds)
+        let (second, newFeeds) = feeds.subscribe(["a": 5], expiresAt: nil)!
+        #expect(newFeeds.isEmpty)
+        #expect(feeds.start(first).isEmpty && feeds.start(second).isEmpty)
+        guard case .wait = feeds.next(first, waiter: 1), case .wait = feeds.next(second, waiter: 2) else {
+            Issue.record("nothing should be ready")
+            return
+        }
+        // Two signals: one read; the second arrives while it runs and asks for one more after it.
+        #expect(feeds.signal("a", head: 6) == Feeds.Read(scope: "a", after: 5))
+        #expect(feeds.signal("a", head: 7) == nil)
+        let (waiters, next, dropped) = feeds.readEnded(.init(scope: "a", after: 5), frames: [Self.frame(5, 6)])
+        #expect(Set(waiters) == [1, 2] && dropped == 0)
+        #expect(next == Feeds.Read(scope: "a", after: 6))
+        _ = feeds.readEnded(.init(scope: "a", after: 6), frames: [Self.frame(6, 7)])
+        for id in [first, second] {
+            guard case .frames(let frames) = feeds.next(id, waiter: 9) else {
+                Issue.record("frames expected")
+                return
+            }
+            #expect(frames == ["5-6", "6-7"])
+        }
+        // A signal for a head the feed has is no read.
+        #expect(feeds.signal("a", head: 7) == nil)
+        #expect(feeds.signal("b", head: 1) == nil, "no subscriber to b: no read")
+    }
+
+    @Test func aSubscriberBehindTheRingIsSentTheGapFromTheDatabaseFirst() {
+        var feeds = Feeds()
+        let early = Self.subscribed(at: 10, head: 10, feeds: &feeds)
+        _ = feeds.start(early)
+        _ = feeds.signal("a", head: 12)
+        _ = feeds.readEnded(.init(scope: "a", after: 10), frames: [Self.frame(10, 12)])
+        // At 10, where the ring starts: no backfill. At 3: (3, 12] from the database, and its position moves
+        // to the head.
+        let (onRing, _) = feeds.subscribe(["a": 10], expiresAt: nil)!
+        #expect(feeds.start(onRing).isEmpty)
+        let (late, _) = feeds.subscribe(["a": 3], expiresAt: nil)!
+        #expect(feeds.start(late) == [Feeds.Backfill(scope: "a", after: 3, through: 12)])
+        guard case .frames(let frames) = feeds.next(onRing, waiter: 1), case .wait = feeds.next(late, waiter: 2)
+        else {
+            Issue.record("the one on the ring gets its frame; the late one waits for the next")
+            return
+        }
+        #expect(frames == ["10-12"])
+        // A position past the head: the server's history went back; the subscriber catches up by pulling.
+        let (ahead, _) = feeds.subscribe(["a": 99], expiresAt: nil)!
+        _ = feeds.start(ahead)
+        guard case .end(.behind) = feeds.next(ahead, waiter: 3) else {
+            Issue.record("ahead of the head: behind")
+            return
+        }
+    }
+
+    @Test func aSubscriberThatDoesNotReadIsDroppedWhenItsFramesLeaveTheRing() {
+        var feeds = Feeds(maxFrames: 3, maxBytes: 1 << 20)
+        let slow = Self.subscribed(at: 0, head: 0, feeds: &feeds)
+        let fast = feeds.subscribe(["a": 0], expiresAt: nil)!.id
+        _ = feeds.start(slow)
+        _ = feeds.start(fast)
+        var droppedInAll = 0
+        for head in Int64(1)...5 {
+            _ = feeds.signal("a", head: head)
+            let (_, _, dropped) = feeds.readEnded(
+                .init(scope: "a", after: head - 1), frames: [Self.frame(head - 1, head)])
+            droppedInAll += dropped
+            // The fast one reads every frame as it comes.
+            guard case .frames(let frames) = feeds.next(fast, waiter: 1) else {
+                Issue.record("the fast subscriber gets each frame")
+                return
+            }
+            #expect(frames == ["\(head - 1)-\(head)"])
+        }
+        #expect(droppedInAll == 1, "the slow one is dropped once, when frame 0-1 leaves the ring")
+        guard case .end(.behind) = feeds.next(slow, waiter: 2) else {
+            Issue.record("the slow one is behind")
+            return
+        }
+        #expect(feeds.feeds["a"]!.ring.count == 3)
+    }
+
+    @Test func theRingKeepsItsByteBound() {
+        var feeds = Feeds(maxFrames: 100, maxBytes: 25)
+        let id = Self.subscribed(at: 0, head: 0, feeds: &feeds)
+        _ = feeds.start(id)
+        for head in Int64(1)...10 {
+            _ = feeds.signal("a", head: head)
+            _ = feeds.readEnded(.init(scope: "a", after: head - 1), frames: [Self.frame(head - 1, head)])
+            #expect(feeds.feeds["a"]!.bytes <= 25)
+        }
+    }
+
+    @Test func heartbeatsExpiryAndShutdown() {
+        var feeds = Feeds()
+        let now = ContinuousClock.now
+        let (expiring, _) = feeds.subscribe(["a": 0], expiresAt: now + .seconds(5))!
+        _ = feeds.headsRead(["a": 0])
+        let (other, _) = feeds.subscribe(["a": 0], expiresAt: nil)!
+        _ = feeds.start(expiring)
+        _ = feeds.start(other)
+        _ = feeds.next(expiring, waiter: 1)
+        _ = feeds.next(other, waiter: 2)
+        let (waiters, _) = feeds.tick(now: now + .seconds(1), heartbeat: true)
+        #expect(Set(waiters) == [1, 2])
+        guard case .heartbeat = feeds.next(other, waiter: 2), case .heartbeat = feeds.next(expiring, waiter: 1) else {
+            Issue.record("a heartbeat for each")
+            return
+        }
+        guard case .wait = feeds.next(other, waiter: 2), case .wait = feeds.next(expiring, waiter: 1) else {
+            Issue.record("nothing more: both wait")
+            return
+        }
+        let (expired, _) = feeds.tick(now: now + .seconds(6), heartbeat: false)
+        #expect(expired == [1])
+        guard case .end(.expired) = feeds.next(expiring, waiter: 1) else {
+            Issue.record("its token expired")
+            return
+        }
+        #expect(feeds.close() == [2])
+        guard case .end(.closed) = feeds.next(other, waiter: 2) else {
+            Issue.record("closed on shutdown")
+            return
+        }
+        #expect(feeds.subscribe(["a": 0], expiresAt: nil) == nil)
+    }
+
+    @Test func signalsWhileTheFirstHeadIsReadAreNotLost() {
+        var feeds = Feeds()
+        let (id, newFeeds) = feeds.subscribe(["a": 4], expiresAt: nil)!
+        #expect(newFeeds == ["a"])
+        // A commit lands between the head's read and its answer: it asks for a read once the head is known.
+        #expect(feeds.signal("a", head: 5) == nil)
+        #expect(feeds.headsRead(["a": 4]) == [Feeds.Read(scope: "a", after: 4)])
+        #expect(feeds.start(id).isEmpty)
+        let (waiters, next, _) = feeds.readEnded(.init(scope: "a", after: 4), frames: [Self.frame(4, 5)])
+        #expect(waiters.isEmpty && next == nil)
+        guard case .frames(let frames) = feeds.next(id, waiter: 1) else {
+            Issue.record("the commit's frame")
+            return
+        }
+        #expect(frames == ["4-5"])
+        // A failed read is retried by the next tick.
+        _ = feeds.signal("a", head: 6)
+        feeds.readFailed(.init(scope: "a", after: 5))
+        #expect(feeds.tick(now: .now, heartbeat: false).reads == [Feeds.Read(scope: "a", after: 5)])
+        // The last subscriber gone, the feed goes.
+        _ = feeds.unsubscribe(id)
+        #expect(feeds.feeds["a"] == nil)
+    }
+}

@@ -1,0 +1,321 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOPosix
+import SyncModels
+import SyncProtocol
+import SyncServerTesting
+import SyncTestSupport
+import Testing
+
+@testable import SyncServer
+
+/// The live stream (`GET /v1/live`) over real loopback HTTP against a real server and PostgreSQL.
+@Suite struct LiveStreamTests {
+    /// One subscription read as a client reads it: the SSE body fed through `ServerSentEventParser`, each
+    /// message decoded as `LiveMessage`.
+    final class Subscriber: Sendable {
+        let messages: AsyncThrowingStream<LiveMessage, any Error>
+        let status: Int
+        private let task: Task<Void, Never>
+
+        private init(messages: AsyncThrowingStream<LiveMessage, any Error>, status: Int, task: Task<Void, Never>) {
+            self.messages = messages
+            self.status = status
+            self.task = task
+        }
+
+        /// Opens the stream; returns once the answer's head is in.
+        static func open(
+            _ client: LiveTests.LiveClient, cursor: ScopeCursor, scopes: [Scope]? = nil, token: String? = nil
+        )
+            async throws -> Subscriber
+        {
+            var query = "cursor=\(cursor.encoded)"
+            if let scopes { query += "&scopes=" + scopes.map(\.name).joined(separator: ",") }
+            var request = HTTPClientRequest(url: client.base + "/v1/live?" + query)
+            request.headers.add(name: "Authorization", value: "Bearer \(token ?? client.token)")
+            let response = try await client.http.execute(request, timeout: .seconds(30))
+            let (messages, continuation) = AsyncThrowingStream<LiveMessage, any Error>.makeStream()
+            let task = Task {
+                var parser = ServerSentEventParser()
+                do {
+                    for try await chunk in response.body {
+                        for item in try parser.feed(chunk.readableBytesView) {
+                            switch item {
+                            case .comment: continuation.yield(.heartbeat)
+                            case .event(let event):
+                                if let message = try LiveMessage(event: event.name, data: event.data) {
+                                    continuation.yield(message)
+                                }
+                            }
+                        }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            return Subscriber(messages: messages, status: Int(response.status.code), task: task)
+        }
+
+        func close() { task.cancel() }
+    }
+
+    /// Reads frames until `cursor` reaches `heads` in every scope, applying each by the protocol's rule;
+    /// returns the events in the order they came and the messages other than frames and heartbeats.
+    static func collect(
+        _ subscriber: Subscriber, from cursor: inout ScopeCursor, until heads: [Scope: Int64],
+        within limit: Duration = .seconds(60)
+    ) async throws -> (events: [Event], others: [LiveMessage]) {
+        var events: [Event] = []
+        var others: [LiveMessage] = []
+        let deadline = ContinuousClock.now + limit
+        var iterator = subscriber.messages.makeAsyncIterator()
+        while heads.contains(where: { cursor[$0.key] < $0.value }) {
+            guard ContinuousClock.now < deadline, let message = try await iterator.next() else { break }
+            switch message {
+            case .frame(let frame):
+                switch frame.placement(at: cursor[frame.scope]) {
+                case .next:
+                    events += frame.events
+                    cursor.advance(frame.scope, to: frame.head)
+                case .known: continue
+                case .gap: Issue.record("a gap: at \(cursor[frame.scope]), a frame after \(frame.after)")
+                }
+            case .heartbeat, .subscribed: continue
+            default: others.append(message)
+            }
+        }
+        return (events, others)
+    }
+
+    @Test func aSubscriberReceivesEveryPushedEventExactlyOnceAndInOrder() async throws {
+        let scopes: [Scope] = ["ls1", "ls2"]
+        try await LiveTests.withLiveClient(scopes: scopes.map(\.name)) { client, _ in
+            var cursor = ScopeCursor()
+            let subscriber = try await Subscriber.open(client, cursor: cursor)
+            defer { subscriber.close() }
+            #expect(subscriber.status == 200)
+            var iterator = subscriber.messages.makeAsyncIterator()
+            guard case .subscribed(let heartbeat) = try await iterator.next() else {
+                Issue.record("the stream opens with `live`")
+                return
+            }
+            #expect(heartbeat == 15)
+            // Four pushers, 25 batches each of 1-3 events, into both scopes at once.
+            let pushed = try await withThrowingTaskGroup(of: [Event].self) { group in
+                for pusher in 0..<4 {
+                    group.addTask {
+                        var events: [Event] = []
+                        for batch in 0..<25 {
+                            let batchEvents = (0...(batch % 3)).map { index in
+                                EventFixtures.event(scope: scopes[(pusher + batch + index) % 2])
+                            }
+                            let results = try await client.push(batchEvents)
+                            #expect(results.allSatisfy { $0.status == .accepted })
+                            events += batchEvents
+                        }
+                        return events
+                    }
+                }
+                return try await group.reduce(into: [Event]()) { $0 += $1 }
+            }
+            var heads: [Scope: Int64] = [:]
+            for event in pushed { heads[event.scope, default: 0] += 1 }
+            let (events, others) = try await Self.collect(subscriber, from: &cursor, until: heads)
+            #expect(others.isEmpty)
+            #expect(events.count == pushed.count, "every pushed event, once")
+            #expect(Set(events.map(\.id)) == Set(pushed.map(\.id)))
+            for scope in scopes {
+                #expect(
+                    events.filter { $0.scope == scope }.map { $0.seq ?? -1 } == Array(1...(heads[scope] ?? 0)),
+                    "\(scope): seqs in order, no gap, no repeat")
+            }
+        }
+    }
+
+    @Test func reconnectingWithTheCursorMissesNothingAndRepeatsNothing() async throws {
+        try await LiveTests.withLiveClient(scopes: ["rc"]) { client, _ in
+            var cursor = ScopeCursor()
+            let first = try await Subscriber.open(client, cursor: cursor)
+            _ = try await client.push((0..<5).map { _ in EventFixtures.event(scope: "rc") })
+            let (before, _) = try await Self.collect(first, from: &cursor, until: ["rc": 5])
+            #expect(before.map { $0.seq ?? -1 } == Array(1...5))
+            // The connection dies; events keep coming meanwhile.
+            first.close()
+            for _ in 0..<4 { _ = try await client.push((0..<3).map { _ in EventFixtures.event(scope: "rc") }) }
+            let second = try await Subscriber.open(client, cursor: cursor)
+            defer { second.close() }
+            _ = try await client.push([EventFixtures.event(scope: "rc")])
+            let (after, others) = try await Self.collect(second, from: &cursor, until: ["rc": 18])
+            #expect(others.isEmpty)
+            #expect(after.map { $0.seq ?? -1 } == Array(6...18))
+        }
+    }
+
+    @Test func aCommitOfAnotherServerArrivesThroughNotify() async throws {
+        try await LiveTests.withLiveClient(scopes: ["nt"]) { client, server in
+            var cursor = ScopeCursor()
+            _ = try await client.push([EventFixtures.event(scope: "nt")])
+            cursor.advance("nt", to: 1)
+            let subscriber = try await Subscriber.open(client, cursor: cursor)
+            defer { subscriber.close() }
+            // Another server's push: the row and the head written straight into the database, then its NOTIFY.
+            try await server.database.execute(
+                """
+                WITH s AS (UPDATE scopes SET head = 2 WHERE scope = 'nt' RETURNING scope)
+                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
+                                    dot_replica, dot_counter, payload)
+                SELECT 'nt', 2, '018f4e3a-5b7c-7d8e-9f00-112233445566', 'doc:other', 1, 'doc.edited', 1,
+                        '0000018f4e3a5b7c:0003:6d2c1f0e9a8b4c7d', '6d2c1f0e9a8b4c7d8e9f001122334455', 1, '{}'
+                FROM s
+                """)
+            try await server.database.execute("SELECT pg_notify('sync_events', 'nt 2')")
+            let (events, _) = try await Self.collect(subscriber, from: &cursor, until: ["nt": 2], within: .seconds(30))
+            #expect(events.map(\.stream) == ["doc:other"])
+        }
+    }
+
+    @Test func aTokenThatExpiresEndsTheStreamWithAuthExpired() async throws {
+        try await LiveTests.withLiveClient(scopes: ["ex"]) { client, server in
+            let shortLived = try await server.tokens.mint(subject: "alice", scopes: ["ex"], ttl: 2)
+            let subscriber = try await Subscriber.open(client, cursor: ScopeCursor(), token: shortLived)
+            defer { subscriber.close() }
+            // Read until the stream ends, or give up after 30 s (the token lives 2).
+            let reading = Task {
+                var ending: LiveMessage?
+                for try await message in subscriber.messages {
+                    if case .error = message { ending = message }
+                }
+                return ending
+            }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(30))
+                subscriber.close()
+            }
+            let ending = try await reading.value
+            watchdog.cancel()
+            guard case .error(let detail) = ending else {
+                Issue.record("the stream should end with an error message, got \(String(describing: ending))")
+                return
+            }
+            #expect(detail.code == .authExpired)
+        }
+    }
+
+    @Test func requestsAreCheckedBeforeTheStreamStarts() async throws {
+        try await LiveTests.withLiveClient(scopes: ["ok"]) { client, _ in
+            for (query, token, status) in [
+                ("cursor=ok", client.token, 400), ("scopes=other", client.token, 403), ("", "nonsense", 401),
+            ] {
+                var request = HTTPClientRequest(url: client.base + "/v1/live?" + query)
+                request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                let (response, body) = try await client.execute(request)
+                #expect(Int(response.status.code) == status, "\(query): \(String(buffer: body))")
+                #expect(response.headers["Content-Type"].first == "application/json")
+            }
+        }
+    }
+
+    /// A subscriber that stops reading is dropped back to catch-up once its frames leave the buffer; the
+    /// server's memory stays bounded meanwhile; reading again it gets `behind`, pulls, subscribes again and
+    /// has every event.
+    @Test func aSubscriberThatStopsReadingIsDroppedBackToCatchUp() async throws {
+        try await LiveTests.withLiveClient(scopes: ["sl"], configure: { $0.liveBufferBytes = 256 * 1024 }) {
+            client, server in
+            // A raw connection that sends its request and then reads nothing.
+            let group = MultiThreadedEventLoopGroup.singleton
+            let channel = try await ClientBootstrap(group: group)
+                .channelOption(ChannelOptions.socketOption(.so_rcvbuf), value: 4096)
+                .connect(host: "127.0.0.1", port: server.client.port!).get()
+            defer { channel.close(promise: nil) }
+            try await channel.setOption(ChannelOptions.autoRead, value: false).get()
+            let request =
+                "GET /v1/live?cursor=\(ScopeCursor().encoded) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(client.token)\r\n\r\n"
+            try await channel.writeAndFlush(ByteBuffer(string: request)).get()
+            try await Task.sleep(for: .milliseconds(500))
+
+            // 16 MiB of frames: 400 pushes of 10 events with 4 KiB payloads each. What the server keeps for
+            // the subscriber meanwhile is the scope's ring (bounded, shared) and its channel's outbound
+            // buffer, which back-pressure bounds: its writes wait while the socket does not drain.
+            let payload = JSONValue.object(["text": .string(String(repeating: "x", count: 4096))])
+            var mostBuffered = 0
+            for _ in 0..<400 {
+                _ = try await client.push((0..<10).map { _ in EventFixtures.event(scope: "sl", payload: payload) })
+                let (_, metrics) = try await client.execute(HTTPClientRequest(url: client.base + "/metrics"))
+                mostBuffered = max(mostBuffered, Self.gauge("sync_live_buffered_bytes", in: String(buffer: metrics)))
+            }
+            // The ring's bound, plus the one frame that may exceed it.
+            #expect(mostBuffered > 0 && mostBuffered <= 256 * 1024 + 64 * 1024, "buffered \(mostBuffered) bytes")
+            let (_, metrics) = try await client.execute(HTTPClientRequest(url: client.base + "/metrics"))
+            #expect(String(buffer: metrics).contains("sync_live_dropped_total 1"), "the drop is counted")
+
+            // Reading again: what was in flight, then `behind`, then the end of the stream.
+            let reader = try await RawStreamReader.read(channel)
+            #expect(reader.contains("event: behind"))
+            // It catches up by pulling, then subscribes again and follows.
+            var cursor = ScopeCursor()
+            var pulled = 0
+            while true {
+                let (page, _) = try await client.pull(PullRequest(cursor: cursor, limit: 1000))
+                pulled += page.events.count
+                cursor = try ScopeCursor(encoded: page.cursor)
+                if !page.hasMore { break }
+            }
+            #expect(pulled == 4000)
+            let again = try await Subscriber.open(client, cursor: cursor)
+            defer { again.close() }
+            _ = try await client.push([EventFixtures.event(scope: "sl")])
+            let (events, _) = try await Self.collect(again, from: &cursor, until: ["sl": 4001])
+            #expect(events.map { $0.seq ?? -1 } == [4001])
+        }
+    }
+}
+
+extension LiveStreamTests {
+    /// The value of an unlabelled gauge in a Prometheus text page.
+    static func gauge(_ name: String, in page: String) -> Int {
+        for line in page.split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Int(Double(line.split(separator: " ").last ?? "") ?? 0)
+        }
+        return 0
+    }
+}
+
+/// Reads what a raw channel has been sent until a `behind` message or the channel closes (or 30 s), as text.
+enum RawStreamReader {
+    final class Collector: ChannelInboundHandler, @unchecked Sendable {
+        // @unchecked: touched only on the channel's event loop, then read after `done` completes.
+        typealias InboundIn = ByteBuffer
+        var text = ""
+        var finished = false
+        let done: EventLoopPromise<String>
+
+        init(done: EventLoopPromise<String>) { self.done = done }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            text += String(buffer: unwrapInboundIn(data))
+            // The stream's last message (the connection itself stays open for the next request).
+            if text.contains("event: behind\ndata: {}\n\n") { finish() }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) { finish() }
+
+        func finish() {
+            guard !finished else { return }
+            finished = true
+            done.succeed(text)
+        }
+    }
+
+    static func read(_ channel: any Channel) async throws -> String {
+        let done = channel.eventLoop.makePromise(of: String.self)
+        let collector = Collector(done: done)
+        try await channel.pipeline.addHandler(collector).get()
+        try await channel.setOption(ChannelOptions.autoRead, value: true).get()
+        channel.read()
+        channel.eventLoop.scheduleTask(in: .seconds(30)) { collector.finish() }
+        return try await done.futureResult.get()
+    }
+}
