@@ -23,6 +23,9 @@ import Synchronization
 /// that should get each event got it, the latency from the push to each waiter's answer (p50/p99/max),
 /// errors by kind, the time the connect burst took, and with `--server-pid` the server's RSS (before, with
 /// everyone waiting, per waiting connection) and CPU.
+///
+/// With `--stream`, each device holds one `GET /v1/live` stream instead (see FanoutStreamClient.swift): the
+/// same pushes and measures, the readiness read from `sync_live_subscribers`.
 struct FanoutCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanout",
@@ -41,6 +44,9 @@ struct FanoutCommand: AsyncParsableCommand {
     var together = false
     @Option(help: "Seconds to give the devices to be waiting before pushing anyway.") var connectTimeout: Int = 120
     @Option(help: "The server's process id, to report its memory and CPU.") var serverPid: Int32?
+    @Flag(help: "Each device holds one live stream (GET /v1/live) instead of long-polling.") var stream = false
+    @Option(help: "With --stream: streams opened at a time, each batch subscribed before the next.")
+    var connectBatch: Int = FanoutCommand.devicesPerClient
     @Option(help: "Prefix of the scopes (a fresh one per run by default, so every scope starts empty).")
     var scopePrefix: String?
     @Flag(help: "Print one JSON object instead of text.") var json = false
@@ -49,7 +55,8 @@ struct FanoutCommand: AsyncParsableCommand {
     static let devicesPerClient = 256
 
     func validate() throws {
-        guard devices > 0, scopes > 0, wait > 0, duration >= 0, pushScopes > 0, duration == 0 || pushScopes <= scopes
+        guard devices > 0, scopes > 0, wait > 0, duration >= 0, pushScopes > 0, connectBatch > 0,
+            duration == 0 || pushScopes <= scopes
         else {
             throw ValidationError("counts must be positive, and --push-scopes at most --scopes")
         }
@@ -74,6 +81,20 @@ struct FanoutCommand: AsyncParsableCommand {
         }
         let pusherToken = try await verifier.mint(
             subject: "fanout-pusher", scopes: scopeList.prefix(max(1, pushScopes)).map(\.name), ttl: 3600)
+        if stream {
+            // Pushes and /metrics on their own connections, beside the devices' raw ones.
+            let control = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                try await runStream(
+                    base: base, scopeList: scopeList, tokens: tokens, pusherToken: pusherToken, verifier: verifier,
+                    control: control)
+            } catch {
+                try? await control.shutdown()
+                throw error
+            }
+            try await control.shutdown()
+            return
+        }
 
         // One connection per waiting device (a long-poll holds its connection), on NIO's event loops, in
         // clients of `Self.devicesPerClient` devices: a client's pool looks for an idle connection and counts
@@ -119,34 +140,9 @@ struct FanoutCommand: AsyncParsableCommand {
             let connected = ContinuousClock.now - started
             let serverWaiting = serverPid.map { ProcessSample(pid: $0) }
             let clientWaiting = ProcessSample(pid: getpid())
-            var expected = 0
-            if duration == 0 {
+            let expected = try await pushPhase(scopeList: scopeList, start: started + connected) { scope, seed in
                 try await Self.push(
-                    into: scopeList[0], base: base, token: pusherToken, http: control, record: record, seed: 1)
-                expected = (0..<devices).filter { $0 % scopes == 0 }.count
-            } else {
-                var seed: UInt64 = 1
-                // Each push scope's writer pushes once a second, at its own offset into the second (spread
-                // evenly, as independent devices' pushes are) or all at the top of it (`--together`).
-                try await withThrowingTaskGroup(of: Void.self) { pushes in
-                    for (index, scope) in scopeList.prefix(pushScopes).enumerated() {
-                        let offset: Duration = together ? .zero : .seconds(1) * (Double(index) / Double(pushScopes))
-                        let first = seed
-                        seed += UInt64(duration)
-                        let start = started + connected
-                        pushes.addTask {
-                            for second in 0..<duration {
-                                try await Task.sleep(until: start + .seconds(second) + offset, clock: .continuous)
-                                try await Self.push(
-                                    into: scope, base: base, token: pusherToken, http: control, record: record,
-                                    seed: first + UInt64(second))
-                            }
-                        }
-                    }
-                    try await pushes.waitForAll()
-                }
-                let perScope = (0..<scopes).map { scope in (0..<devices).filter { $0 % scopes == scope }.count }
-                expected = duration * perScope.prefix(pushScopes).reduce(0, +)
+                    into: scope, base: base, token: pusherToken, http: control, record: record, seed: seed)
             }
             // Give the last answers time to arrive, then stop the waiters.
             let settle = ContinuousClock.now + .seconds(10)
@@ -193,10 +189,52 @@ struct FanoutCommand: AsyncParsableCommand {
         }
     }
 
+    /// Pushes as asked: one event into the first scope (`--duration 0`), or one a second into each push scope
+    /// for `--duration` seconds; returns how many deliveries to expect.
+    func pushPhase(
+        scopeList: [Scope], start: ContinuousClock.Instant,
+        push: @escaping @Sendable (Scope, UInt64) async throws -> Void
+    ) async throws -> Int {
+        if duration == 0 {
+            try await push(scopeList[0], 1)
+            return (0..<devices).filter { $0 % scopes == 0 }.count
+        }
+        let (duration, pushScopes, together) = (self.duration, self.pushScopes, self.together)
+        var seed: UInt64 = 1
+        // Each push scope's writer pushes once a second, at its own offset into the second (spread evenly, as
+        // independent devices' pushes are) or all at the top of it (`--together`).
+        try await withThrowingTaskGroup(of: Void.self) { pushes in
+            for (index, scope) in scopeList.prefix(pushScopes).enumerated() {
+                let offset: Duration = together ? .zero : .seconds(1) * (Double(index) / Double(pushScopes))
+                let first = seed
+                seed += UInt64(duration)
+                pushes.addTask {
+                    for second in 0..<duration {
+                        try await Task.sleep(until: start + .seconds(second) + offset, clock: .continuous)
+                        try await push(scope, first + UInt64(second))
+                    }
+                }
+            }
+            try await pushes.waitForAll()
+        }
+        let perScope = (0..<scopes).map { scope in (0..<devices).filter { $0 % scopes == scope }.count }
+        return duration * perScope.prefix(pushScopes).reduce(0, +)
+    }
+
     /// Pushes one new note into `scope`, remembering when the push was sent.
     static func push(
         into scope: Scope, base: String, token: String, http: HTTPClient, record: FanoutRecord, seed: UInt64
     ) async throws {
+        try await sendPush(into: scope, base: base, token: token, http: http, seed: seed) { record.pushed($0, at: $1) }
+    }
+
+    /// Pushes one new note into `scope`; `sending` learns its id and the time just before it is sent. Returns
+    /// that time and the `seq` the server gave it.
+    @discardableResult
+    static func sendPush(
+        into scope: Scope, base: String, token: String, http: HTTPClient, seed: UInt64,
+        sending: (EventID, ContinuousClock.Instant) -> Void = { _, _ in }
+    ) async throws -> (at: ContinuousClock.Instant, seq: Int64?) {
         var event = NotesWorkload(notes: 1, seed: seed &+ UInt64.random(in: 0...UInt64(UInt32.max)) << 16, scope: scope)
             .events(count: 1)[0]
         event.seq = nil
@@ -207,12 +245,15 @@ struct FanoutCommand: AsyncParsableCommand {
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(
             ByteBuffer(bytes: try WireCodec().encode(PushRequest(replica: event.dot.replica, events: [event]))))
-        record.pushed(event.id, at: ContinuousClock.now)
+        let sent = ContinuousClock.now
+        sending(event.id, sent)
         let response = try await http.execute(request, timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 1 << 20)
         guard response.status == .ok else {
             throw ValidationError("push answered \(response.status.code): \(String(buffer: body))")
         }
+        let answer = try? WireCodec().decode(PushResponse.self, from: Data(body.readableBytesView))
+        return (sent, answer?.results.first?.seq)
     }
 
     /// The server's `sync_longpolls_active` gauge.
