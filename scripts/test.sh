@@ -38,7 +38,21 @@ if [ "$status" -ne 0 ]; then
         echo "==== make test failed (exit $status); recap of $log ===="
         grep -E '^✘|: error: ' "$log" | head -40
         # The crash header, then the crashed thread's frames (the top of its stack).
-        awk '/Program crashed/ { show = 1; left = 40 } show && left-- > 0 { print }' "$log" | head -60
+        awk '/Program crashed/ { show = 1; left = 24 } show && left-- > 0 { print }' "$log" | head -30
+        # The tests that had started and not ended when the process stopped: the crash is in one of them.
+        running=$(awk '
+            /^◇ Test .* started\.$/ && !/^◇ Test (run|case passing) / {
+                name = $0; sub(/^◇ Test /, "", name); sub(/ started\.$/, "", name); running[name] = 1
+            }
+            /^(✔|✘|➜) Test .* (passed|failed|skipped)/ {
+                name = $0; sub(/^(✔|✘|➜) Test /, "", name)
+                sub(/ (with [0-9]+ test cases? )?(passed|failed|skipped).*$/, "", name); delete running[name]
+            }
+            END { for (name in running) print "  " name }' "$log")
+        if [ -n "$running" ]; then
+            echo "Tests started and not ended when the run stopped:"
+            echo "$running" | head -20
+        fi
         echo "==== end of recap ===="
     } >&2
 fi
