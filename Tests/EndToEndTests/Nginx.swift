@@ -1,0 +1,95 @@
+import Foundation
+
+/// One more `sync-server` on a stack's database (the stack's own is the first), stopped when released.
+final class ServerProcess: @unchecked Sendable {
+    // @unchecked: `process` is set once in init and only stopped in deinit.
+    let port: Int
+    private let process: Process
+
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    init(stack: Stack) async throws {
+        port = try Stack.freePort()
+        let process = Process()
+        process.executableURL = Stack.productsDirectory.appendingPathComponent("sync-server")
+        process.arguments = ["--port", String(port), "--note-quota", String(stack.noteQuota)]
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["SYNC_DATABASE_URL": stack.databaseURL, "SYNC_JWT_SECRET": Stack.secret].merging(
+                stack.serverEnvironment
+            ) { $1 }
+        ) { $1 }
+        let log = stack.directory.appendingPathComponent("server-\(port).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        self.process = process
+        try await Stack.waitUntilAnswered("http://127.0.0.1:\(port)/readyz", while: { process.isRunning })
+    }
+
+    deinit {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+/// nginx in front of sync-servers on loopback, configured by `deploy/nginx/sync.conf` with its placeholders
+/// filled in (as `make chaos` does), stopped when released.
+final class Nginx: @unchecked Sendable {
+    // @unchecked: `process` is set once in init and only stopped in deinit.
+    let port: Int
+    private let process: Process
+
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    /// - Parameters:
+    ///   - upstreams: the ports of the sync-servers.
+    ///   - directory: a folder of the test's; nginx keeps its configuration, pid and logs in `nginx/` there.
+    init(upstreams: [Int], directory: URL) async throws {
+        port = try Stack.freePort()
+        let folder = directory.appendingPathComponent("nginx")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let template = try String(
+            contentsOf: Stack.repositoryRoot.appendingPathComponent("deploy/nginx/sync.conf"), encoding: .utf8)
+        let servers = upstreams.map { "server 127.0.0.1:\($0) max_fails=1 fail_timeout=2s;" }.joined(separator: " ")
+        let configuration = folder.appendingPathComponent("nginx.conf")
+        try template.replacingOccurrences(of: "@RUN@", with: folder.path)
+            .replacingOccurrences(of: "@PORT@", with: String(port))
+            .replacingOccurrences(of: "@SERVERS@", with: servers)
+            .write(to: configuration, atomically: true, encoding: .utf8)
+        let executable = ["/usr/sbin/nginx", "/usr/bin/nginx"].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
+        guard let executable else {
+            throw Stack.StackError("nginx is not installed (scripts/bootstrap.sh installs it)")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = [
+            "-p", folder.path, "-c", configuration.path, "-e", folder.appendingPathComponent("error.log").path,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        try await Stack.waitUntilAnswered("http://127.0.0.1:\(port)/readyz", while: { process.isRunning })
+    }
+
+    deinit {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+extension Stack {
+    /// Waits until `url` answers 200, for up to 30 s, or until `running` says the process behind it ended.
+    static func waitUntilAnswered(_ url: String, while running: () -> Bool) async throws {
+        for _ in 0..<300 {
+            if (try? run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", url])) != nil { return }
+            guard running() else { throw StackError("the process behind \(url) exited") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw StackError("\(url) did not answer in 30 s")
+    }
+}
