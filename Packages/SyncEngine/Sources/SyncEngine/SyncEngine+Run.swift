@@ -3,7 +3,7 @@ import SyncModels
 
 extension SyncEngine {
     /// Syncs continuously until the task is cancelled: on local writes (at once when no push is in flight,
-    /// coalesced while one is, at most one push per `minPushInterval`), every `interval`, on connectivity
+    /// coalesced while one is, at most `pushBurst` pushes back to back and then one per `minPushInterval`), every `interval`, on connectivity
     /// changes, explicit requests and new tokens; with backoff after failures. In the foreground (`setLive`)
     /// it holds the live stream once a cycle has reached the head, and applies its frames as they come
     /// (`Configuration.live`), or long-polls when there is no stream (`Configuration.longPoll`).
@@ -12,7 +12,7 @@ extension SyncEngine {
         var scheduler = SyncScheduler<ContinuousClock.Instant>(
             debounce: min(configuration.debounce, configuration.batch.maxAge),
             minPushInterval: min(configuration.minPushInterval, configuration.batch.maxAge),
-            backoff: configuration.backoff)
+            pushBurst: configuration.pushBurst, backoff: configuration.backoff)
         var live = LiveDriver(scheduler: LiveScheduler(stream: configuration.live, backoff: configuration.backoff))
         var random = SystemRandomNumberGenerator()
         let inbox = inbox

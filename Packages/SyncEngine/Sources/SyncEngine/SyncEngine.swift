@@ -53,10 +53,13 @@ public final class SyncEngine: Sendable {
         /// next push whatever this is, and `minPushInterval` bounds how often a device pushes. A positive value
         /// (250 ms was the default before) trades latency for fewer, larger pushes; capped by `batch.maxAge`.
         public var debounce: Duration = .zero
-        /// The least time between the starts of two pushes that local writes ask for: a device typing fast
-        /// pushes at most once per interval (20 a second by default), each push carrying what was typed since
-        /// the last one. Explicit requests, connectivity changes and new tokens are not bound by it.
+        /// The sustained bound on pushes that local writes ask for: a device typing fast pushes at most once
+        /// per interval (20 a second by default), each push carrying what was typed since the last one.
+        /// Explicit requests, connectivity changes and new tokens are not bound by it.
         public var minPushInterval: Duration = .milliseconds(50)
+        /// How many pushes local writes may start back to back before `minPushInterval` applies: a device that
+        /// writes now and then never waits for the bound (`SyncScheduler`).
+        public var pushBurst = 4
         public var backoff = BackoffPolicy()
         /// How often `run()` syncs without any other trigger; nil never.
         public var interval: Duration? = .seconds(30)

@@ -5,10 +5,13 @@
 /// Rules:
 /// - At most one cycle runs at a time; triggers during a cycle make one more cycle right after it: writes made
 ///   while a push is in flight go together in the next one.
-/// - A local write is latency-first: it starts a cycle at once when none runs, unless one started less than
-///   `minPushInterval` ago (then at that bound: a device typing fast pushes at most once per interval), or
-///   `debounce` is set (then after it, unless one is due sooner). Explicit, connectivity, token,
-///   remote-change and interval triggers start one now.
+/// - A local write is latency-first: it starts a cycle at once when none runs, unless the rate bound says
+///   wait, or `debounce` is set (then after it, unless one is due sooner). The rate bound lets `pushBurst`
+///   cycles start back to back and then one per `minPushInterval` (a generic cell rate algorithm: over any
+///   span `T`, at most `pushBurst + T / minPushInterval` cycles start), so a device that writes now and then
+///   never waits, and one typing fast pushes at most once per interval, each push carrying what was typed
+///   since the last. Explicit, connectivity, token, remote-change and interval triggers start one now (and
+///   count against the bound).
 /// - A retryable failure waits `BackoffPolicy.delay(attempt:)` (full jitter, capped, at least Retry-After),
 ///   with `attempt` growing until a cycle succeeds. Explicit and connectivity triggers skip the wait.
 /// - An authentication failure pauses: nothing starts until `tokenRefreshed`.
@@ -37,8 +40,11 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
     /// Failures in a row since the last success.
     public private(set) var consecutiveFailures = 0
     public private(set) var lastFailure: SyncFailure?
-    /// When the last cycle started (the rate bound of local writes counts from it).
+    /// When the last cycle started.
     public private(set) var lastStart: Instant?
+    /// The rate bound's clock: when the next cycle would start if every cycle were `minPushInterval` apart
+    /// (the "theoretical arrival time" of the generic cell rate algorithm); nil before the first cycle.
+    private var rateClock: Instant?
     private var pendingAfterRun = false
     private var pendingTrigger: SyncTrigger?
     /// An authentication failure came from outside the running cycle (`pause`): pause once it ends.
@@ -46,17 +52,26 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
 
     /// How long a local write waits before its cycle when none runs; zero (the default) starts it at once.
     public let debounce: Duration
-    /// The least time between the starts of two cycles a local write asks for.
+    /// The sustained bound on cycles that local writes start: one per this interval.
     public let minPushInterval: Duration
+    /// How many cycles local writes may start back to back before `minPushInterval` applies (at least 1:
+    /// then every two starts are at least the interval apart).
+    public let pushBurst: Int
     public let backoff: BackoffPolicy
 
     public init(
-        debounce: Duration = .zero, minPushInterval: Duration = .milliseconds(50),
+        debounce: Duration = .zero, minPushInterval: Duration = .milliseconds(50), pushBurst: Int = 4,
         backoff: BackoffPolicy = BackoffPolicy()
     ) {
         self.debounce = debounce
         self.minPushInterval = minPushInterval
+        self.pushBurst = max(1, pushBurst)
         self.backoff = backoff
+    }
+
+    /// The earliest a local write may start a cycle under the rate bound.
+    private var earliestByRate: Instant? {
+        rateClock.map { $0.advanced(by: minPushInterval * -(pushBurst - 1)) }
     }
 
     /// Something asks for a sync.
@@ -79,7 +94,7 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
                 return start(now: now)
             case .localWrite:
                 var due = now.advanced(by: debounce)
-                if let lastStart { due = max(due, lastStart.advanced(by: minPushInterval)) }
+                if let earliest = earliestByRate { due = max(due, earliest) }
                 if case .scheduled(let at) = phase, at <= due { return at <= now ? start(now: now) : .wake(at: at) }
                 if due <= now { return start(now: now) }
                 phase = .scheduled(at: due)
@@ -169,6 +184,7 @@ public struct SyncScheduler<Instant: InstantProtocol>: Sendable where Instant.Du
 
     private mutating func start(now: Instant) -> Action {
         lastStart = now
+        rateClock = max(rateClock ?? now, now).advanced(by: minPushInterval)
         phase = .running
         pendingAfterRun = false
         pendingTrigger = nil

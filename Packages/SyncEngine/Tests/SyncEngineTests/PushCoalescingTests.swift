@@ -4,7 +4,8 @@ import Testing
 @testable import SyncEngine
 
 /// The latency-first push of `SyncScheduler`: a write is pushed at once when no push runs, writes made
-/// during a push go together in the next one, and `minPushInterval` bounds how often a device pushes.
+/// during a push go together in the next one, and the rate bound (`pushBurst` back to back, then one per
+/// `minPushInterval`) bounds how often a device pushes.
 @Suite struct PushCoalescingTests {
     typealias Scheduler = SyncScheduler<ManualInstant>
     let t0 = ManualInstant.zero
@@ -18,7 +19,7 @@ import Testing
     }
 
     @Test func writesDuringAPushGoTogetherInExactlyOneNextPush() {
-        var scheduler = Scheduler(minPushInterval: .milliseconds(50))
+        var scheduler = Scheduler(minPushInterval: .milliseconds(50), pushBurst: 1)
         var random = SplitMix64(seed: 1)
         #expect(scheduler.trigger(.localWrite, now: t0) == .startCycle)
         for milliseconds in stride(from: 5, to: 80, by: 5) {
@@ -31,7 +32,7 @@ import Testing
     }
 
     @Test func aPushSoonerThanTheBoundAfterTheLastWaitsForIt() {
-        var scheduler = Scheduler(minPushInterval: .milliseconds(50))
+        var scheduler = Scheduler(minPushInterval: .milliseconds(50), pushBurst: 1)
         var random = SplitMix64(seed: 1)
         #expect(scheduler.trigger(.localWrite, now: t0) == .startCycle)
         #expect(scheduler.trigger(.localWrite, now: at(10)) == .none)
@@ -45,17 +46,47 @@ import Testing
         #expect(scheduler.trigger(.localWrite, now: at(200)) == .startCycle)
     }
 
-    /// A device typing a key every 7 ms for two seconds, each push taking 3 ms: pushes start at least the
-    /// bound apart, and every write is in a push that starts after it.
-    @Test func theRateBoundHoldsWhileTyping() {
+    /// A device typing a key every 7 ms for two seconds, each push taking 3 ms: once the burst is spent,
+    /// starts are the bound apart; over any span, at most `pushBurst + span / interval` start; every
+    /// write is in a push that starts after it.
+    @Test(arguments: [1, 4])
+    func theRateBoundHoldsWhileTyping(burst: Int) {
+        let starts = Self.typing(Scheduler(minPushInterval: .milliseconds(50), pushBurst: burst), every: 7, for: 2_000)
+        #expect(starts.count >= 38 + burst - 1 && starts.count <= 41 + burst, "\(starts.count) pushes in 2 s")
+        // Once the burst is spent (the push after it may come sooner), starts are the bound apart.
+        for (earlier, later) in zip(starts.dropFirst(burst), starts.dropFirst(burst + 1)) {
+            #expect(earlier.duration(to: later) >= .milliseconds(50))
+        }
+        for (index, start) in starts.enumerated() {
+            let within = starts[index...].prefix { start.duration(to: $0) < .milliseconds(200) }.count
+            #expect(within <= burst + 4, "\(within) pushes within 200 ms of \(start)")
+        }
+        #expect(starts.last! >= ManualInstant.zero.advanced(by: .milliseconds(1_995)), "the last write was pushed")
+    }
+
+    /// Writes now and then (a few a second), even two close together, never wait for the bound.
+    @Test func occasionalWritesNeverWait() {
         var scheduler = Scheduler(minPushInterval: .milliseconds(50))
+        var random = SplitMix64(seed: 3)
+        var now = 0
+        for gap in [300, 20, 400, 10, 15, 500, 30, 250] {
+            now += gap
+            #expect(scheduler.trigger(.localWrite, now: at(now)) == .startCycle, "a write at \(now) ms")
+            #expect(scheduler.cycleFinished(failure: nil, now: at(now + 4), random: &random) == .none)
+            now += 4
+        }
+    }
+
+    /// The push starts of a device writing every `every` ms until `until` ms, each push taking 3 ms.
+    static func typing(_ scheduler: Scheduler, every: Int, for until: Int) -> [ManualInstant] {
+        var scheduler = scheduler
+        let t0 = ManualInstant.zero
         var random = SplitMix64(seed: 1)
         var starts: [ManualInstant] = []
         var wake: ManualInstant? = nil
         var runningUntil: ManualInstant? = nil
-        var lastWrite = t0
-        for millisecond in 0...2_100 {
-            let now = at(millisecond)
+        for millisecond in 0...until + 100 {
+            let now = t0.advanced(by: .milliseconds(millisecond))
             if let end = runningUntil, end <= now {
                 runningUntil = nil
                 let action = scheduler.cycleFinished(failure: nil, now: now, random: &random)
@@ -73,8 +104,7 @@ import Testing
                     runningUntil = now.advanced(by: .milliseconds(3))
                 }
             }
-            guard millisecond < 2_000, millisecond % 7 == 0 else { continue }
-            lastWrite = now
+            guard millisecond < until, millisecond % every == 0 else { continue }
             switch scheduler.trigger(.localWrite, now: now) {
             case .startCycle:
                 starts.append(now)
@@ -83,11 +113,7 @@ import Testing
             case .none: break
             }
         }
-        #expect(starts.count >= 38 && starts.count <= 41, "\(starts.count) pushes in 2 s")
-        for (earlier, later) in zip(starts, starts.dropFirst()) {
-            #expect(earlier.duration(to: later) >= .milliseconds(50))
-        }
-        #expect(starts.last! >= lastWrite, "the last write was pushed")
+        return starts
     }
 
     @Test func backoffAfterAFailureStillHoldsWrites() {
@@ -102,14 +128,14 @@ import Testing
     }
 
     @Test func aDebounceStillDelaysWrites() {
-        var scheduler = Scheduler(debounce: .milliseconds(250), minPushInterval: .milliseconds(50))
+        var scheduler = Scheduler(debounce: .milliseconds(250), minPushInterval: .milliseconds(50), pushBurst: 1)
         #expect(scheduler.trigger(.localWrite, now: t0) == .wake(at: at(250)))
         #expect(scheduler.trigger(.localWrite, now: at(100)) == .wake(at: at(250)))
         #expect(scheduler.tick(now: at(250)) == .startCycle)
     }
 
     @Test func anExplicitRequestIsNotBoundByTheRate() {
-        var scheduler = Scheduler(minPushInterval: .seconds(10))
+        var scheduler = Scheduler(minPushInterval: .seconds(10), pushBurst: 1)
         var random = SplitMix64(seed: 1)
         #expect(scheduler.trigger(.localWrite, now: t0) == .startCycle)
         #expect(scheduler.cycleFinished(failure: nil, now: at(5), random: &random) == .none)
