@@ -218,6 +218,22 @@ import Testing
         }
     }
 
+    /// A client that closes its connection is unsubscribed as the connection closes, not at the next write
+    /// (heartbeats an hour apart here, so that no write finds it).
+    @Test func aClientThatGoesAwayIsUnsubscribedAsItsConnectionCloses() async throws {
+        try await LiveTests.withLiveClient(scopes: ["gone"], configure: { $0.liveHeartbeatSeconds = 3600 }) {
+            client, server in
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(host: "127.0.0.1", port: server.client.port!).get()
+            let request =
+                "GET /v1/live?cursor=\(ScopeCursor().encoded) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(client.token)\r\n\r\n"
+            try await channel.writeAndFlush(ByteBuffer(string: request)).get()
+            #expect(try await Self.gaugeBecomes("sync_live_subscribers", 1, client), "the stream was held")
+            try await channel.close()
+            #expect(try await Self.gaugeBecomes("sync_live_subscribers", 0, client), "the subscription ended")
+        }
+    }
+
     /// A subscriber that stops reading is dropped back to catch-up once its frames leave the buffer; the
     /// server's memory stays bounded meanwhile; reading again it gets `behind`, pulls, subscribes again and
     /// has every event.
@@ -274,6 +290,18 @@ import Testing
 }
 
 extension LiveStreamTests {
+    /// Whether the server's gauge `name` reads `value` within 30 s (it is read every 20 ms; the bound only
+    /// catches what never happens).
+    static func gaugeBecomes(_ name: String, _ value: Int, _ client: LiveTests.LiveClient) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let (_, metrics) = try await client.execute(HTTPClientRequest(url: client.base + "/metrics"))
+            if gauge(name, in: String(buffer: metrics)) == value { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
     /// The value of an unlabelled gauge in a Prometheus text page.
     static func gauge(_ name: String, in page: String) -> Int {
         for line in page.split(separator: "\n") where line.hasPrefix(name + " ") {

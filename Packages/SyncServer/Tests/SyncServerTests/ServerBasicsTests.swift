@@ -34,7 +34,7 @@ import Testing
                     documented.append("\(endpoint.method.rawValue.uppercased()) \(path.rawValue)")
                 }
             }
-            let router = Router()
+            let router = Router(context: SyncRequestContext.self)
             try await TestServer.api().register(on: router)
             let routes = router.routes.map { "\($0.method) \($0.path)" }
             #expect(documented.sorted() == routes.sorted())

@@ -11,7 +11,7 @@ extension SyncAPI {
     /// then holds no database connection and no request slot (`RequestLimiter`): a subscriber waits in
     /// `LiveHub` for its scopes' frames, which are encoded once and written to every subscriber as the same
     /// bytes, uncompressed (no per-connection compression state).
-    func handleLive(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    func handleLive(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try await tokens.identity(authorization: request.headers[.authorization])
         guard let live else {
             throw SyncProtocolError(.serverUnavailable, "this server does not serve the live stream")
@@ -26,6 +26,10 @@ extension SyncAPI {
         let expiresAt = identity.expiresAt.map { ContinuousClock.now + .seconds($0.timeIntervalSinceNow) }
         let subscription = try await live.subscribe(positions, expiresAt: expiresAt)
         context.logger.debug("live: subscribed", metadata: ["sync.scopes": "\(scopes.count)"])
+        // A client that goes away ends its subscription at once, not at the next write that fails.
+        let watcher = LiveDisconnectHandler { [id = subscription.id] in live.end(id) }
+        let channel = context.channel
+        try? await channel.pipeline.addHandler(watcher, position: .first).get()
 
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
@@ -37,7 +41,10 @@ extension SyncAPI {
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
-                defer { live.unsubscribe(subscription.id) }
+                defer {
+                    live.unsubscribe(subscription.id)
+                    channel.pipeline.removeHandler(watcher, promise: nil)
+                }
                 try await withGracefulShutdownHandler {
                     try await writer.write(subscribed)
                     try await Self.stream(subscription, from: live, to: &writer)

@@ -23,7 +23,7 @@ struct SyncAPI: Sendable {
     var live: LiveHub? = nil
 
     /// The routes, as `"METHOD /path"`, that the OpenAPI document must describe exactly.
-    func register(on router: Router<BasicRequestContext>) {
+    func register(on router: Router<SyncRequestContext>) {
         router.post("/v1/push") { request, context in try await self.handlePush(request, context: context) }
         router.get("/v1/pull") { request, context in try await self.handlePull(request, context: context) }
         router.post("/v1/sync") { request, context in try await self.handleSync(request, context: context) }
@@ -36,7 +36,7 @@ struct SyncAPI: Sendable {
 
     // MARK: Handlers
 
-    func handlePush(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    func handlePush(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try await tokens.identity(authorization: request.headers[.authorization])
         return try await limiter.withSlot(for: identity.subject) {
             let body = try await readBody(request)
@@ -49,7 +49,7 @@ struct SyncAPI: Sendable {
         }
     }
 
-    func handlePull(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    func handlePull(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try await tokens.identity(authorization: request.headers[.authorization])
         return try await limiter.withSlot(for: identity.subject) {
             let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
@@ -77,7 +77,7 @@ struct SyncAPI: Sendable {
         }
     }
 
-    func handleSync(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    func handleSync(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try await tokens.identity(authorization: request.headers[.authorization])
         return try await limiter.withSlot(for: identity.subject) {
             let body = try await readBody(request)
@@ -156,7 +156,7 @@ struct SyncAPI: Sendable {
         return cursor.marks(through: page.events.map { (scope: $0.scope, seq: $0.seq) }, every: every)
     }
 
-    func handleReady(context: BasicRequestContext) async throws -> Response {
+    func handleReady(context: SyncRequestContext) async throws -> Response {
         guard await readiness.check(logger: context.logger) else {
             throw SyncProtocolError(.serverUnavailable, "the database is unreachable or not migrated yet")
         }

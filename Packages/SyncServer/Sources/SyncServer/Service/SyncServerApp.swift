@@ -79,7 +79,7 @@ public struct SyncServerApp: Sendable {
         api.live = live
         api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents, maxAge: configuration.readAheadMaxAge)
 
-        let router = Router()
+        let router = Router(context: SyncRequestContext.self)
         router.add(middleware: ErrorMiddleware(metrics: metrics))
         api.register(on: router)
 
