@@ -1,3 +1,4 @@
+import Foundation
 import SyncModels
 import Testing
 
@@ -169,5 +170,28 @@ import Testing
         // The last subscriber gone, the feed goes.
         _ = feeds.unsubscribe(id)
         #expect(feeds.feeds["a"] == nil)
+    }
+
+    /// One read of many commits is cut into frames of at most the byte bound (and at least one event each),
+    /// in order, without gaps: a ring then never holds more than its bound plus one such frame.
+    @Test func aLargeReadIsCutIntoFramesOfBoundedSize() {
+        func event(_ seq: Int64, payload: Int) -> StoredEvent {
+            StoredEvent(
+                scope: "a", seq: seq, id: UUID(), stream: "doc:1", streamVersion: seq, type: "doc.edited",
+                schemaVersion: 1, hlc: "", dotReplica: "", dotCounter: seq,
+                payloadJSON: String(repeating: "x", count: payload), receivedAt: Date())
+        }
+        let events = (1...40).map { event($0, payload: $0 == 20 ? 100_000 : 4_000) }
+        let chunks = LiveHub.chunks(events, maxBytes: 16_384)
+        #expect(chunks.flatMap { $0.map(\.seq) } == Array(1...40))
+        for chunk in chunks {
+            let bytes = chunk.reduce(0) { $0 + 320 + $1.payloadJSON.utf8.count }
+            // Over the bound only as one event larger than it.
+            #expect(bytes <= 16_384 || chunk.count == 1, "\(chunk.count) events, \(bytes) bytes")
+        }
+        #expect(chunks.contains { $0.count == 1 && $0.first?.seq == 20 })
+        #expect(chunks.count > 10)
+        #expect(LiveHub.chunks([], maxBytes: 16_384).isEmpty)
+        #expect(LiveHub.chunks(Array(events.prefix(3)), maxBytes: 1 << 20).map(\.count) == [3])
     }
 }

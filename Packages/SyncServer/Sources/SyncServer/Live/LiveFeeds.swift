@@ -167,37 +167,38 @@ struct LiveFeeds<Waiter, Bytes> {
 
     /// The subscriber's next step. Frames it has not had, in order per scope; a heartbeat when one is due
     /// and nothing else is to be sent; its outcome; otherwise `.wait`, and `waiter` is kept to be resumed.
+    ///
+    /// Called once per subscriber and frame: it changes the subscriber where it is stored (no copy of it out
+    /// of the dictionary and back, no copy of its positions while they are read).
     mutating func next(_ id: Int, waiter: Waiter) -> Step {
-        guard var subscriber = subscribers[id] else { return .end(.closed) }
-        if let outcome = subscriber.outcome { return .end(outcome) }
+        guard let index = subscribers.index(forKey: id) else { return .end(.closed) }
+        if let outcome = subscribers.values[index].outcome { return .end(outcome) }
         var frames: [Bytes] = []
-        for (scope, position) in subscriber.positions {
+        var moved: [(scope: Scope, head: Int64)] = []
+        for (scope, position) in subscribers.values[index].positions {
             guard let feed = feeds[scope], let head = feed.head, position < head else { continue }
             guard let first = feed.frame(startingAt: position) else {
                 // Its frames left the ring: it was too slow (`readEnded` ends such subscribers; this is the
                 // same rule, should one get here first).
-                subscriber.outcome = .behind
-                subscribers[id] = subscriber
+                subscribers.values[index].outcome = .behind
                 return .end(.behind)
             }
             for frame in feed.frames[first...] { frames.append(frame.bytes) }
-            subscriber.positions[scope] = head
+            moved.append((scope, head))
         }
+        for (scope, head) in moved { subscribers.values[index].positions[scope] = head }
         if !frames.isEmpty {
-            subscriber.heartbeat = false
-            subscriber.ready = false
-            subscribers[id] = subscriber
+            subscribers.values[index].heartbeat = false
+            subscribers.values[index].ready = false
             return .frames(frames)
         }
-        if subscriber.heartbeat {
-            subscriber.heartbeat = false
-            subscriber.ready = false
-            subscribers[id] = subscriber
+        if subscribers.values[index].heartbeat {
+            subscribers.values[index].heartbeat = false
+            subscribers.values[index].ready = false
             return .heartbeat
         }
-        subscriber.ready = false
-        subscriber.waiter = waiter
-        subscribers[id] = subscriber
+        subscribers.values[index].ready = false
+        subscribers.values[index].waiter = waiter
         return .wait
     }
 
@@ -274,12 +275,18 @@ struct LiveFeeds<Waiter, Bytes> {
             }
             let oldest = feed.ring.first?.after ?? feed.head!
             for id in feed.subscribers {
-                guard let position = subscribers[id]?.positions[read.scope] else { continue }
-                if position < oldest, subscribers[id]?.outcome == nil {
-                    subscribers[id]?.outcome = .behind
+                guard let index = subscribers.index(forKey: id),
+                    let position = subscribers.values[index].positions[read.scope]
+                else { continue }
+                if position < oldest, subscribers.values[index].outcome == nil {
+                    subscribers.values[index].outcome = .behind
                     dropped += 1
                 }
-                if let waiter = wake(id) { waiters.append(waiter) }
+                subscribers.values[index].ready = true
+                if let waiter = subscribers.values[index].waiter {
+                    subscribers.values[index].waiter = nil
+                    waiters.append(waiter)
+                }
             }
         }
         var next: Read?
@@ -308,14 +315,24 @@ struct LiveFeeds<Waiter, Bytes> {
     /// subscriber write one. Returns the waiters to resume and reads to retry (failed ones).
     mutating func tick(now: ContinuousClock.Instant, heartbeat: Bool) -> (waiters: [Waiter], reads: [Read]) {
         var waiters: [Waiter] = []
-        for (id, subscriber) in subscribers {
-            if let expiresAt = subscriber.expiresAt, expiresAt <= now, subscriber.outcome == nil {
-                subscribers[id]?.outcome = .expired
-                if let waiter = wake(id) { waiters.append(waiter) }
+        // In place, by index: iterating the dictionary's values while changing it would copy all of them.
+        var index = subscribers.startIndex
+        while index != subscribers.endIndex {
+            let expired = subscribers.values[index].expiresAt.map { $0 <= now } ?? false
+            if expired && subscribers.values[index].outcome == nil {
+                subscribers.values[index].outcome = .expired
             } else if heartbeat {
-                subscribers[id]?.heartbeat = true
-                if let waiter = wake(id) { waiters.append(waiter) }
+                subscribers.values[index].heartbeat = true
+            } else {
+                subscribers.formIndex(after: &index)
+                continue
             }
+            subscribers.values[index].ready = true
+            if let waiter = subscribers.values[index].waiter {
+                subscribers.values[index].waiter = nil
+                waiters.append(waiter)
+            }
+            subscribers.formIndex(after: &index)
         }
         var reads: [Read] = []
         for (scope, feed) in feeds where feed.dirty && !feed.reading && feed.head != nil {

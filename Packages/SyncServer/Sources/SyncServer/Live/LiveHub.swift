@@ -29,12 +29,16 @@ final class LiveHub: Service, Sendable {
     /// The most events a subscriber may be sent from the database when it subscribes behind the ring; past
     /// it, it is told to catch up by pulling.
     let maxBackfillEvents: Int
-    /// The most events one read puts in one frame.
+    /// The most events one read takes from the database.
     let frameEvents: Int
+    /// The most payload bytes one frame carries (and at least one event): a ring holds at most its bound plus
+    /// one such frame.
+    let frameBytes: Int
 
     init(
         database: Database, logger: Logger, metrics: ServerMetrics, heartbeatSeconds: Int = 15,
-        ringFrames: Int = 256, ringBytes: Int = 1 << 20, maxBackfillEvents: Int = 1_000, frameEvents: Int = 1_000
+        ringFrames: Int = 256, ringBytes: Int = 1 << 20, maxBackfillEvents: Int = 1_000, frameEvents: Int = 1_000,
+        frameBytes: Int = 64 << 10
     ) {
         self.state = Mutex(Feeds(maxFrames: ringFrames, maxBytes: ringBytes))
         self.database = database
@@ -43,6 +47,7 @@ final class LiveHub: Service, Sendable {
         self.heartbeatSeconds = heartbeatSeconds
         self.maxBackfillEvents = maxBackfillEvents
         self.frameEvents = frameEvents
+        self.frameBytes = frameBytes
     }
 
     // MARK: Subscribers
@@ -183,12 +188,43 @@ final class LiveHub: Service, Sendable {
         }
         guard head > after else { return [] }
         // Rows up to the head were all read when the batch is short of the limit (seqs commit in order; a
-        // purge may have dropped the last ones): the frame then reaches the head itself.
+        // purge may have dropped the last ones): the last frame then reaches the head itself.
         let reachesHead = events.count < limit
-        let frameHead = reachesHead ? head : events.last!.seq
-        let bytes = Self.encode(scope: scope, after: after, head: frameHead, events: events)
-        return [Feeds.Frame(after: after, head: frameHead, bytes: bytes, size: bytes.readableBytes)]
-            + (reachesHead ? [] : try await self.read(scope, after: frameHead, through: through))
+        let readHead = reachesHead ? head : events.last!.seq
+        var frames: [Feeds.Frame] = []
+        var frameAfter = after
+        for chunk in Self.chunks(events, maxBytes: frameBytes) {
+            let frameHead = chunk.endIndex == events.endIndex ? readHead : chunk.last!.seq
+            let bytes = Self.encode(scope: scope, after: frameAfter, head: frameHead, events: Array(chunk))
+            frames.append(Feeds.Frame(after: frameAfter, head: frameHead, bytes: bytes, size: bytes.readableBytes))
+            frameAfter = frameHead
+        }
+        if frames.isEmpty {
+            // Every row up to the head was purged: a frame without events moves subscribers to it.
+            let bytes = Self.encode(scope: scope, after: after, head: readHead, events: [])
+            frames.append(Feeds.Frame(after: after, head: readHead, bytes: bytes, size: bytes.readableBytes))
+        }
+        return frames + (reachesHead ? [] : try await self.read(scope, after: readHead, through: through))
+    }
+
+    /// `events` cut into runs of at most `maxBytes` of payload (and at least one event each), so that one
+    /// read of many commits (the database was slow, or a subscriber subscribed far behind) does not make a
+    /// frame larger than the ring is meant to hold.
+    static func chunks(_ events: [StoredEvent], maxBytes: Int) -> [ArraySlice<StoredEvent>] {
+        var chunks: [ArraySlice<StoredEvent>] = []
+        var start = events.startIndex
+        var bytes = 0
+        for index in events.indices {
+            let size = 320 + events[index].payloadJSON.utf8.count
+            if index > start && bytes + size > maxBytes {
+                chunks.append(events[start..<index])
+                start = index
+                bytes = 0
+            }
+            bytes += size
+        }
+        if start < events.endIndex { chunks.append(events[start...]) }
+        return chunks
     }
 
     // MARK: Encoding
