@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 import ServiceLifecycle
 import SyncModels
@@ -12,20 +13,12 @@ extension SyncAPI {
     /// `LiveHub` for its scopes' frames, which are encoded once and written to every subscriber as the same
     /// bytes, uncompressed (no per-connection compression state).
     func handleLive(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let identity = try await tokens.identity(authorization: request.headers[.authorization])
+        let subscription = try await liveSubscription(
+            authorization: request.headers[.authorization], path: request.uri.string)
         guard let live else {
             throw SyncProtocolError(.serverUnavailable, "this server does not serve the live stream")
         }
-        let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
-        let pullRequest = try PullRequest(query: query, limits: codec.limits)
-        let scopes = try PullService.scopes(requested: pullRequest.scopes, identity: identity)
-        guard !scopes.isEmpty else {
-            throw SyncProtocolError(.requestInvalid, "the token grants no scope to follow")
-        }
-        let positions = Dictionary(uniqueKeysWithValues: scopes.map { ($0, pullRequest.cursor[$0]) })
-        let expiresAt = identity.expiresAt.map { ContinuousClock.now + .seconds($0.timeIntervalSinceNow) }
-        let subscription = try await live.subscribe(positions, expiresAt: expiresAt)
-        context.logger.debug("live: subscribed", metadata: ["sync.scopes": "\(scopes.count)"])
+        context.logger.debug("live: subscribed")
         // A client that goes away ends its subscription at once, not at the next write that fails.
         let watcher = LiveDisconnectHandler { [id = subscription.id] in live.end(id) }
         let channel = context.channel
@@ -36,8 +29,7 @@ extension SyncAPI {
         headers[.cacheControl] = "no-store"
         // nginx: pass each write on at once (deploy/nginx/sync.conf also turns buffering off).
         headers[.init("X-Accel-Buffering")!] = "no"
-        let subscribed = LiveHub.message(
-            LiveMessage.subscribedEvent, #"{"heartbeatSeconds":\#(live.heartbeatSeconds)}"#)
+        let subscribed = live.subscribedMessage
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
@@ -53,6 +45,28 @@ extension SyncAPI {
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    /// Checks a live request (authorised as a pull: its token, its query, the scopes it may follow) and
+    /// subscribes it (`LiveChannelHandler` on the event loop, `handleLive` through the router).
+    /// - Parameters:
+    ///   - authorization: the `Authorization` header.
+    ///   - path: the request's path and query (`/v1/live?cursor=…&scopes=…`).
+    /// - Throws: what the request gets instead, as a protocol error.
+    func liveSubscription(authorization: String?, path: String) async throws -> LiveHub.Subscription {
+        let identity = try await tokens.identity(authorization: authorization)
+        guard let live else {
+            throw SyncProtocolError(.serverUnavailable, "this server does not serve the live stream")
+        }
+        let query = URI(path).queryParameters.map { (name: String($0.key), value: String($0.value)) }
+        let pullRequest = try PullRequest(query: query, limits: codec.limits)
+        let scopes = try PullService.scopes(requested: pullRequest.scopes, identity: identity)
+        guard !scopes.isEmpty else {
+            throw SyncProtocolError(.requestInvalid, "the token grants no scope to follow")
+        }
+        let positions = Dictionary(uniqueKeysWithValues: scopes.map { ($0, pullRequest.cursor[$0]) })
+        let expiresAt = identity.expiresAt.map { ContinuousClock.now + .seconds($0.timeIntervalSinceNow) }
+        return try await live.subscribe(positions, expiresAt: expiresAt)
     }
 
     /// Writes the subscriber's backfill, then its frames and heartbeats until its stream ends.

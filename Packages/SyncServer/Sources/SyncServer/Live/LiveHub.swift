@@ -17,7 +17,7 @@ import Synchronization
 /// scopes have frames, when a heartbeat is due (one timer for all, `run`), when its token expires, or on
 /// shutdown.
 final class LiveHub: Service, Sendable {
-    typealias Feeds = LiveFeeds<CheckedContinuation<Void, Never>, ByteBuffer>
+    typealias Feeds = LiveFeeds<LiveWaiter, ByteBuffer>
 
     private let state: Mutex<Feeds>
     private let database: Database
@@ -85,14 +85,14 @@ final class LiveHub: Service, Sendable {
     }
 
     func unsubscribe(_ id: Int) {
-        state.withLock { $0.unsubscribe(id) }?.resume()
+        if let waiter = state.withLock({ $0.unsubscribe(id) }) { Self.resume([waiter]) }
         recordSubscribers()
     }
 
     /// Ends a subscriber's stream (its connection's graceful shutdown).
     func end(_ id: Int, _ outcome: Feeds.Outcome = .closed) {
         if outcome == .behind { metrics.recordLiveDropped() }
-        state.withLock { $0.end(id, outcome) }?.resume()
+        if let waiter = state.withLock({ $0.end(id, outcome) }) { Self.resume([waiter]) }
     }
 
     /// What the subscriber writes next; waits until there is something.
@@ -101,7 +101,7 @@ final class LiveHub: Service, Sendable {
             var step = Feeds.Step.wait
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    step = state.withLock { $0.next(id, waiter: continuation) }
+                    step = state.withLock { $0.next(id, waiter: .task(continuation)) }
                     if case .wait = step { return }
                     continuation.resume()
                 }
@@ -110,6 +110,30 @@ final class LiveHub: Service, Sendable {
             }
             if case .wait = step { continue }
             return step
+        }
+    }
+
+    /// What the subscriber of a connection taken over on its event loop writes next (`LiveConnection`);
+    /// `.wait` parks `connection`, which is pumped again when there is something.
+    func next(_ id: Int, connection: LiveConnection) -> Feeds.Step {
+        state.withLock { $0.next(id, waiter: .connection(connection)) }
+    }
+
+    /// Resumes parked subscribers: a task at once; connections grouped by event loop, each loop pumping all of
+    /// its own in one go (one hop per loop and batch of frames, not one per subscriber).
+    static func resume(_ waiters: [LiveWaiter]) {
+        var connections: [ObjectIdentifier: (loop: any EventLoop, connections: [LiveConnection])] = [:]
+        for waiter in waiters {
+            switch waiter {
+            case .task(let continuation):
+                continuation.resume()
+            case .connection(let connection):
+                connections[ObjectIdentifier(connection.eventLoop), default: (connection.eventLoop, [])]
+                    .connections.append(connection)
+            }
+        }
+        for (loop, group) in connections.values {
+            loop.execute { for connection in group { connection.pump() } }
         }
     }
 
@@ -160,7 +184,7 @@ final class LiveHub: Service, Sendable {
                     }
                     metrics.liveBuffered.record(buffered)
                     for _ in 0..<dropped { metrics.recordLiveDropped() }
-                    for waiter in waiters { waiter.resume() }
+                    Self.resume(waiters)
                     read = next
                 } catch {
                     logger.warning(
@@ -247,6 +271,11 @@ final class LiveHub: Service, Sendable {
 
     static let heartbeat = ByteBuffer(string: ":\n\n")
 
+    /// The stream's first message: the subscription is in place, and how often heartbeats come.
+    var subscribedMessage: ByteBuffer {
+        Self.message(LiveMessage.subscribedEvent, #"{"heartbeatSeconds":\#(heartbeatSeconds)}"#)
+    }
+
     // MARK: Service
 
     /// The heartbeat and token-expiry timer of every subscriber; on graceful shutdown ends every stream.
@@ -269,13 +298,13 @@ final class LiveHub: Service, Sendable {
             let (waiters, reads) = state.withLock {
                 $0.tick(now: .now, heartbeat: ticks % max(1, heartbeatSeconds) == 0)
             }
-            for waiter in waiters { waiter.resume() }
+            Self.resume(waiters)
             for read in reads { perform(read) }
         }
     }
 
     func close() {
-        for waiter in state.withLock({ $0.close() }) { waiter.resume() }
+        Self.resume(state.withLock { $0.close() })
     }
 
     private func recordSubscribers() {

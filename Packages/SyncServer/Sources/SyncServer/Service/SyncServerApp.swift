@@ -101,8 +101,11 @@ public struct SyncServerApp: Sendable {
         let logger = self.logger
         let startupTimeout = configuration.startupTimeoutSeconds
         let onListening = self.onListening
+        let liveAPI = api
         var app = Application(
             router: router,
+            // `GET /v1/live` is served below the router, on each connection's event loop.
+            server: .http1(additionalChannelHandlers: [LiveChannelHandler(api: liveAPI, live: live)]),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil,
                 backlog: configuration.listenBacklog,
