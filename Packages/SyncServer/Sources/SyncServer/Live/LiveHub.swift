@@ -13,9 +13,10 @@ import Synchronization
 ///
 /// Commits are signalled by `LongPollHub` (this server's pushes directly, other servers' through `LISTEN`),
 /// and each turns into at most one tail read per scope running at a time (`LiveFeeds`). A subscriber holds
-/// no database connection and no task of its own while it waits: one parked continuation, woken when its
-/// scopes have frames, when a heartbeat is due (one timer for all, `run`), when its token expires, or on
-/// shutdown.
+/// no database connection while it waits, only a parked `LiveWaiter`: its connection, pumped on its event
+/// loop (`LiveChannelHandler`, how streams are served), or a continuation (a stream served through the
+/// router, `SyncAPI.handleLive`). It is woken when its scopes have frames, when a heartbeat is due (one
+/// timer for all, `run`), when its token expires, or on shutdown.
 final class LiveHub: Service, Sendable {
     typealias Feeds = LiveFeeds<LiveWaiter, ByteBuffer>
 
