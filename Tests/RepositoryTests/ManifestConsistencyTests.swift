@@ -16,18 +16,10 @@ import Testing
         // A scratch path of its own: `swift test` holds the lock of the repository's `.build`.
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dump-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
+        let (status, data) = try RepositoryLayoutTests.output([
             "swift", "package", "--package-path", path.path, "--scratch-path", scratch.path, "dump-package",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, let manifest = try JSONSerialization.jsonObject(with: data) as? Manifest
+        ])
+        guard status == 0, let manifest = try JSONSerialization.jsonObject(with: data) as? Manifest
         else { throw ManifestError(description: "swift package dump-package failed in \(path.path)") }
         return manifest
     }

@@ -80,22 +80,29 @@ import Testing
         #expect(process.terminationStatus == 0, "docker-compose config: \(message)")
     }
 
-    /// `docker compose --profile load up` runs the stack under load: sync-load and two agents are in the
-    /// `load` profile, so a plain `up` leaves them out. (docker-compose 1.x lists every service in `config`,
-    /// so the test reads each service's profiles from the normalized file.)
-    @Test func dockerComposeLoadProfileAddsTheLoad() throws {
+    /// Runs `arguments` through `/usr/bin/env` to its end: its exit status and standard output (standard
+    /// error is dropped).
+    static func output(_ arguments: [String]) throws -> (status: Int32, data: Data) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "docker-compose", "-f", Self.root.appendingPathComponent("docker-compose.yml").path, "config",
-        ]
+        process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
         let data = output.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        return (process.terminationStatus, data)
+    }
+
+    /// `docker compose --profile load up` runs the stack under load: sync-load and two agents are in the
+    /// `load` profile, so a plain `up` leaves them out. (docker-compose 1.x lists every service in `config`,
+    /// so the test reads each service's profiles from the normalized file.)
+    @Test func dockerComposeLoadProfileAddsTheLoad() throws {
+        let (status, data) = try Self.output([
+            "docker-compose", "-f", Self.root.appendingPathComponent("docker-compose.yml").path, "config",
+        ])
+        #expect(status == 0)
         // Services are the two-space-indented keys under `services:`; a profile list follows `profiles:`.
         var profiles: [String: [String]] = [:]
         var section = ""

@@ -11,15 +11,9 @@ import Testing
     /// Files the check reads: what git tracks or would track, less archived benchmark reports (they quote
     /// the runs they record) and data files.
     static func files() throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["git", "-C", root.path, "ls-files", "--cached", "--others", "--exclude-standard"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
+        let (_, data) = try RepositoryLayoutTests.output([
+            "git", "-C", root.path, "ls-files", "--cached", "--others", "--exclude-standard",
+        ])
         let readable = [".swift", ".sh", ".md", ".yml", ".yaml", ".conf", ".json", ".toml", ".txt"]
         let named = ["Makefile", "Dockerfile", "run", ".gitignore", ".dockerignore", ".swift-format"]
         return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { path in

@@ -91,15 +91,21 @@ extension SyncAPI {
                 }
             case .heartbeat:
                 try await writer.write(LiveHub.heartbeat)
-            case .end(.behind):
-                try await writer.write(Self.behind)
+            case .end(let outcome):
+                if let message = lastMessage(outcome) { try await writer.write(message) }
                 return
-            case .end(.expired):
-                try await writer.write(Self.expired)
-                return
-            case .end(.closed), .wait:
+            case .wait:
                 return
             }
+        }
+    }
+
+    /// The message a stream ending with `outcome` writes last: `behind`, the `auth.expired` error, or none.
+    static func lastMessage(_ outcome: LiveHub.Feeds.Outcome) -> ByteBuffer? {
+        switch outcome {
+        case .behind: behind
+        case .expired: expired
+        case .closed: nil
         }
     }
 

@@ -218,17 +218,9 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, L
             case .heartbeat:
                 context.write(wrapOutboundOut(.body(LiveHub.heartbeat)), promise: nil)
                 wrote = true
-            case .end(.behind):
+            case .end(let outcome):
                 wrote = false
-                finish(context: context, message: SyncAPI.behind)
-                return
-            case .end(.expired):
-                wrote = false
-                finish(context: context, message: SyncAPI.expired)
-                return
-            case .end(.closed):
-                wrote = false
-                finish(context: context, message: nil)
+                finish(context: context, message: SyncAPI.lastMessage(outcome))
                 return
             case .wait:
                 return
