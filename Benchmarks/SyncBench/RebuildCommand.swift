@@ -49,7 +49,7 @@ struct RebuildCommand: AsyncParsableCommand {
             let store = try EventStore(path: existing, projections: [projection])
             var rebuilds: [Double] = []
             for _ in 0..<runs { rebuilds.append(milliseconds(try await store.rebuild(projection: "notes"))) }
-            let count = try await store.database.writer.read { db in
+            let count = try await store.database.read { db in
                 try Int.fetchOne(db, sql: "SELECT count(*) FROM events") ?? 0
             }
             print(

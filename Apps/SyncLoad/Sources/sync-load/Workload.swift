@@ -80,7 +80,7 @@ struct NotesUser {
         on client: NotesClient, edited: () -> Void, pause: (Duration) async throws -> Void
     ) async throws {
         if sinceRefresh >= 20 {
-            known = try await client.store.database.writer.read { [scope] db in
+            known = try await client.store.database.read { [scope] db in
                 try String.fetchAll(
                     db, sql: "SELECT id FROM notes WHERE scope = ? AND created = 1 AND deleted = 0 LIMIT 200",
                     arguments: [scope.name]

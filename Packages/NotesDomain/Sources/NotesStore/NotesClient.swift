@@ -129,12 +129,12 @@ public struct NotesClient: Sendable {
     // MARK: - Reading
 
     public func note(_ id: NoteID) async throws -> NoteView? {
-        try await store.database.writer.read { db in try NotesProjection.state(of: id, in: db)?.view }
+        try await store.database.read { db in try NotesProjection.state(of: id, in: db)?.view }
     }
 
     /// Canonical JSON of every note (see `NotesProjection.exportState`).
     public func exportState() async throws -> Data {
-        try await store.database.writer.read { db in try NotesProjection.exportState(in: db) }
+        try await store.database.read { db in try NotesProjection.exportState(in: db) }
     }
 
     // MARK: - Drafts

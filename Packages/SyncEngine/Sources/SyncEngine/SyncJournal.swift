@@ -137,12 +137,12 @@ public struct SyncJournal: Sendable {
 
     /// How many entries the journal holds now.
     public func count() async throws -> Int {
-        try await database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_journal") ?? 0 }
+        try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_journal") ?? 0 }
     }
 
     /// The newest entries, oldest first.
     public func entries(limit: Int = 1000) async throws -> [Entry] {
-        try await database.writer.read { db in
+        try await database.read { db in
             try Row.fetchAll(
                 db, sql: "SELECT at, kind, detail FROM sync_journal ORDER BY id DESC LIMIT ?", arguments: [limit]
             ).reversed().map {

@@ -36,7 +36,7 @@ extension EventStore {
     /// - Returns: the number of events written.
     @discardableResult
     public func export(to url: URL) async throws -> Int {
-        let (lines, count) = try await database.writer.read { db -> (Data, Int) in
+        let (lines, count) = try await database.read { db -> (Data, Int) in
             var lines = Data()
             var count = 0
             let encoder = CanonicalJSON.encoder()

@@ -140,7 +140,7 @@ extension EventStore {
 
     /// Whether streams folded on arrival wait for `purgeFolded()`.
     public func hasFoldedToPurge() async throws -> Bool {
-        try await database.writer.read { db in try !Self.foldedScopes(db).isEmpty }
+        try await database.read { db in try !Self.foldedScopes(db).isEmpty }
     }
 
     /// Purges the streams folded on arrival as a stable prune purges (`saveSnapshot(streams:stable: true)`:
@@ -160,7 +160,7 @@ extension EventStore {
             return try Self.foldedScopes(db).sorted()
         }
         for scope in scopes {
-            let streams = try await database.writer.read { db in
+            let streams = try await database.read { db in
                 var streams: Set<String> = []
                 for projection in folding { streams.formUnion(try projection.snapshotStreams(scope: scope, in: db)) }
                 return streams.sorted()

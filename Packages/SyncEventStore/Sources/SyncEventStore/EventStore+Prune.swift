@@ -72,7 +72,7 @@ extension EventStore {
         var committed = 0
         var folded = 0
         for (scope, stable) in points.sorted(by: { $0.key < $1.key }) {
-            var (steps, live) = try await database.writer.read { db in
+            var (steps, live) = try await database.read { db in
                 try Self.foldSteps(scope: scope.name, through: stable, step: max(1, step), db)
             }
             for positions in steps {

@@ -56,7 +56,7 @@ extension EventStore {
     /// Whether the store was reset and its pending events wait for `rebase(with:)`: until then they must not
     /// be pushed. Survives restarts.
     public func isBootstrapping() async throws -> Bool {
-        try await database.writer.read { db in try Self.meta(Self.bootstrappingKey, db) != nil }
+        try await database.read { db in try Self.meta(Self.bootstrappingKey, db) != nil }
     }
 
     /// Forgets what the server sent, after 410 `reset.required`, in one transaction: deletes every confirmed

@@ -162,7 +162,7 @@ public final class EventStore: Sendable {
     /// Events of one stream in canonical order (rejected ones included, marked). A scan of the log (see
     /// `EventStoreSchema`): for tools and support, not for a hot path.
     public func events(stream: String) async throws -> [StoredEvent] {
-        try await database.writer.read { db in
+        try await database.read { db in
             try Row.fetchAll(
                 db,
                 sql: "SELECT \(StoredEvent.columns) FROM events WHERE stream = ? ORDER BY \(Self.canonicalOrder)",
@@ -175,7 +175,7 @@ public final class EventStore: Sendable {
     /// it (the engine plans its next push while the previous one is still being acknowledged). Walks the
     /// outbox's own index: the cost does not grow with the log.
     public func pendingEvents(after position: Int64 = 0, limit: Int = .max) async throws -> [StoredEvent] {
-        try await database.writer.read { db in try Self.pendingEvents(after: position, limit: limit, db) }
+        try await database.read { db in try Self.pendingEvents(after: position, limit: limit, db) }
     }
 
     static func pendingEvents(after position: Int64, limit: Int, _ db: Database) throws -> [StoredEvent] {
@@ -191,7 +191,7 @@ public final class EventStore: Sendable {
 
     /// Rejected events, most recent first, for showing the user what the server refused.
     public func rejectedEvents() async throws -> [StoredEvent] {
-        try await database.writer.read { db in
+        try await database.read { db in
             try Row.fetchAll(
                 db,
                 sql: "SELECT \(StoredEvent.columns) FROM events WHERE status = 'rejected' ORDER BY position DESC"
@@ -202,7 +202,7 @@ public final class EventStore: Sendable {
     /// Counts of events by sync status: three rows the store keeps current (`event_counts`), so the cost does
     /// not grow with the log.
     public func counts() async throws -> [SyncStatus: Int] {
-        try await database.writer.read { db in
+        try await database.read { db in
             var counts: [SyncStatus: Int] = [.pending: 0, .confirmed: 0, .rejected: 0]
             for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT status, n FROM event_counts")) {
                 if let status = SyncStatus(rawValue: row["status"]) { counts[status] = row["n"] }
@@ -216,7 +216,7 @@ public final class EventStore: Sendable {
     public func outboxSnapshot(after position: Int64, limit: Int) async throws -> (
         pending: [StoredEvent], cursor: String?, acknowledged: String?
     ) {
-        try await database.writer.read { db in
+        try await database.read { db in
             let pending = limit > 0 ? try Self.pendingEvents(after: position, limit: limit, db) : []
             return (pending, try Self.meta("cursor", db), try Self.acknowledgedCursor(db))
         }
@@ -224,7 +224,7 @@ public final class EventStore: Sendable {
 
     /// The pull cursor last stored with a confirmed page (nil before the first pull).
     public func cursor() async throws -> String? {
-        try await database.writer.read { db in try Self.meta("cursor", db) }
+        try await database.read { db in try Self.meta("cursor", db) }
     }
 
     /// The cursor this replica held when it wrote its oldest pending event: what it vouches for to the
@@ -233,7 +233,7 @@ public final class EventStore: Sendable {
     /// then acknowledged); the empty cursor for pending events older than the marks (written before the
     /// store kept them).
     public func acknowledgedCursor() async throws -> String? {
-        try await database.writer.read { db in try Self.acknowledgedCursor(db) }
+        try await database.read { db in try Self.acknowledgedCursor(db) }
     }
 
     /// Also no further than the cursor stored before folded events still held in memory (see

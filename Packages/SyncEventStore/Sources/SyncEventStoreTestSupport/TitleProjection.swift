@@ -77,7 +77,7 @@ public struct TitleProjection: Projection {
 
     /// The projection's whole state, for comparing two stores.
     public static func dump(_ store: EventStore) async throws -> [String] {
-        try await store.database.writer.read { db in
+        try await store.database.read { db in
             try String.fetchAll(db, sql: "SELECT stream || '=' || coalesce(title, '') FROM titles ORDER BY stream")
                 + String.fetchAll(db, sql: "SELECT stream || '#' || tag FROM tags ORDER BY stream, tag")
         }

@@ -24,6 +24,7 @@ public final class SyncDatabase: Sendable {
     public let path: String
     let pruneHooks = Mutex<[PruneHook]>([])
     let checkpointer: BackgroundCheckpointer?
+    let readGate: AsyncGate
 
     /// Opens (creating if needed) the database at `path`.
     /// - Throws: `DatabaseError` if the file cannot be opened or is not a database.
@@ -34,6 +35,7 @@ public final class SyncDatabase: Sendable {
             ? BackgroundCheckpointer(path: path, thresholdPages: Int32(configuration.backgroundCheckpointPages))
             : nil
         self.checkpointer = checkpointer
+        self.readGate = AsyncGate(permits: max(1, configuration.maximumReaderCount))
         self.writer = try DatabasePool(
             path: path, configuration: configuration.grdbConfiguration(checkpointer: checkpointer))
         try writer.writeWithoutTransaction { db in
@@ -47,6 +49,18 @@ public final class SyncDatabase: Sendable {
 
     deinit {
         checkpointer?.close()
+    }
+
+    /// A snapshot read on one of the pool's readers: use it rather than `writer.read` from async code.
+    ///
+    /// Reads beyond the pool's size wait here as suspended tasks. Through `writer.read` they would wait
+    /// for a reader on one of Dispatch's threads, blocked, while the reads that hold the readers need
+    /// Dispatch threads to finish; with a few hundred databases in one process every thread can end up
+    /// blocked that way and the process stops (`AsyncGate`).
+    /// - Throws: what `value` throws, a `DatabaseError`, or `CancellationError` if the task is cancelled
+    ///   while it waits for a reader.
+    public func read<T: Sendable>(_ value: @Sendable (Database) throws -> T) async throws -> T {
+        try await readGate.run { try await writer.read(value) }
     }
 
     /// Applies the migrations not yet applied, in registration order, each in its own transaction, checking
