@@ -37,6 +37,8 @@ final class Device: Sendable {
         var running: Task<Void, Never>?
     }
     private let replica: Mutex<Replica?> = Mutex(nil)
+    /// What the device's driver does now, and since when (for the watchdog).
+    private let activity = Mutex<(what: String, since: ContinuousClock.Instant)>(("created", .now))
 
     /// - Parameters:
     ///   - live: whether the engine holds the live stream (`SyncEngine.Configuration.live`); `longPoll` is
@@ -93,6 +95,32 @@ final class Device: Sendable {
     }
 
     var client: NotesClient? { replica.withLock { $0?.client } }
+
+    func doing(_ what: String) { activity.withLock { $0 = (what, .now) } }
+
+    /// Seconds the driver has been in its current step, unless it is one that waits by design (thinking,
+    /// offline, done).
+    var busyFor: Double {
+        let (what, since) = activity.withLock { $0 }
+        guard !["thinking", "done editing", "created"].contains(what) else { return 0 }
+        return (ContinuousClock.now - since).secondsValue
+    }
+
+    /// What the device waits on, for a stalled run's diagnosis: its driver's step and its engine's state.
+    var waitingOn: String {
+        let (what, since) = activity.withLock { $0 }
+        var parts = ["\(what) for \(Int((ContinuousClock.now - since).secondsValue)) s"]
+        if let status = engine?.status {
+            parts.append(
+                status.liveConnected ? "on the live stream" : status.longPolling ? "long-polling" : "not following")
+            if status.inFlight > 0 { parts.append("a push of \(status.inFlight) events in flight") }
+            if status.pending > 0 { parts.append("\(status.pending) events pending") }
+            if let error = status.lastError { parts.append("last error: \(error)") }
+        } else {
+            parts.append("not open")
+        }
+        return parts.joined(separator: "; ")
+    }
     var engine: SyncEngine? { replica.withLock { $0?.engine } }
     var replicaID: ReplicaID? { client?.store.replica }
 
@@ -133,7 +161,10 @@ final class Device: Sendable {
     /// Closes the replica abruptly, as a killed app would: its sync stops wherever it is (a request in
     /// flight is abandoned; a local transaction commits or not, never half) and the store is dropped
     /// without any orderly shutdown; then it is reopened from its file.
-    func crashAndReopen() async throws {
+    /// - Parameter opening: runs the reopening (by default here).
+    func crashAndReopen(
+        opening: (@escaping @Sendable () throws -> Void) async throws -> Void = { try $0() }
+    ) async throws {
         let old = replica.withLock { replica -> Replica? in
             defer { replica = nil }
             return replica
@@ -142,7 +173,7 @@ final class Device: Sendable {
         // No second writer on the file while the old one unwinds (a killed process has none either).
         await old?.running?.value
         metrics.crashed()
-        try open()
+        try await opening { try self.open() }
         if transport.isOnline { startSync() }
     }
 }

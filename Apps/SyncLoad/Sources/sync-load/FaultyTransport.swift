@@ -38,7 +38,8 @@ final class FaultyTransport: SyncTransport {
         var online = true
         var faultRate: Double
         var random: SplitMix64
-        var heldBack: [SyncRequest] = []
+        /// Requests held back by a `reorder` fault, sent just before the next one.
+        var heldBack: [@Sendable () async -> Void] = []
         /// The live streams open through this transport, which going offline breaks.
         var streams: [Int: LiveMessages.Continuation] = [:]
         var nextStream = 0
@@ -69,7 +70,27 @@ final class FaultyTransport: SyncTransport {
     func stopFaults() { state.withLock { $0.faultRate = 0 } }
 
     func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
-        let (online, fault, late, delay) = state.withLock { state -> (Bool, Fault?, [SyncRequest], Duration) in
+        let inner = inner
+        return try await faulted({ _ = try? await inner.sync(request) }) { () async throws(SyncFailure) in
+            try await inner.sync(request)
+        }
+    }
+
+    /// One `POST /v1/push` (a thin device's), with the same faults as a sync.
+    func push(_ request: PushRequest) async throws(SyncFailure) -> (results: [PushResult], traffic: Traffic) {
+        let inner = inner
+        return try await faulted({ _ = try? await inner.push(request) }) { () async throws(SyncFailure) in
+            try await inner.push(request)
+        }
+    }
+
+    /// Sends a request through the online switch and a seeded fault: `again` sends it once more (a
+    /// duplicate, or a held-back request arriving late), `send` sends it and returns the answer.
+    private func faulted<T>(
+        _ again: @escaping @Sendable () async -> Void, _ send: () async throws(SyncFailure) -> T
+    ) async throws(SyncFailure) -> T {
+        let (online, fault, late, delay) = state.withLock {
+            state -> (Bool, Fault?, [@Sendable () async -> Void], Duration) in
             guard state.online else { return (false, nil, [], .zero) }
             let late = state.heldBack
             state.heldBack.removeAll()
@@ -77,11 +98,11 @@ final class FaultyTransport: SyncTransport {
             if state.faultRate > 0, Double.random(in: 0..<1, using: &state.random) < state.faultRate {
                 fault = Fault.allCases.randomElement(using: &state.random)
             }
-            if fault == .reorder { state.heldBack.append(request) }
+            if fault == .reorder { state.heldBack.append(again) }
             return (true, fault, late, .milliseconds(Int.random(in: 50...500, using: &state.random)))
         }
         guard online else { throw .retryable(reason: "network: offline", retryAfter: nil) }
-        for request in late { _ = try? await inner.sync(request) }
+        for request in late { await request() }
         if let fault { metrics.injected(fault) }
         switch fault {
         case .lostRequest?, .reorder?:
@@ -91,19 +112,19 @@ final class FaultyTransport: SyncTransport {
         case .delay?:
             try? await Task.sleep(for: delay)
         case .duplicate?:
-            _ = try? await inner.sync(request)
+            await again()
         case .lostResponse?, nil:
             break
         }
-        let exchange: TransportExchange
+        let answer: T
         do {
-            exchange = try await inner.sync(request)
+            answer = try await send()
         } catch {
             metrics.failed(error)
             throw error
         }
         if fault == .lostResponse { throw .retryable(reason: "network: response lost (injected)", retryAfter: nil) }
-        return exchange
+        return answer
     }
 
     func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {

@@ -39,6 +39,9 @@ final class LoadMetrics: Sendable {
         var window = Totals()
         /// Offline spells by replica: (start, end) in milliseconds since 1970; end nil while offline.
         var offline: [ReplicaID: [(start: UInt64, end: UInt64?)]] = [:]
+        /// Grows with every answered request, accepted event, applied round, received event and edit: the
+        /// watchdog's sign that the run moves.
+        var progress = 0
     }
     private let state = Mutex(State())
 
@@ -50,9 +53,12 @@ final class LoadMetrics: Sendable {
 
     func edited() {
         state.withLock {
-            $0.totals.edits += 1; $0.window.edits += 1
+            $0.totals.edits += 1; $0.window.edits += 1; $0.progress += 1
         }
     }
+
+    /// How much the run has moved (see `State.progress`).
+    var progress: Int { state.withLock { $0.progress } }
 
     func localError(_ error: any Error) {
         let code = (error as? EventStoreError)?.code ?? "\(type(of: error))"
@@ -80,7 +86,10 @@ final class LoadMetrics: Sendable {
 
     /// The bytes of one answered request, sync or long-poll (`HTTPClientTransport`'s `onTraffic`).
     func moved(_ traffic: Traffic) {
-        state.withLock { $0.totals.traffic += traffic }
+        state.withLock {
+            $0.totals.traffic += traffic
+            $0.progress += 1
+        }
     }
 
     func crashed() { state.withLock { $0.totals.crashes += 1 } }
@@ -114,21 +123,40 @@ final class LoadMetrics: Sendable {
     /// from the write to now; the others (an edit made offline, or seen after an offline spell) go to
     /// catch-up latency.
     func applied(_ round: SyncRound, by replica: ReplicaID) {
+        if round.pushed > 0 {
+            pushed(round.pushed, acknowledged: round.acknowledged, rejected: round.rejected, roundTrip: round.roundTrip)
+        }
+        received(round.events, new: round.inserted, by: replica, page: round.traffic.sentWire == 0)
+    }
+
+    /// One answered push of `count` events (a replica's round, or a thin device's `POST /v1/push`).
+    func pushed(_ count: Int, acknowledged: Int, rejected: Int, roundTrip: Duration) {
+        let milliseconds = UInt64(max(1, roundTrip.milliseconds))
+        state.withLock { state in
+            _ = state.totals.push.record(milliseconds)
+            _ = state.window.push.record(milliseconds)
+            for totals in [\State.totals, \State.window] {
+                state[keyPath: totals].pushed += count
+                state[keyPath: totals].accepted += acknowledged
+                state[keyPath: totals].rejected += rejected
+            }
+            state.progress += 1
+        }
+    }
+
+    /// Events that reached device `replica` (`new` of them new to it), by a round trip or, with `page`, a
+    /// long-poll page or a batch of live frames: for each event another replica wrote, the time from its
+    /// write (its HLC's physical time: every device of the run shares this process's clock) to now.
+    /// Write-to-visible counts only events whose writer and reader stayed online from the write to now; the
+    /// others (an edit made offline, or seen after an offline spell) go to catch-up latency.
+    func received(_ events: [Event], new: Int, by replica: ReplicaID, page: Bool) {
         let now = Self.nowMilliseconds()
         state.withLock { state in
-            if round.pushed > 0 {
-                let milliseconds = UInt64(max(1, round.roundTrip.milliseconds))
-                _ = state.totals.push.record(milliseconds)
-                _ = state.window.push.record(milliseconds)
-            }
-            for totals in [\State.totals, \State.window] {
-                state[keyPath: totals].pushed += round.pushed
-                state[keyPath: totals].accepted += round.acknowledged
-                state[keyPath: totals].rejected += round.rejected
-                state[keyPath: totals].pulled += round.inserted
-            }
-            if round.traffic.sentWire == 0 { state.totals.polledPages += 1 } else { state.totals.rounds += 1 }
-            for event in round.events where event.dot.replica != replica {
+            state.totals.pulled += new
+            state.window.pulled += new
+            state.progress += 1
+            if page { state.totals.polledPages += 1 } else { state.totals.rounds += 1 }
+            for event in events where event.dot.replica != replica {
                 let written = event.hlc.physical
                 let latency = now > written ? now - written : 1
                 let online =

@@ -4,12 +4,17 @@ import NotesStore
 import SyncEngine
 import SyncEngineHTTPClient
 import SyncModels
+import SyncStorage
 import SyncTestSupport
+import Synchronization
 
 /// One step of a load run: its devices, its workload, its faults.
 struct StepConfiguration: Codable, Sendable {
     var server: String
+    /// Thin devices (`ThinDevice`); in manifests of earlier versions, without `replicas`, full replicas.
     var devices: Int
+    /// Full replicas (`Device`), each with its own SQLite file (absent in earlier versions: see `devices`).
+    var replicas: Int? = nil
     var scopes: Int
     /// Seconds of writing (after the ramp-up).
     var seconds: Double
@@ -44,39 +49,60 @@ struct StepConfiguration: Codable, Sendable {
     var settleTimeout: Double
     /// Seconds by which 1 device in 5 runs ahead, and 1 in 5 behind (absent or 0: every clock is right).
     var clockSkew: Double? = nil
+    /// Seconds without any progress after which the run stops and says what every device waits on (absent
+    /// or 0: never).
+    var stallTimeout: Double? = nil
+    /// The checker's self-test: what the first thin device does to batches it receives.
+    var deliveryFaults: [ThinDevice.DeliveryFault]? = nil
+
+    /// Full replicas and thin devices.
+    var replicaCount: Int { replicas ?? devices }
+    var thinCount: Int { replicas == nil ? 0 : devices }
 }
 
 /// What the devices of a step are: written to `manifest.json` in the data directory, so that
 /// `sync-load verify` can reopen them.
 struct Manifest: Codable, Sendable {
     var configuration: StepConfiguration
+    /// The full replicas.
     var devices: [Device.Plan]
+    /// The thin devices (absent in earlier versions: none). Their `path` is unused.
+    var thin: [Device.Plan]? = nil
 
-    var scopes: [String] { Array(Set(devices.map(\.scope))).sorted() }
+    var scopes: [String] { Array(Set(devices.map(\.scope) + (thin ?? []).map(\.scope))).sorted() }
 
+    /// Replicas are devices 0 to M-1, thin devices M to M+N-1; device i writes to scope i mod scopes.
     static func make(_ configuration: StepConfiguration) -> Manifest {
         let directory = URL(fileURLWithPath: configuration.dataDirectory)
         let scopes = max(1, configuration.scopes)
+        let replicas = configuration.replicaCount
+        let plans = (0..<(replicas + configuration.thinCount)).map { index in
+            let skew = Int64((configuration.clockSkew ?? 0) * 1000)
+            return Device.Plan(
+                index: index, scope: "\(configuration.scopePrefix)-s\(index % scopes)",
+                subject: "\(configuration.scopePrefix)-d\(index)",
+                path: directory.appendingPathComponent("device-\(index).sqlite").path,
+                clockSkewMilliseconds: skew == 0 ? nil : [skew, -skew, 0, 0, 0][index % 5])
+        }
         return Manifest(
-            configuration: configuration,
-            devices: (0..<configuration.devices).map { index in
-                let skew = Int64((configuration.clockSkew ?? 0) * 1000)
-                return Device.Plan(
-                    index: index, scope: "\(configuration.scopePrefix)-s\(index % scopes)",
-                    subject: "\(configuration.scopePrefix)-d\(index)",
-                    path: directory.appendingPathComponent("device-\(index).sqlite").path,
-                    clockSkewMilliseconds: skew == 0 ? nil : [skew, -skew, 0, 0, 0][index % 5])
-            })
+            configuration: configuration, devices: Array(plans.prefix(replicas)),
+            thin: configuration.replicas == nil ? nil : Array(plans.dropFirst(replicas)))
     }
 }
 
-/// Runs a step: devices ramp up, edit, go offline and come back, crash and reopen, through injected
-/// faults; then the verdict.
+/// Runs a step: replicas open, thin devices ramp up, all edit, go offline and come back, replicas crash
+/// and reopen, through injected faults; then the verdict. A watchdog stops a step that no longer moves.
 struct LoadRun {
     let configuration: StepConfiguration
     let tokens: Tokens
     let http: HTTPClient
     let watched: [String: Int32]
+    /// Called with the partial report when the watchdog finds the step stalled; it does not return.
+    var stalled: @Sendable (StepReport) -> Never = { _ in exit(3) }
+
+    /// Replicas open two at a time, each on a Dispatch thread (`offPool`): opening is synchronous work
+    /// (files, migrations), and a thousand at once on Swift's pool would hold all its threads.
+    private static let opening = AsyncGate(permits: 2)
 
     func run() async throws -> StepReport {
         let manifest = Manifest.make(configuration)
@@ -92,37 +118,91 @@ struct LoadRun {
         guard let baseURL = URL(string: configuration.server) else { throw LoadError("--server: not a URL") }
         let metrics = LoadMetrics()
         let weights = try WorkloadWeights(parsing: configuration.weights)
+        let residentBefore = ProcessStats.memory().resident
         var devices: [Device] = []
         for plan in manifest.devices {
-            let transport = FaultyTransport(
-                inner: HTTPClientTransport(
-                    baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
-                    client: http, onTraffic: { metrics.moved($0) }),
-                metrics: metrics, faultRate: configuration.faultRate,
-                seed: UInt64(plan.index) &+ configuration.seed &* 0x9E37_79B9)
             devices.append(
                 try Device(
-                    plan: plan, transport: transport, metrics: metrics,
+                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics),
+                    metrics: metrics,
                     longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
                     live: configuration.live ?? false, debounce: .milliseconds(configuration.debounce),
                     minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
                     pollLinger: .milliseconds(configuration.pollLinger ?? 100)))
+        }
+        var thin: [ThinDevice] = []
+        let options = ThinDevice.Options(
+            live: configuration.live ?? false, longPoll: max(configuration.longPoll, 1),
+            minPushInterval: .milliseconds(configuration.minPushInterval ?? 0))
+        for plan in manifest.thin ?? [] {
+            var deviceOptions = options
+            if plan.index == manifest.devices.count {
+                deviceOptions.deliveryFaults = configuration.deliveryFaults ?? []
+            }
+            thin.append(
+                try ThinDevice(
+                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics),
+                    metrics: metrics, options: deviceOptions, seed: configuration.seed))
         }
         let cpuBefore = watched.mapValues(ProcessStats.cpuSeconds(tree:))
         let ownBefore = ProcessStats.ownCPUSeconds()
         let start = ContinuousClock.now
         let writeEnd = start + .seconds(configuration.rampUp + configuration.seconds)
         say(
-            "sync-load: \(configuration.devices) devices in \(configuration.scopes) scopes, \(configuration.rate) actions/s each, "
-                + "\(Int(configuration.seconds)) s after \(Int(configuration.rampUp)) s of ramp-up, seed \(configuration.seed)"
-        )
-        let progress = Progress(metrics: metrics, devices: devices, start: start)
+            "sync-load: \(thin.count) thin devices and \(devices.count) replicas in \(configuration.scopes) scopes, "
+                + "\(configuration.rate) actions/s each, \(Int(configuration.seconds)) s after \(Int(configuration.rampUp)) s "
+                + "of ramp-up, seed \(configuration.seed)")
+        let progress = Progress(metrics: metrics, devices: devices, thin: thin, start: start)
         let progressTask = Task { await progress.run() }
+        let memory = MemoryMarks(before: residentBefore)
+        let watchdog = Watchdog(
+            metrics: metrics, devices: devices, thin: thin, timeout: configuration.stallTimeout ?? 0)
+        let watchdogTask = Task { [self] in
+            guard let stall = await watchdog.run() else { return }
+            let totals = metrics.totals
+            var report = makeReport(
+                totals: totals, seconds: (ContinuousClock.now - start).secondsValue, cpuBefore: cpuBefore,
+                ownBefore: ownBefore, memory: memory,
+                verdict: Verdict.stalled(stall, serverEvents: 0))
+            report.label = "collapsed"
+            self.stalled(report)
+        }
+        // Thin devices follow and push until the verdict is in; only their edits stop with the writing.
+        var thinLoops: [Task<Void, Never>] = []
+        let replicaDevices = devices
+        let thinDevices = thin
         await withTaskGroup(of: Void.self) { group in
-            for device in devices {
+            for device in replicaDevices {
                 group.addTask {
                     await drive(device, weights: weights, metrics: metrics, start: start, until: writeEnd)
                 }
+            }
+            group.addTask {
+                // The replicas' memory once they are open, before the thin devices' ramp-up adds theirs.
+                while replicaDevices.contains(where: { $0.engine == nil }) && ContinuousClock.now < writeEnd {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                memory.markReplicasOpen()
+            }
+            for device in thinDevices {
+                let delay =
+                    configuration.rampUp * Double(device.plan.index - replicaDevices.count)
+                    / Double(max(1, thinDevices.count))
+                thinLoops.append(
+                    Task {
+                        try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
+                        await withTaskGroup(of: Void.self) { loops in
+                            loops.addTask { await device.receiveLoop() }
+                            loops.addTask { await device.pushLoop() }
+                        }
+                    })
+                group.addTask {
+                    await drive(device, weights: weights, metrics: metrics, start: start, delay: delay, until: writeEnd)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(until: start + .seconds(configuration.rampUp), clock: .continuous)
+                memory.markRampedUp()
             }
         }
         let writing = ContinuousClock.now - start
@@ -130,22 +210,46 @@ struct LoadRun {
         await progressTask.value
         progress.finish()
         let totals = metrics.totals
-        let cpu = watched.mapValues(ProcessStats.cpuSeconds(tree:))
-        let own = ProcessStats.ownCPUSeconds() - ownBefore
-        let memory = ProcessStats.memory()
 
         say("sync-load: writing stopped; settling (every device online, no faults, syncing until quiet)")
         let verifier = Verifier(manifest: manifest, tokens: tokens, http: http, baseURL: baseURL)
-        let verdict = try await verifier.settleAndVerify(devices)
+        let verdict: Verdict
+        do {
+            verdict = try await verifier.settleAndVerify(devices, thin: thin)
+        } catch {
+            watchdogTask.cancel()
+            for loop in thinLoops { loop.cancel() }
+            throw error
+        }
+        watchdogTask.cancel()
+        for loop in thinLoops { loop.cancel() }
         for device in devices { await device.stopSync() }
+        return makeReport(
+            totals: totals, seconds: writing.secondsValue, cpuBefore: cpuBefore, ownBefore: ownBefore, memory: memory,
+            verdict: verdict)
+    }
 
-        let wall = writing.secondsValue
+    private func transport(_ plan: Device.Plan, baseURL: URL, metrics: LoadMetrics) async throws -> FaultyTransport {
+        FaultyTransport(
+            inner: HTTPClientTransport(
+                baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
+                client: http, onTraffic: { metrics.moved($0) }),
+            metrics: metrics, faultRate: configuration.faultRate,
+            seed: UInt64(plan.index) &+ configuration.seed &* 0x9E37_79B9)
+    }
+
+    private func makeReport(
+        totals: LoadMetrics.Totals, seconds wall: Double, cpuBefore: [String: Double], ownBefore: Double,
+        memory: MemoryMarks, verdict: Verdict
+    ) -> StepReport {
+        let cpu = watched.mapValues(ProcessStats.cpuSeconds(tree:))
+        let own = ProcessStats.ownCPUSeconds() - ownBefore
         let w2v = LatencySummary(totals.writeToVisible)
         return StepReport(
-            devices: configuration.devices, scopes: configuration.scopes, seconds: wall,
-            edits: totals.edits, pushed: totals.pushed, accepted: totals.accepted, rejected: totals.rejected,
-            acceptedPerSecond: Double(totals.accepted) / max(wall, 0.001), pulled: totals.pulled,
-            rounds: totals.rounds, polledPages: totals.polledPages,
+            devices: configuration.thinCount, replicas: configuration.replicaCount, scopes: configuration.scopes,
+            seconds: wall, edits: totals.edits, pushed: totals.pushed, accepted: totals.accepted,
+            rejected: totals.rejected, acceptedPerSecond: Double(totals.accepted) / max(wall, 0.001),
+            pulled: totals.pulled, rounds: totals.rounds, polledPages: totals.polledPages,
             pushLatencyMs: LatencySummary(totals.push), writeToVisibleMs: w2v,
             catchUpMs: LatencySummary(totals.catchUp),
             bytes: .init(
@@ -154,23 +258,61 @@ struct LoadRun {
             errors: totals.errors, localErrors: totals.localErrors, faults: totals.faults,
             offlineSpells: totals.offlineSpells, crashes: totals.crashes,
             label: StepReport.label(writeToVisibleP99: w2v.count == 0 ? nil : w2v.p99),
-            load: .init(cpuSeconds: own, peakResidentBytes: memory.peak),
+            load: .init(
+                cpuSeconds: own, peakResidentBytes: ProcessStats.memory().peak,
+                bytesPerReplica: memory.perReplica(configuration.replicaCount),
+                bytesPerThinDevice: memory.perThin(configuration.thinCount)),
             watchedCPUSeconds: cpu.merging(cpuBefore) { after, before in after - before },
             verdict: verdict)
     }
 
-    /// One device's life: it starts during the ramp-up, then edits at its rate with exponential think times,
-    /// goes offline and comes back (so that `offlineFraction` of the devices are offline at any time), and
-    /// crashes and reopens now and then; until `end`.
+    /// A thin device's edits: it starts after `delay`, then acts at its rate with exponential think times
+    /// and goes offline and comes back (so that `offlineFraction` of the devices are offline at any time);
+    /// until `end`. (It has no file, so no crashes: those are the replicas'.)
+    private func drive(
+        _ device: ThinDevice, weights: WorkloadWeights, metrics: LoadMetrics, start: ContinuousClock.Instant,
+        delay: Double, until end: ContinuousClock.Instant
+    ) async {
+        var random = SplitMix64.stream(configuration.seed ^ 0x5EED, device.plan.index)
+        try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
+        metrics.joined(device.replica)
+        var spells = OfflineSpells(configuration, random: &random)
+        while ContinuousClock.now < end, !Task.isCancelled {
+            let think = spells.exponential(1 / max(configuration.rate, 0.001), &random)
+            let left = (end - ContinuousClock.now).secondsValue
+            try? await Task.sleep(for: .milliseconds(Int64(max(0, min(think, left)) * 1000)))
+            if ContinuousClock.now >= end { break }
+            switch spells.due(online: device.transport.isOnline, &random) {
+            case .goOffline?:
+                device.transport.setOnline(false)
+                metrics.wentOffline(device.replica)
+            case .comeBack?:
+                device.transport.setOnline(true)
+                metrics.cameOnline(device.replica)
+            case nil: break
+            }
+            do {
+                try await device.act(weights.pick(using: &random)) { try await Task.sleep(for: $0) }
+            } catch {
+                break
+            }
+        }
+    }
+
+    /// One replica's life: it opens at the start (one at a time, `opening`), then edits at its rate with
+    /// exponential think times, goes offline and comes back (so that `offlineFraction` of the devices are
+    /// offline at any time), and crashes and reopens now and then; until `end`.
     private func drive(
         _ device: Device, weights: WorkloadWeights, metrics: LoadMetrics, start: ContinuousClock.Instant,
         until end: ContinuousClock.Instant
     ) async {
         var random = SplitMix64.stream(configuration.seed ^ 0x5EED, device.plan.index)
-        let delay = configuration.rampUp * Double(device.plan.index) / Double(max(1, configuration.devices))
-        try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
         do {
-            try device.open()
+            device.doing("waiting to open")
+            try await Self.opening.run {
+                device.doing("opening its file")
+                try await offPool { try device.open() }
+            }
             if let replica = device.replicaID { metrics.joined(replica) }
         } catch {
             say("device \(device.plan.index): cannot open \(device.plan.path): \(error)")
@@ -178,44 +320,36 @@ struct LoadRun {
         }
         device.startSync()
         var user = NotesUser(scope: device.scope, weights: weights, random: random)
-        let fraction = min(max(configuration.offlineFraction, 0), 0.95)
-        let meanOffline = (configuration.offlineMin + configuration.offlineMax) / 2
-        let meanOnline = fraction > 0 ? meanOffline * (1 - fraction) / fraction : .infinity
-        func exponential(_ mean: Double) -> Double {
-            mean.isInfinite ? .infinity : -log(1 - Double.random(in: 0..<1, using: &random)) * mean
-        }
-        func at(_ seconds: Double) -> ContinuousClock.Instant? {
-            seconds.isFinite ? ContinuousClock.now + .milliseconds(Int64(seconds * 1000)) : nil
-        }
-        var toggleAt = at(exponential(meanOnline))
-        var crashAt = configuration.crashInterval > 0 ? at(exponential(configuration.crashInterval)) : nil
+        var spells = OfflineSpells(configuration, random: &random)
+        var crashAt =
+            configuration.crashInterval > 0 ? spells.at(spells.exponential(configuration.crashInterval, &random)) : nil
         while ContinuousClock.now < end, !Task.isCancelled {
-            let think = exponential(1 / max(configuration.rate, 0.001))
+            device.doing("thinking")
+            let think = spells.exponential(1 / max(configuration.rate, 0.001), &random)
             let left = (end - ContinuousClock.now).secondsValue
             try? await Task.sleep(for: .milliseconds(Int64(max(0, min(think, left)) * 1000)))
             let now = ContinuousClock.now
             if now >= end { break }
-            if let due = toggleAt, now >= due {
-                if device.transport.isOnline {
-                    await device.goOffline()
-                    toggleAt = at(
-                        Double.random(in: configuration.offlineMin...configuration.offlineMax, using: &random))
-                } else {
-                    device.goOnline()
-                    toggleAt = at(exponential(meanOnline))
-                }
+            switch spells.due(online: device.transport.isOnline, &random) {
+            case .goOffline?:
+                device.doing("going offline")
+                await device.goOffline()
+            case .comeBack?: device.goOnline()
+            case nil: break
             }
             if let due = crashAt, now >= due {
                 do {
-                    try await device.crashAndReopen()
+                    device.doing("crashing and reopening")
+                    try await Self.opening.run { try await device.crashAndReopen { try await offPool($0) } }
                 } catch {
                     say("device \(device.plan.index): cannot reopen after a crash: \(error)")
                     return
                 }
-                crashAt = at(exponential(configuration.crashInterval))
+                crashAt = spells.at(spells.exponential(configuration.crashInterval, &random))
             }
             guard let client = device.client else { continue }
             do {
+                device.doing("editing")
                 try await user.act(
                     on: client, edited: { metrics.edited() },
                     pause: { try await Task.sleep(for: $0) })
@@ -224,6 +358,83 @@ struct LoadRun {
             } catch {
                 metrics.localError(error)
             }
+        }
+        device.doing("done editing")
+    }
+}
+
+/// Runs synchronous work on one of Dispatch's threads, leaving Swift's pool to the devices' tasks.
+func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+/// When a device goes offline and comes back: spells of `offlineMin`–`offlineMax` seconds, with online
+/// spells between them long enough on average that `offlineFraction` of the devices are offline at once.
+struct OfflineSpells {
+    enum Change { case goOffline, comeBack }
+
+    let configuration: StepConfiguration
+    let meanOnline: Double
+    var toggleAt: ContinuousClock.Instant?
+
+    init(_ configuration: StepConfiguration, random: inout SplitMix64) {
+        self.configuration = configuration
+        let fraction = min(max(configuration.offlineFraction, 0), 0.95)
+        let meanOffline = (configuration.offlineMin + configuration.offlineMax) / 2
+        meanOnline = fraction > 0 ? meanOffline * (1 - fraction) / fraction : .infinity
+        toggleAt = nil
+        toggleAt = at(exponential(meanOnline, &random))
+    }
+
+    func exponential(_ mean: Double, _ random: inout SplitMix64) -> Double {
+        mean.isInfinite ? .infinity : -log(1 - Double.random(in: 0..<1, using: &random)) * mean
+    }
+
+    func at(_ seconds: Double) -> ContinuousClock.Instant? {
+        seconds.isFinite ? ContinuousClock.now + .milliseconds(Int64(seconds * 1000)) : nil
+    }
+
+    /// The change due now, if any, for a device that is `online`; schedules the next one.
+    mutating func due(online: Bool, _ random: inout SplitMix64) -> Change? {
+        guard let due = toggleAt, ContinuousClock.now >= due else { return nil }
+        if online {
+            toggleAt = at(Double.random(in: configuration.offlineMin...configuration.offlineMax, using: &random))
+            return .goOffline
+        }
+        toggleAt = at(exponential(meanOnline, &random))
+        return .comeBack
+    }
+}
+
+/// Resident memory at the marks of a step, for the bytes a replica and a thin device cost.
+final class MemoryMarks: Sendable {
+    private struct Marks {
+        var before: Int
+        var replicasOpen: Int?
+        var rampedUp: Int?
+    }
+    private let marks: Mutex<Marks>
+
+    init(before: Int) { marks = Mutex(Marks(before: before)) }
+
+    func markReplicasOpen() { marks.withLock { $0.replicasOpen = ProcessStats.memory().resident } }
+    func markRampedUp() { marks.withLock { $0.rampedUp = ProcessStats.memory().resident } }
+
+    /// Resident bytes added by opening the replicas, per replica (as they open, before much syncing).
+    func perReplica(_ count: Int) -> Int? {
+        marks.withLock { marks in
+            guard count > 0, let open = marks.replicasOpen else { return nil }
+            return max(0, open - marks.before) / count
+        }
+    }
+
+    /// Resident bytes added from then to the end of the ramp-up, per thin device (connected and editing).
+    func perThin(_ count: Int) -> Int? {
+        marks.withLock { marks in
+            guard count > 0, let open = marks.replicasOpen, let ramped = marks.rampedUp else { return nil }
+            return max(0, ramped - open) / count
         }
     }
 }

@@ -12,9 +12,15 @@ struct StepReport: Codable, Sendable {
     struct Load: Codable, Sendable {
         var cpuSeconds: Double
         var peakResidentBytes: Int
+        /// Resident bytes a replica added as it opened, and a thin device once connected (absent in earlier
+        /// versions, and without any).
+        var bytesPerReplica: Int? = nil
+        var bytesPerThinDevice: Int? = nil
     }
 
+    /// Thin devices (in reports of earlier versions: replicas, without `replicas`).
     var devices: Int
+    var replicas: Int? = nil
     var scopes: Int
     /// Seconds of the writing phase (ramp-up included).
     var seconds: Double

@@ -54,7 +54,16 @@ struct RunCommand: AsyncParsableCommand {
         commandName: "run", abstract: "Run the load (one step, or a sweep) and its verdict; exit 1 if it fails.")
 
     @OptionGroup var server: ServerOptions
-    @Option(help: "Virtual devices, each a real replica with its own SQLite file.") var devices = 20
+    @Option(
+        help:
+            "Thin devices: they speak the protocol, push their edits and follow their scope on the live stream, and check that they receive every event once, in order and unaltered, without a replica."
+    )
+    var devices = 20
+    @Option(
+        help:
+            "Full replicas besides: each a real device with its own SQLite file, whose state the verdict compares with a fresh bootstrap."
+    )
+    var replicas = 24
     @Option(help: "Scopes the devices share (device i writes to scope i mod scopes).") var scopes = 4
     @Option(help: "Seconds of writing after the ramp-up.") var duration = 30.0
     @Option(help: "Seconds over which devices start.") var rampUp = 5.0
@@ -105,6 +114,16 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Run steps: devices=10,100,1000 (scopes scale along) or rate=1,2,4.") var sweep: String?
     @Option(help: "Seconds the verdict waits for every device to settle.") var settleTimeout = 180.0
     @Option(
+        help:
+            "Seconds without progress (no request answered, no event accepted, applied or received, no edit) while work is outstanding, after which the run prints what every stuck device waits on, writes the partial report and exits 3 (0: never)."
+    )
+    var stallTimeout = 60.0
+    @Option(
+        help:
+            "A self-test of the delivery check: the first thin device skips, duplicates or alters one event it receives (skip,duplicate,alter); the verdict must report each."
+    )
+    var deliveryFaults: String?
+    @Option(
         parsing: .singleValue,
         help: "NAME=PID: report the CPU time of this process and its children (the server, PostgreSQL).")
     var watch: [String] = []
@@ -116,14 +135,23 @@ struct RunCommand: AsyncParsableCommand {
         let base = URL(
             fileURLWithPath: dataDir
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("sync-load-\(prefix)").path)
-        let first = StepConfiguration(
-            server: server.server, devices: devices, scopes: scopes, seconds: duration, rampUp: rampUp, rate: rate,
+        let selfTest = try (deliveryFaults ?? "").split(separator: ",").map { name in
+            guard let fault = ThinDevice.DeliveryFault(rawValue: String(name)) else {
+                throw ValidationError("--delivery-faults: one or more of skip, duplicate, alter")
+            }
+            return fault
+        }
+        var first = StepConfiguration(
+            server: server.server, devices: devices, replicas: replicas, scopes: scopes, seconds: duration,
+            rampUp: rampUp, rate: rate,
             weights: try WorkloadWeights(parsing: weights).description, offlineFraction: offline,
             offlineMin: offlineMin, offlineMax: max(offlineMin, offlineMax), faultRate: faults,
             crashInterval: crashInterval, longPoll: longPoll, live: live, debounce: debounce,
             minPushInterval: minPushInterval, pollLinger: pollLinger, seed: seed,
             scopePrefix: prefix,
             dataDirectory: base.path, settleTimeout: settleTimeout, clockSkew: clockSkew == 0 ? nil : clockSkew)
+        first.stallTimeout = stallTimeout
+        first.deliveryFaults = selfTest.isEmpty ? nil : selfTest
         let steps = try Self.steps(first, sweep: sweep, base: base)
         var watched: [String: Int32] = [:]
         for entry in watch {
@@ -131,13 +159,27 @@ struct RunCommand: AsyncParsableCommand {
             guard parts.count == 2, let pid = Int32(parts[1]) else { throw ValidationError("--watch NAME=PID") }
             watched[String(parts[0])] = pid
         }
-        let http = makeHTTPClient(devices: steps.map(\.devices).max() ?? devices)
+        let http = makeHTTPClient(devices: steps.map { $0.devices + $0.replicaCount }.max() ?? devices)
         var report = RunReport(
             startedAt: Date(), commit: RunReport.commit(), machine: RunReport.machine(),
             command: Self.redacted(CommandLine.arguments), sweep: sweep, configuration: first, steps: [])
         do {
             for step in steps {
-                let result = try await LoadRun(configuration: step, tokens: tokens, http: http, watched: watched).run()
+                let soFar = report
+                let out = out
+                let stalled: @Sendable (StepReport) -> Never = { partial in
+                    var report = soFar
+                    report.steps.append(partial)
+                    if let out {
+                        try? report.write(to: URL(fileURLWithPath: out))
+                        say("sync-load: the partial report is in \(out)/report.md and report.json")
+                    }
+                    say("sync-load: FAILED: the run stalled (device files kept in \(base.path))")
+                    Foundation.exit(3)
+                }
+                let result = try await LoadRun(
+                    configuration: step, tokens: tokens, http: http, watched: watched, stalled: stalled
+                ).run()
                 report.steps.append(result)
                 Self.summarize(result)
                 if let out { try report.write(to: URL(fileURLWithPath: out)) }
@@ -198,10 +240,11 @@ struct RunCommand: AsyncParsableCommand {
     static func summarize(_ step: StepReport) {
         let verdict = step.verdict
         say(
-            "sync-load: \(step.devices) devices: \(Int(step.acceptedPerSecond)) events/s accepted, push p99 \(step.pushLatencyMs.p99) ms, "
+            "sync-load: \(step.devices) thin devices and \(step.replicas ?? 0) replicas: \(Int(step.acceptedPerSecond)) events/s accepted, push p99 \(step.pushLatencyMs.p99) ms, "
                 + "write-to-visible p50 \(step.writeToVisibleMs.p50) ms p99 \(step.writeToVisibleMs.p99) ms (\(step.label)); "
                 + "verdict \(verdict.passed ? "PASS" : "FAIL"): \(verdict.serverEvents) events on the server, lost \(verdict.lost), "
-                + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), unsettled \(verdict.unsettled), gaps \(verdict.gaps)"
+                + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), unsettled \(verdict.unsettled), gaps \(verdict.gaps), "
+                + "delivery \(verdict.delivery ?? 0)"
         )
         for (kind, findings) in verdict.findings.sorted(by: { $0.key < $1.key }) {
             for finding in findings { say("  \(kind): \(finding)") }

@@ -40,6 +40,9 @@ struct Verdict: Codable, Sendable {
     var gaps: Int
     /// Scopes a fresh device could not bootstrap (the server serves something a client refuses).
     var bootstrap: Int
+    /// What thin devices received wrong: a seq skipped or delivered twice, an event that differs from the
+    /// server's, a device that never reached its scope's head (absent in earlier versions).
+    var delivery: Int? = nil
     /// The first findings of each kind (at most 20 each).
     var findings: [String: [Finding]]
 }
@@ -54,11 +57,19 @@ struct Verifier {
 
     private static let shown = 20
 
-    func settleAndVerify(_ devices: [Device]) async throws -> Verdict {
+    func settleAndVerify(_ devices: [Device], thin: [ThinDevice] = []) async throws -> Verdict {
         let start = ContinuousClock.now
-        let unsettled = await settle(devices, timeout: .seconds(manifest.configuration.settleTimeout))
+        let deadline = start + .seconds(manifest.configuration.settleTimeout)
+        for device in thin {
+            device.transport.stopFaults()
+            device.transport.setOnline(true)
+        }
+        var unsettled = await drain(thin, until: deadline)
+        unsettled += await settle(devices, timeout: deadline - .now)
+        let log = try await serverLog()
+        unsettled += await follow(thin, to: log, until: deadline)
         let settleSeconds = (ContinuousClock.now - start).secondsValue
-        var verdict = try await verify(devices)
+        var verdict = try await verify(devices, thin: thin, log: log)
         verdict.settleSeconds = settleSeconds
         verdict.unsettled = unsettled.count
         if !unsettled.isEmpty { verdict.findings["unsettled"] = Array(unsettled.prefix(Self.shown)) }
@@ -66,9 +77,37 @@ struct Verifier {
         return verdict
     }
 
+    /// Waits until every thin device's outbox is empty (their push loops run on); returns those still
+    /// holding events at the deadline.
+    func drain(_ thin: [ThinDevice], until deadline: ContinuousClock.Instant) async -> [Finding] {
+        while ContinuousClock.now < deadline, thin.contains(where: { $0.pending > 0 }) {
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return thin.filter { $0.pending > 0 }.map {
+            Finding(device: $0.plan.index, scope: $0.plan.scope, detail: "\($0.pending) events still in the outbox")
+        }
+    }
+
+    /// Waits until every thin device has received its scope to the head of `log` (their receive loops run
+    /// on); returns those still behind at the deadline.
+    func follow(_ thin: [ThinDevice], to log: [String: [Event]], until deadline: ContinuousClock.Instant) async
+        -> [Finding]
+    {
+        func behind(_ device: ThinDevice) -> Bool { device.position < (log[device.plan.scope]?.last?.seq ?? 0) }
+        while ContinuousClock.now < deadline, thin.contains(where: behind) {
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return thin.filter(behind).map {
+            Finding(
+                device: $0.plan.index, scope: $0.plan.scope,
+                detail: "received up to seq \($0.position) of \(log[$0.plan.scope]?.last?.seq ?? 0)")
+        }
+    }
+
     /// Stops background sync and faults, then syncs every device (16 at a time) in passes until a whole pass
     /// pushes and pulls nothing and every outbox is empty; returns the devices that never got there.
     func settle(_ devices: [Device], timeout: Duration) async -> [Finding] {
+        guard !devices.isEmpty else { return [] }
         for device in devices {
             await device.stopSync()
             device.transport.stopFaults()
@@ -126,7 +165,7 @@ struct Verifier {
     /// (by id, and by its dot: a copy under a new id is a duplicate too), (2) every rejected event is absent
     /// from the server, (3) every device's state equals that of a fresh device bootstrapped from the
     /// server (so rejected events are rolled back), and (4) each scope's seqs are gap-free.
-    func verify(_ devices: [Device]) async throws -> Verdict {
+    func verify(_ devices: [Device], thin: [ThinDevice], log events: [String: [Event]]) async throws -> Verdict {
         var findings: [String: [Finding]] = [:]
         var counts: [String: Int] = [:]
         func found(_ kind: String, _ finding: Finding) {
@@ -134,8 +173,9 @@ struct Verifier {
             if findings[kind, default: []].count < Self.shown { findings[kind, default: []].append(finding) }
         }
 
-        // The server's log, through the API.
-        let log = try await serverLog()
+        let log = events.mapValues { events in
+            events.map { ServerEvent(id: $0.id.description, dot: $0.dot, seq: $0.seq ?? 0) }
+        }
         var byID: [String: [ServerEvent]] = [:]
         var byDot: [Dot: Int] = [:]
         for (scope, events) in log {
@@ -162,7 +202,7 @@ struct Verifier {
         for device in devices {
             guard let store = device.engine?.store else { continue }
             replicas[store.replica] = device
-            let own = try await store.database.writer.read { db in
+            let own = try await store.database.read { db in
                 try Row.fetchAll(
                     db, sql: "SELECT event_id, status, type, reject_code FROM events WHERE dot_replica = ?",
                     arguments: [store.replica.description]
@@ -223,9 +263,65 @@ struct Verifier {
             }
         }
 
+        // Thin devices: what they made, and what they received against the server's log.
+        for device in thin {
+            for (index, status) in device.statuses.enumerated() {
+                let copies = byDot[Dot(replica: device.replica, counter: UInt64(index + 1))] ?? 0
+                if status == .rejected {
+                    rejected += 1
+                    if copies > 0 {
+                        found(
+                            "rejectedOnServer",
+                            Finding(
+                                device: device.plan.index, scope: device.plan.scope,
+                                detail: "the event of dot \(index + 1) was rejected here but is on the server"))
+                    }
+                } else {
+                    made += 1
+                    if copies == 0 {
+                        found(
+                            "lost",
+                            Finding(
+                                device: device.plan.index, scope: device.plan.scope,
+                                detail: "the event of dot \(index + 1) (\(status) here) is not on the server"))
+                    } else if copies > 1 {
+                        found(
+                            "duplicated",
+                            Finding(
+                                device: device.plan.index, scope: device.plan.scope,
+                                detail: "the event of dot \(index + 1) is on the server \(copies) times"))
+                    }
+                }
+            }
+            let received = device.log
+            for anomaly in received.anomalies {
+                found(
+                    "delivery",
+                    Finding(
+                        device: device.plan.index, scope: device.plan.scope,
+                        detail: anomaly.kind == .skipped
+                            ? "seq \(anomaly.seq)" + (anomaly.count > 1 ? "…\(anomaly.seq + anomaly.count - 1)" : "")
+                                + " skipped: the device moved past it without receiving it"
+                            : "seq \(anomaly.seq) delivered twice"))
+            }
+            if received.anomalyCount > received.anomalies.count {
+                counts["delivery", default: 0] += received.anomalyCount - received.anomalies.count
+            }
+            if let difference = received.firstDifference(from: events[device.plan.scope] ?? []) {
+                found(
+                    "delivery",
+                    Finding(
+                        device: device.plan.index, scope: device.plan.scope,
+                        detail: difference.exact
+                            ? "seq \(difference.seq) differs from the server's event"
+                            : "an event of seqs \(difference.seq)…\(difference.seq + difference.count - 1) differs from the server's"
+                    ))
+            }
+        }
+
         // Every device against a fresh device of its scope.
         let directory = URL(fileURLWithPath: manifest.configuration.dataDirectory)
-        for scope in manifest.scopes {
+        for scope in Set(devices.map(\.plan.scope)).sorted() {
             let path = directory.appendingPathComponent("verify-\(scope).sqlite").path
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             let fresh = try Device.openClient(path: path)
@@ -256,7 +352,7 @@ struct Verifier {
                 }
             }
         }
-        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap"].contains {
+        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap", "delivery"].contains {
             counts[$0, default: 0] > 0
         }
         return Verdict(
@@ -264,26 +360,25 @@ struct Verifier {
             deviceEvents: made, rejected: rejected, rejectedByCode: rejectedByCode, lost: counts["lost", default: 0],
             duplicated: counts["duplicated", default: 0], diverged: counts["diverged", default: 0],
             rejectedOnServer: counts["rejectedOnServer", default: 0], unsettled: 0, gaps: counts["gaps", default: 0],
-            bootstrap: counts["bootstrap", default: 0],
+            bootstrap: counts["bootstrap", default: 0], delivery: counts["delivery", default: 0],
             findings: findings)
     }
 
     /// Every event of the run's scopes, read with `GET /v1/pull` from the start, by scope in seq order.
-    private func serverLog() async throws -> [String: [ServerEvent]] {
+    private func serverLog() async throws -> [String: [Event]] {
         let scopes = try manifest.scopes.map { try Scope($0) }
         let transport = HTTPClientTransport(
             baseURL: baseURL,
             token: try await tokens.token(
                 subject: "\(manifest.configuration.scopePrefix)-verifier", scopes: manifest.scopes),
             client: http)
-        var log: [String: [ServerEvent]] = [:]
+        var log: [String: [Event]] = [:]
         var cursor = ScopeCursor()
         while true {
             let request = PullRequest(cursor: cursor, scopes: scopes, limit: 1000)
             let page = try await Self.retrying { try await transport.pull(request) }
             for event in page.events {
-                log[event.scope.name, default: []].append(
-                    ServerEvent(id: event.id.description, dot: event.dot, seq: event.seq ?? 0))
+                log[event.scope.name, default: []].append(event)
             }
             cursor = try ScopeCursor(encoded: page.cursor)
             if !page.hasMore { break }

@@ -67,6 +67,27 @@ public final class HTTPTransport: SyncTransport {
 
     /// The request body for `request`: the encoded bytes, gzip-compressed above 1 KiB (then `compressed`).
     public static func body(for request: SyncRequest) throws(SyncFailure) -> (raw: Int, body: Data, compressed: Bool) {
+        try encodedBody(request)
+    }
+
+    /// The body of a `POST /v1/push`, as `body(for:)` makes one of `POST /v1/sync`.
+    public static func body(for request: PushRequest) throws(SyncFailure) -> (raw: Int, body: Data, compressed: Bool) {
+        try encodedBody(request)
+    }
+
+    /// Reads one answer of `POST /v1/push`, as `exchange` reads one of `POST /v1/sync`.
+    public static func pushExchange(status: Int, retryAfter: String?, body data: Data, sent: (raw: Int, wire: Int))
+        throws(SyncFailure) -> (response: PushResponse, traffic: Traffic)
+    {
+        let (response, plainCount) = try answer(PushResponse.self, status: status, retryAfter: retryAfter, body: data)
+        return (
+            response, Traffic(sentRaw: sent.raw, sentWire: sent.wire, receivedRaw: plainCount, receivedWire: data.count)
+        )
+    }
+
+    private static func encodedBody<T: Encodable>(_ request: T) throws(SyncFailure) -> (
+        raw: Int, body: Data, compressed: Bool
+    ) {
         let raw: Data
         do {
             raw = try WireCodec().encode(request)

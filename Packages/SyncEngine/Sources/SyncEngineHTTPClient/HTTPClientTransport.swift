@@ -76,6 +76,24 @@ public final class HTTPClientTransport: SyncTransport {
         return exchange
     }
 
+    /// One `POST /v1/push`: events of one replica, stored or refused one by one, with nothing pulled. For
+    /// clients that receive another way (the live stream) and so need no page in the answer.
+    public func push(_ request: PushRequest) async throws(SyncFailure) -> (results: [PushResult], traffic: Traffic) {
+        let (raw, body, compressed) = try HTTPTransport.body(for: request)
+        var outgoing = HTTPClientRequest(url: baseURL.appendingPathComponent("v1/push").absoluteString)
+        outgoing.method = .POST
+        outgoing.headers.add(name: "Content-Type", value: "application/json")
+        outgoing.headers.add(name: "Accept-Encoding", value: "gzip")
+        if compressed { outgoing.headers.add(name: "Content-Encoding", value: "gzip") }
+        if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        outgoing.body = .bytes(ByteBuffer(bytes: body))
+        let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout)
+        let (response, traffic) = try HTTPTransport.pushExchange(
+            status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+        onTraffic?(traffic)
+        return (response.results, traffic)
+    }
+
     public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
         var outgoing = HTTPClientRequest(url: HTTPTransport.pullURL(base: baseURL, request).absoluteString)
         outgoing.headers.add(name: "Accept-Encoding", value: "gzip")

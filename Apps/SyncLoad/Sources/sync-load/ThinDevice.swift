@@ -1,0 +1,362 @@
+import Foundation
+import NotesDomain
+import SyncEngine
+import SyncModels
+import SyncProtocol
+import SyncTestSupport
+import Synchronization
+
+/// A device that speaks the protocol without a replica: it makes note events with the same generator, HLC
+/// and dots as a real one, keeps them in an outbox until the server acknowledges them (`POST /v1/push`,
+/// retried with the same ids), and follows its scope on the live stream (or long-polls where there is
+/// none), checking what arrives in a `DeliveryLog` instead of applying it. Thousands share the HTTP client's
+/// event loops; each costs a connection, a few tasks and a few kilobytes.
+///
+/// It keeps the state of the notes it made itself (at most `ownNotes`), so that its edits are valid CRDT
+/// operations, and the status of each event it made (by dot counter, a byte each) for the verdict.
+final class ThinDevice: Sendable {
+    /// What became of an event this device made.
+    enum Status: UInt8, Sendable {
+        case pending, acknowledged, rejected
+    }
+
+    /// A checker self-test (`--delivery-faults`): what this device does to one batch it receives.
+    enum DeliveryFault: String, CaseIterable, Codable, Sendable {
+        case skip, duplicate, alter
+    }
+
+    struct Options: Sendable {
+        var live: Bool
+        var longPoll: Int
+        var minPushInterval: Duration
+        var deliveryFaults: [DeliveryFault] = []
+    }
+
+    static let ownNotes = 4
+    static let maxPushEvents = 200
+
+    let plan: Device.Plan
+    let scope: Scope
+    let replica: ReplicaID
+    let transport: FaultyTransport
+    private let clock: HybridLogicalClock
+    private let metrics: LoadMetrics
+    private let options: Options
+
+    private struct OwnNote {
+        var id: NoteID
+        var state = NoteState()
+        var version: Int64 = 0
+    }
+    private struct State {
+        var counter: UInt64 = 0
+        var statuses: [Status] = []
+        var outbox: [Event] = []
+        var notes: [OwnNote] = []
+        var log = DeliveryLog()
+        var random: SplitMix64
+        var pushWaiter: CheckedContinuation<Void, Never>?
+        var deliveryFaults: [DeliveryFault]
+        /// What the device does now, and since when (for the watchdog).
+        var receiving = "starting"
+        var receivingSince = ContinuousClock.now
+        var pushing: ContinuousClock.Instant?
+    }
+    private let state: Mutex<State>
+
+    init(plan: Device.Plan, transport: FaultyTransport, metrics: LoadMetrics, options: Options, seed: UInt64) throws {
+        self.plan = plan
+        self.scope = try Scope(plan.scope)
+        var random = SplitMix64.stream(seed ^ 0x7417, plan.index)
+        self.replica = ReplicaID.random(using: &random)
+        self.transport = transport
+        self.metrics = metrics
+        self.options = options
+        let skew = plan.clockSkewMilliseconds ?? 0
+        self.clock = HybridLogicalClock(
+            replica: replica,
+            wallClock: { UInt64(max(0, Int64(HybridLogicalClock.systemMilliseconds()) + skew)) })
+        self.state = Mutex(State(random: random, deliveryFaults: options.deliveryFaults))
+    }
+
+    // MARK: Making events
+
+    /// One action of `action`'s kind on a note this device made (a creation when it has none), as a person
+    /// would; a body edit types a word a few keystrokes apart, each its own event. Returns the events made.
+    @discardableResult
+    func act(_ action: WorkloadWeights.Action, pause: (Duration) async throws -> Void) async throws -> Int {
+        let edits: [NoteEdit]
+        switch action {
+        case .create: edits = [.create]
+        case .title: edits = [.title]
+        case .body:
+            let keystrokes = state.withLock { $0.random.int(1...5) }
+            edits = Array(repeating: .typing, count: keystrokes)
+        case .tag: edits = [.tagAdd]
+        case .untag: edits = [.tagRemove]
+        case .checklist: edits = [state.withLock { $0.random.chance(0.3) } ? .itemRemove : .itemAdd]
+        case .check: edits = [.itemDone]
+        case .view: edits = [.view]
+        case .pin: edits = [.pin]
+        case .delete: edits = [.delete]
+        }
+        var made = 0
+        for (index, edit) in edits.enumerated() {
+            if index > 0 { try await pause(.milliseconds(state.withLock { $0.random.int(80...200) })) }
+            if make(edit) {
+                made += 1
+                metrics.edited()
+            }
+        }
+        return made
+    }
+
+    /// Makes one event of `edit` into the outbox; false when the edit does not apply.
+    private func make(_ edit: NoteEdit) -> Bool {
+        let made = state.withLock { state -> Bool in
+            var edit = edit
+            if state.notes.isEmpty { edit = .create }
+            if edit == .create && state.notes.count >= Self.ownNotes { edit = .title }
+            let index: Int
+            if edit == .create {
+                state.notes.append(OwnNote(id: NoteID(uuid: UUID(uuid: NoteEditor.randomUUID(&state.random)))))
+                index = state.notes.count - 1
+            } else {
+                index = state.random.int(below: state.notes.count)
+            }
+            guard
+                let payload = NoteEditor.payload(
+                    edit, state: &state.notes[index].state, replica: replica, using: &state.random)
+            else { return false }
+            state.counter += 1
+            state.notes[index].version += 1
+            let note = state.notes[index]
+            let dot = Dot(replica: replica, counter: state.counter)
+            let hlc = clock.now()
+            state.notes[index].state.apply(payload, hlc: hlc, dot: dot)
+            let event = Event(
+                id: EventID(uuid: UUID(uuid: NoteEditor.randomUUID(&state.random))), scope: scope,
+                stream: note.id.stream, streamVersion: note.version, type: payload.type.rawValue, hlc: hlc, dot: dot,
+                payload: payload.json)
+            state.outbox.append(event)
+            state.statuses.append(.pending)
+            // A deleted note, or one edited long enough (its body's history grows), makes way for a new one.
+            if edit == .delete || note.version > 200 { state.notes.remove(at: index) }
+            return true
+        }
+        if made { wakePusher() }
+        return made
+    }
+
+    private func wakePusher() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            defer { state.pushWaiter = nil }
+            return state.pushWaiter
+        }
+        waiter?.resume()
+    }
+
+    // MARK: Pushing
+
+    /// Pushes the outbox while there is something in it, at most one push per `minPushInterval`, retrying
+    /// failures with the same events (so with the same ids) after a growing pause; until cancelled.
+    func pushLoop() async {
+        var failures = 0
+        var lastPush = ContinuousClock.now - options.minPushInterval
+        while !Task.isCancelled {
+            let batch = state.withLock { Array($0.outbox.prefix(Self.maxPushEvents)) }
+            if batch.isEmpty {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        let resumeNow = state.withLock { state -> Bool in
+                            if !state.outbox.isEmpty || Task.isCancelled { return true }
+                            state.pushWaiter = continuation
+                            return false
+                        }
+                        if resumeNow { continuation.resume() }
+                    }
+                } onCancel: {
+                    wakePusher()
+                }
+                continue
+            }
+            let next = lastPush + options.minPushInterval
+            if next > ContinuousClock.now { try? await Task.sleep(until: next, clock: .continuous) }
+            guard transport.isOnline else {
+                try? await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            let started = ContinuousClock.now
+            lastPush = started
+            state.withLock { $0.pushing = started }
+            defer { state.withLock { $0.pushing = nil } }
+            do {
+                let (results, _) = try await transport.push(PushRequest(replica: replica, events: batch))
+                failures = 0
+                settle(batch, results, roundTrip: ContinuousClock.now - started)
+            } catch {
+                failures += 1
+                let pause = min(5000, 200 << min(failures - 1, 5))
+                try? await Task.sleep(for: .milliseconds(Int.random(in: pause / 2...pause)))
+            }
+        }
+    }
+
+    /// Takes the answered events out of the outbox with their outcome.
+    private func settle(_ batch: [Event], _ results: [PushResult], roundTrip: Duration) {
+        var acknowledged = 0
+        var rejected = 0
+        state.withLock { state in
+            var outcome: [EventID: PushResult.Status] = [:]
+            for result in results { outcome[result.id] = result.status }
+            state.outbox.removeAll { event in
+                guard let status = outcome[event.id] else { return false }
+                let index = Int(event.dot.counter) - 1
+                if status == .rejected {
+                    state.statuses[index] = .rejected
+                    rejected += 1
+                } else {
+                    state.statuses[index] = .acknowledged
+                    acknowledged += 1
+                }
+                return true
+            }
+        }
+        metrics.pushed(batch.count, acknowledged: acknowledged, rejected: rejected, roundTrip: roundTrip)
+    }
+
+    // MARK: Receiving
+
+    /// Follows the scope from the device's position: on the live stream, or by long-polling when the
+    /// server has none (or `live` is off); catches up by pulling after a gap or `behind`; reconnects after
+    /// a pause when the connection breaks; until cancelled.
+    func receiveLoop() async {
+        var live = options.live
+        var failures = 0
+        while !Task.isCancelled {
+            guard transport.isOnline else {
+                doing("offline")
+                try? await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            do {
+                if live {
+                    doing("subscribing to the live stream")
+                    try await follow()
+                } else {
+                    doing("long-polling")
+                    try await poll(wait: options.longPoll)
+                }
+                failures = 0
+            } catch SyncFailure.permanent(let code, _) where code == SyncFailure.transportUnsupported && live {
+                live = false
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                doing("waiting to reconnect after: \(error)")
+                let pause = min(5000, 200 << min(failures - 1, 5))
+                try? await Task.sleep(for: .milliseconds(Int.random(in: pause / 2...pause)))
+            }
+        }
+    }
+
+    private func follow() async throws {
+        let position = state.withLock { $0.log.position }
+        let messages = try await transport.live(
+            PullRequest(cursor: ScopeCursor([scope: position]), scopes: [scope]))
+        for try await message in messages {
+            switch message {
+            case .subscribed: doing("on the live stream")
+            case .heartbeat: break
+            case .frame(let frame) where frame.scope == scope:
+                switch frame.placement(at: state.withLock { $0.log.position }) {
+                case .next: take(frame.events, through: frame.head)
+                case .known: break
+                case .gap: try await catchUp()
+                }
+            case .frame: break
+            case .behind:
+                try await catchUp()
+                return
+            case .error(let detail):
+                throw SyncFailure.from(status: 500, code: detail.code.rawValue, message: detail.message)
+            }
+        }
+    }
+
+    /// Pulls from the position to the head.
+    func catchUp() async throws {
+        doing("catching up")
+        try await poll(wait: 0)
+        doing("on the live stream")
+    }
+
+    /// Pulls pages from the position until the last; with `wait`, the first waits that long for news.
+    private func poll(wait: Int) async throws {
+        var wait = wait
+        while true {
+            let position = state.withLock { $0.log.position }
+            let page = try await transport.pull(
+                PullRequest(cursor: ScopeCursor([scope: position]), scopes: [scope], limit: 500, wait: wait))
+            let head = try ScopeCursor(encoded: page.cursor)[scope]
+            take(page.events, through: max(head, position))
+            wait = 0
+            if !page.hasMore { return }
+        }
+    }
+
+    /// Checks and records a batch that continues the position, after any delivery fault of the self-test.
+    private func take(_ events: [Event], through head: Int64) {
+        var events = events
+        let fault = state.withLock { state -> DeliveryFault? in
+            guard !events.isEmpty, !state.deliveryFaults.isEmpty else { return nil }
+            return state.deliveryFaults.removeFirst()
+        }
+        switch fault {
+        case .skip?: events.removeFirst()
+        case .duplicate?: events.append(events[events.count - 1])
+        case .alter?:
+            let event = events[0]
+            events[0] = Event(
+                id: event.id, scope: event.scope, stream: event.stream, streamVersion: event.streamVersion,
+                type: event.type, schemaVersion: event.schemaVersion, hlc: event.hlc, dot: event.dot,
+                payload: .object(["altered": .bool(true)]), seq: event.seq, receivedAt: event.receivedAt)
+        case nil: break
+        }
+        let new = state.withLock { state -> Int in
+            let before = state.log.position
+            state.log.receive(events, through: head)
+            return Int(state.log.position - before)
+        }
+        metrics.received(events, new: new, by: replica, page: true)
+    }
+
+    private func doing(_ what: String) {
+        state.withLock {
+            $0.receiving = what
+            $0.receivingSince = .now
+        }
+    }
+
+    // MARK: For the verdict and the watchdog
+
+    var position: Int64 { state.withLock { $0.log.position } }
+    var log: DeliveryLog { state.withLock { $0.log } }
+    var pending: Int { state.withLock { $0.outbox.count } }
+    var statuses: [Status] { state.withLock { $0.statuses } }
+
+    /// What the device waits on, for a stalled run's diagnosis.
+    var waitingOn: String {
+        state.withLock { state in
+            let now = ContinuousClock.now
+            var parts = ["\(state.receiving) for \(Int((now - state.receivingSince).secondsValue)) s"]
+            if let pushing = state.pushing {
+                parts.append(
+                    "a push of \(state.outbox.count) events in flight for \(Int((now - pushing).secondsValue)) s")
+            } else if !state.outbox.isEmpty {
+                parts.append("\(state.outbox.count) events waiting to be pushed")
+            }
+            return parts.joined(separator: "; ")
+        }
+    }
+}
