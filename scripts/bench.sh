@@ -178,7 +178,7 @@ scenario_throughput() {
     done
     progress "throughput: $load_devices sync-load devices writing as fast as they can for $load_seconds s"
     # shellcheck disable=SC2046
-    "$bin/sync-load" --server "$server" --devices "$load_devices" --scopes "$load_scopes" --duration "$load_seconds" \
+    "$bin/sync-load" --server "$server" --devices 0 --replicas "$load_devices" --scopes "$load_scopes" --duration "$load_seconds" \
         --ramp-up 2 --rate 20 --offline 0 --faults 0 --crash-interval 0 --seed 1 --out "$work/throughput-devices" \
         --data-dir "$work/throughput-devices/devices" $(watch_args) >"$work/throughput-devices.log" 2>&1
     cp "$work/throughput-devices/report.json" "$out/raw/throughput-devices.json"
@@ -188,7 +188,7 @@ scenario_latency() {
     start_server latency
     progress "latency: sync-load sweep $sweep, $sweep_seconds s of writing per step"
     # shellcheck disable=SC2046
-    "$bin/sync-load" --server "$server" --sweep "$sweep" --devices 10 --scopes 1 --duration "$sweep_seconds" \
+    "$bin/sync-load" --server "$server" --sweep "${sweep/devices=/replicas=}" --devices 0 --replicas 10 --scopes 1 --duration "$sweep_seconds" \
         --ramp-up "$sweep_ramp" --rate 2 --seed 1 --out "$work/latency" --data-dir "$work/latency/devices" \
         $(watch_args) >"$work/latency.log" 2>&1 || true
     [ -f "$work/latency/report.json" ] && cp "$work/latency/report.json" "$out/raw/latency-sweep.json"

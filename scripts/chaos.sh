@@ -321,7 +321,7 @@ for scenario in $scenarios; do
     skew=0
     [ "$scenario" = clock-skew ] && skew=3600
     set +e
-    "$bin/sync-load" --clock-skew "$skew" --server "http://127.0.0.1:$target_port" --devices "$devices" --scopes "$scopes" \
+    "$bin/sync-load" --clock-skew "$skew" --server "http://127.0.0.1:$target_port" --devices 0 --replicas "$devices" --scopes "$scopes" \
         --duration "$duration" --ramp-up "$ramp" --rate 2 --offline 0.1 --faults 0.02 --crash-interval 60 \
         --seed "$seed" --scope-prefix "chaos-$scenario-$seed" --settle-timeout 180 --out "$out/$scenario" \
         --data-dir "$out/$scenario.devices" >"$out/$scenario.log" 2>&1

@@ -122,6 +122,8 @@ struct LoadRunReport: Codable, Sendable {
         var serverEvents: Int
     }
     struct Step: Codable, Sendable {
+        /// Every device of the step: thin devices and full replicas (`devices` and `replicas` of sync-load's
+        /// report; reports of earlier versions have replicas only, as `devices`).
         var devices: Int
         var scopes: Int
         var accepted: Int
@@ -131,6 +133,22 @@ struct LoadRunReport: Codable, Sendable {
         var label: String
         var verdict: Verdict
         var seconds: Double
+
+        private enum ReplicaKey: String, CodingKey { case replicas }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let replicas = try decoder.container(keyedBy: ReplicaKey.self).decodeIfPresent(Int.self, forKey: .replicas)
+            devices = try container.decode(Int.self, forKey: .devices) + (replicas ?? 0)
+            scopes = try container.decode(Int.self, forKey: .scopes)
+            accepted = try container.decode(Int.self, forKey: .accepted)
+            acceptedPerSecond = try container.decode(Double.self, forKey: .acceptedPerSecond)
+            pushLatencyMs = try container.decode(Percentiles.self, forKey: .pushLatencyMs)
+            writeToVisibleMs = try container.decode(Percentiles.self, forKey: .writeToVisibleMs)
+            label = try container.decode(String.self, forKey: .label)
+            verdict = try container.decode(Verdict.self, forKey: .verdict)
+            seconds = try container.decode(Double.self, forKey: .seconds)
+        }
     }
     var steps: [Step]
 }

@@ -17,9 +17,11 @@ import Testing
                 var lost: Int
                 var duplicated: Int
                 var diverged: Int
+                var delivery: Int?
             }
             struct Bytes: Decodable { var sentWire: Int, receivedWire: Int }
             var devices: Int
+            var replicas: Int?
             var scopes: Int
             var bytes: Bytes
             var edits: Int
@@ -51,16 +53,18 @@ import Testing
             Self.load, [command, "--server", stack.serverURL, "--jwt-secret", Stack.secret] + arguments)
     }
 
-    /// A quota of two live notes per scope makes the server reject creations past it: the verdict also
-    /// proves those are rolled back on their devices (every device equals a fresh bootstrap).
-    @Test func twentyDevicesWithFaultsPassTheVerdictAndWriteTheirReports() async throws {
+    /// Thin devices and full replicas together, with faults, offline spells and the replicas' crashes. A
+    /// quota of two live notes per scope makes the server reject creations past it: the verdict also
+    /// proves those are rolled back on the replicas (every replica equals a fresh bootstrap) and absent from
+    /// the server, and that every thin device received its scope's log exactly.
+    @Test func aMixedRunWithFaultsPassesTheVerdictAndWritesItsReports() async throws {
         let stack = try await Self.stack(noteQuota: 2)
         let out = stack.directory.appendingPathComponent("report")
         let result = try await run(
             stack,
             [
-                "--devices", "20", "--scopes", "4", "--duration", "6", "--ramp-up", "1", "--rate", "2",
-                "--faults", "0.15", "--offline", "0.2", "--offline-min", "0.5", "--offline-max", "2",
+                "--devices", "30", "--replicas", "12", "--scopes", "4", "--duration", "6", "--ramp-up", "1",
+                "--rate", "2", "--faults", "0.15", "--offline", "0.2", "--offline-min", "0.5", "--offline-max", "2",
                 "--crash-interval", "4", "--seed", "7", "--out", out.path,
                 "--data-dir", stack.directory.appendingPathComponent("devices").path,
             ])
@@ -69,8 +73,9 @@ import Testing
             Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
         let step = try #require(report.steps.first)
         #expect(report.tool == "sync-load" && report.configuration.seed == 7)
-        #expect(step.devices == 20 && step.scopes == 4)
+        #expect(step.devices == 30 && step.replicas == 12 && step.scopes == 4)
         #expect(step.verdict.passed && step.verdict.lost == 0 && step.verdict.duplicated == 0)
+        #expect(step.verdict.delivery == 0)
         #expect(step.verdict.diverged == 0)
         #expect(step.edits > 0 && step.verdict.serverEvents == step.verdict.deviceEvents)
         #expect(step.verdict.serverEvents > 0)
@@ -81,7 +86,7 @@ import Testing
         #expect(step.bytes.sentWire > 0 && step.bytes.receivedWire > 0)
         #expect(["healthy", "degraded", "collapsed"].contains(step.label))
         let markdown = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
-        #expect(markdown.contains("| 20 | 4 |") && markdown.contains("**pass**"))
+        #expect(markdown.contains("| 30 | 12 | 4 |") && markdown.contains("**pass**"))
         // The server holds each of those events once.
         let rows = try stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
         #expect(rows == ["\(step.verdict.serverEvents)|\(step.verdict.serverEvents)"])
@@ -115,7 +120,8 @@ import Testing
         let result = try await run(
             stack,
             [
-                "--devices", "6", "--scopes", "2", "--duration", "3", "--ramp-up", "0.5", "--rate", "3",
+                "--devices", "0", "--replicas", "6", "--scopes", "2", "--duration", "3", "--ramp-up", "0.5", "--rate",
+                "3",
                 "--faults", "0", "--offline", "0", "--crash-interval", "0", "--scope-prefix", "tamper",
                 "--data-dir", devices.path,
             ])
@@ -167,5 +173,65 @@ import Testing
         let duplicated = try await verify(stack, devices)
         #expect(duplicated.status != 0 && duplicated.verdict.duplicated >= 1)
         #expect(duplicated.verdict.findings["duplicated"]?.first?.scope == "tamper-s1")
+    }
+
+    /// The thin devices' delivery check catches what it claims to: the first thin device skips one event it
+    /// receives, takes one twice and alters one (`--delivery-faults`), and the verdict fails naming each with
+    /// its scope and seq; the other devices are clean.
+    @Test func theDeliveryCheckCatchesASkippedADuplicatedAndAnAlteredEvent() async throws {
+        let stack = try await Self.stack()
+        let out = stack.directory.appendingPathComponent("report")
+        let result = try await run(
+            stack,
+            [
+                "--devices", "6", "--replicas", "1", "--scopes", "1", "--duration", "4", "--ramp-up", "0.5",
+                "--rate", "4", "--faults", "0", "--offline", "0", "--crash-interval", "0", "--scope-prefix", "checked",
+                "--delivery-faults", "skip,duplicate,alter", "--out", out.path,
+            ])
+        #expect(result.status == 1, "\(result.stderr.suffix(3000))")
+        struct Findings: Decodable {
+            struct Step: Decodable {
+                struct Verdict: Decodable {
+                    var passed: Bool
+                    var delivery: Int?
+                    var lost: Int
+                    var findings: [String: [VerdictJSON.Finding]]
+                }
+                var verdict: Verdict
+            }
+            var steps: [Step]
+        }
+        let report = try JSONDecoder().decode(
+            Findings.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
+        let verdict = try #require(report.steps.first?.verdict)
+        #expect(!verdict.passed && verdict.delivery == 3 && verdict.lost == 0, "\(verdict.findings)")
+        let findings = verdict.findings["delivery"] ?? []
+        // Device 1 is the first thin device (device 0 is the replica).
+        #expect(findings.allSatisfy { $0.device == 1 && $0.scope == "checked-s0" }, "\(findings)")
+        let details = findings.map(\.detail)
+        #expect(details.contains { $0.contains(/^seq \d+ skipped/) }, "\(details)")
+        #expect(details.contains { $0.contains(/^seq \d+ delivered twice$/) }, "\(details)")
+        #expect(details.contains { $0.contains(/^seq \d+ differs from the server's event$/) }, "\(details)")
+    }
+
+    /// A thousand full replicas started at once (the run that hung with every Dispatch thread blocked in
+    /// GRDB's reader pools): they open, edit and sync, the watchdog never finds the run stalled (it would
+    /// exit 3), and the verdict passes.
+    @Test func aThousandReplicasStartedTogetherAcceptEventsAndPass() async throws {
+        let stack = try await Self.stack()
+        let out = stack.directory.appendingPathComponent("report")
+        let result = try await run(
+            stack,
+            [
+                "--devices", "0", "--replicas", "1000", "--scopes", "100", "--duration", "15", "--ramp-up", "0",
+                "--rate", "0.2", "--faults", "0", "--offline", "0", "--crash-interval", "0", "--stall-timeout", "60",
+                "--out", out.path,
+            ])
+        #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        let report = try JSONDecoder().decode(
+            Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
+        let step = try #require(report.steps.first)
+        #expect(step.replicas == 1000 && step.devices == 0)
+        #expect(step.accepted > 0 && step.verdict.passed && step.verdict.serverEvents == step.verdict.deviceEvents)
     }
 }

@@ -108,11 +108,13 @@ struct RunReport: Codable, Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try JSONEncoder.pretty.encode(self).write(to: directory.appendingPathComponent("report.json"))
         try Data(markdown().utf8).write(to: directory.appendingPathComponent("report.md"))
+        if steps.count > 1 { try Data(sweepChart().utf8).write(to: directory.appendingPathComponent("sweep.svg")) }
     }
 
     /// `report.md`: the tables a person reads.
     func markdown() -> String {
         func mib(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
+        func kib(_ bytes: Int) -> String { String(format: "%.0f KiB", Double(bytes) / 1024) }
         func number(_ value: Double) -> String { String(format: "%.0f", value) }
         var lines = [
             "# sync-load report", "",
@@ -138,8 +140,8 @@ struct RunReport: Codable, Sendable {
                 + ((configuration.minPushInterval ?? 0) > 0
                     ? ", at most one push per \(configuration.minPushInterval ?? 0) ms" : ""),
             "", "## Steps", "",
-            "| devices | scopes | accepted/s | push p50 / p99 | write-to-visible p50 / p99 | catch-up p99 | label | verdict |",
-            "|---:|---:|---:|---:|---:|---:|---|---|",
+            "| thin devices | replicas | scopes | accepted/s | push p50 / p99 | write-to-visible p50 / p99 | catch-up p99 | label | verdict |",
+            "|---:|---:|---:|---:|---:|---:|---:|---|---|",
         ]
         for step in steps {
             let verdict =
@@ -147,22 +149,27 @@ struct RunReport: Codable, Sendable {
                 ? "pass"
                 : "FAIL (lost \(step.verdict.lost), duplicated \(step.verdict.duplicated), diverged \(step.verdict.diverged))"
             lines.append(
-                "| \(step.devices) | \(step.scopes) | \(number(step.acceptedPerSecond)) | \(step.pushLatencyMs.p50) / \(step.pushLatencyMs.p99) ms | "
+                "| \(step.devices) | \(step.replicas ?? 0) | \(step.scopes) | \(number(step.acceptedPerSecond)) | \(step.pushLatencyMs.p50) / \(step.pushLatencyMs.p99) ms | "
                     + "\(step.writeToVisibleMs.p50) / \(step.writeToVisibleMs.p99) ms | \(step.catchUpMs.p99) ms | \(step.label) | \(verdict) |"
             )
         }
         lines += [
             "", "## Where the time went", "",
             "CPU seconds during the writing phase (cores busy = CPU seconds / wall seconds).", "",
-            "| devices | wall s | load process | " + watchedNames.joined(separator: " | ") + " | load peak RSS |",
-            "|---:|---:|---:|" + watchedNames.map { _ in "---:|" }.joined() + "---:|",
+            "| devices | wall s | load process | " + watchedNames.joined(separator: " | ")
+                + " | load peak RSS | per replica | per thin device |",
+            "|---:|---:|---:|" + watchedNames.map { _ in "---:|" }.joined() + "---:|---:|---:|",
         ]
         for step in steps {
             let cores = { (cpu: Double) in String(format: "%.1f s (%.2f cores)", cpu, cpu / max(step.seconds, 0.001)) }
             lines.append(
                 "| \(step.devices) | \(String(format: "%.1f", step.seconds)) | \(cores(step.load.cpuSeconds)) | "
                     + watchedNames.map { cores(step.watchedCPUSeconds[$0] ?? 0) }.joined(separator: " | ")
-                    + " | \(mib(step.load.peakResidentBytes)) |")
+                    + " | \(mib(step.load.peakResidentBytes)) | \(step.load.bytesPerReplica.map(kib) ?? "–") | "
+                    + "\(step.load.bytesPerThinDevice.map(kib) ?? "–") |")
+        }
+        if steps.count > 1 {
+            lines += ["", "## The sweep", "", knee(), "", "![Throughput and latency against devices](sweep.svg)"]
         }
         lines += [
             "", "## Traffic, faults and errors", "",
@@ -181,7 +188,7 @@ struct RunReport: Codable, Sendable {
         for step in steps {
             let verdict = step.verdict
             lines.append(
-                "- \(step.devices) devices: \(verdict.passed ? "**pass**" : "**FAIL**") — \(verdict.serverEvents) events on the server, "
+                "- \(step.devices) thin devices and \(step.replicas ?? 0) replicas: \(verdict.passed ? "**pass**" : "**FAIL**") — \(verdict.serverEvents) events on the server, "
                     + "\(verdict.deviceEvents) made by devices and accepted, \(verdict.rejected) rejected"
                     + (verdict.rejectedByCode.isEmpty
                         ? ""
@@ -190,13 +197,99 @@ struct RunReport: Codable, Sendable {
                             .joined(separator: ", ") + ")")
                     + "; lost \(verdict.lost), "
                     + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), rejected but on the server "
-                    + "\(verdict.rejectedOnServer), unsettled \(verdict.unsettled), seq gaps \(verdict.gaps); settled in "
+                    + "\(verdict.rejectedOnServer), unsettled \(verdict.unsettled), seq gaps \(verdict.gaps), "
+                    + "delivery \(verdict.delivery ?? 0); settled in "
                     + String(format: "%.1f s", verdict.settleSeconds))
             for (kind, findings) in verdict.findings.sorted(by: { $0.key < $1.key }) {
                 for finding in findings { lines.append("  - \(kind): \(finding)") }
             }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Where the sweep leaves healthy: the last healthy step, the first one past it, and which process was
+    /// busiest there (cores = CPU seconds / wall seconds).
+    func knee() -> String {
+        func total(_ step: StepReport) -> Int { step.devices + (step.replicas ?? 0) }
+        let ordered = steps.sorted { total($0) < total($1) }
+        guard let first = ordered.firstIndex(where: { $0.label != "healthy" }) else {
+            return "Every step was healthy (write-to-visible p99 under 500 ms), up to \(total(ordered.last!)) devices."
+        }
+        let step = ordered[first]
+        var busy = step.watchedCPUSeconds.mapValues { $0 / max(step.seconds, 0.001) }
+        busy["the load process"] = step.load.cpuSeconds / max(step.seconds, 0.001)
+        let where_ = busy.sorted { $0.value > $1.value }.map { String(format: "%@ at %.2f cores", $0.key, $0.value) }
+            .joined(separator: ", ")
+        let above =
+            first == 0 ? "At \(total(step)) devices (the first step)" : "Above \(total(ordered[first - 1])) devices"
+        return
+            "\(above) write-to-visible p99 exceeds 500 ms (\(total(step)) devices: p99 \(step.writeToVisibleMs.p99) ms, "
+            + "\(step.label)); there \(where_), of \(RunReport.machine().cores) cores."
+    }
+
+    /// `sweep.svg`: events/s accepted and write-to-visible p50 / p99 against devices (log scale), side by side.
+    func sweepChart() -> String {
+        let points = steps.map { (Double($0.devices + ($0.replicas ?? 0)), $0) }.sorted { $0.0 < $1.0 }
+        let width = 900.0
+        let height = 360.0
+        let panel = (width - 120) / 2
+        let xs = points.map { log10(max($0.0, 1)) }
+        let (xMin, xMax) = (xs.min() ?? 0, max((xs.max() ?? 1), (xs.min() ?? 0) + 0.001))
+        func x(_ value: Double, _ left: Double) -> Double {
+            left + (log10(max(value, 1)) - xMin) / (xMax - xMin) * (panel - 20)
+        }
+        func y(_ value: Double, _ top: Double) -> Double { height - 50 - value / max(top, 1) * (height - 100) }
+        var svg = [
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" font-family=\"Helvetica\" font-size=\"12\">",
+            "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>",
+        ]
+        func series(_ values: [Double], top: Double, left: Double, color: String, name: String, row: Int) {
+            let path = zip(points, values).map { point, value in
+                String(format: "%.1f,%.1f", x(point.0, left), y(value, top))
+            }
+            svg.append(
+                "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path.joined(separator: " "))\"/>"
+            )
+            for (point, value) in zip(points, values) {
+                svg.append(
+                    String(
+                        format: "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%@\"/>", x(point.0, left),
+                        y(value, top),
+                        color))
+            }
+            svg.append(
+                "<text x=\"\(Int(left + 10))\" y=\"\(30 + 16 * row)\" fill=\"\(color)\">\(name)</text>")
+        }
+        func axes(left: Double, top: Double, unit: String) {
+            svg.append(
+                "<line x1=\"\(left)\" y1=\"\(height - 50)\" x2=\"\(left + panel - 20)\" y2=\"\(height - 50)\" stroke=\"#555\"/>"
+            )
+            svg.append("<line x1=\"\(left)\" y1=\"50\" x2=\"\(left)\" y2=\"\(height - 50)\" stroke=\"#555\"/>")
+            svg.append("<text x=\"\(Int(left - 5))\" y=\"50\" text-anchor=\"end\">\(Int(top))</text>")
+            svg.append("<text x=\"\(Int(left - 5))\" y=\"\(Int(height - 50))\" text-anchor=\"end\">0</text>")
+            svg.append("<text x=\"\(Int(left))\" y=\"42\">\(unit)</text>")
+            for point in points {
+                svg.append(
+                    "<text x=\"\(Int(x(point.0, left)))\" y=\"\(Int(height - 32))\" text-anchor=\"middle\">\(Int(point.0))</text>"
+                )
+            }
+            svg.append(
+                "<text x=\"\(Int(left + panel / 2))\" y=\"\(Int(height - 10))\" text-anchor=\"middle\">devices</text>")
+        }
+        let accepted = points.map { $0.1.acceptedPerSecond }
+        let topAccepted = (accepted.max() ?? 1) * 1.1
+        axes(left: 60, top: topAccepted, unit: "events/s accepted")
+        series(accepted, top: topAccepted, left: 60, color: "#1f77b4", name: "accepted", row: 1)
+        let p50 = points.map { Double($0.1.writeToVisibleMs.p50) }
+        let p99 = points.map { Double($0.1.writeToVisibleMs.p99) }
+        let topLatency = max((p99.max() ?? 1) * 1.1, 600)
+        let right = 60 + panel + 40
+        axes(left: right, top: topLatency, unit: "write-to-visible, ms")
+        series(p50, top: topLatency, left: right, color: "#2ca02c", name: "p50", row: 1)
+        series(p99, top: topLatency, left: right, color: "#d62728", name: "p99", row: 2)
+        series(points.map { _ in 500 }, top: topLatency, left: right, color: "#aaaaaa", name: "500 ms", row: 3)
+        svg.append("</svg>")
+        return svg.joined(separator: "\n") + "\n"
     }
 
     private var watchedNames: [String] {

@@ -111,7 +111,11 @@ struct RunCommand: AsyncParsableCommand {
     var dataDir: String?
     @Flag(help: "Keep the device files after a passing run.") var keep = false
     @Option(help: "Write report.json and report.md here.") var out: String?
-    @Option(help: "Run steps: devices=10,100,1000 (scopes scale along) or rate=1,2,4.") var sweep: String?
+    @Option(
+        help:
+            "Run steps: devices=100,1000,10000 (thin devices; scopes scale along), replicas=10,100 (full replicas) or rate=1,2,4."
+    )
+    var sweep: String?
     @Option(help: "Seconds the verdict waits for every device to settle.") var settleTimeout = 180.0
     @Option(
         help:
@@ -214,21 +218,27 @@ struct RunCommand: AsyncParsableCommand {
         return redacted
     }
 
-    /// The steps of a run: one, or one per value of `--sweep`.
+    /// The steps of a run: one, or one per value of `--sweep` (`devices=` thin devices, `replicas=` full
+    /// replicas, with the scopes in proportion; or `rate=`).
     static func steps(_ first: StepConfiguration, sweep: String?, base: URL) throws -> [StepConfiguration] {
         guard let sweep else { return [first] }
         let parts = sweep.split(separator: "=", maxSplits: 1).map(String.init)
-        guard parts.count == 2, ["devices", "rate"].contains(parts[0]) else {
-            throw ValidationError("--sweep devices=N,N,… or rate=R,R,…")
+        guard parts.count == 2, ["devices", "replicas", "rate"].contains(parts[0]) else {
+            throw ValidationError("--sweep devices=N,N,…, replicas=N,N,… or rate=R,R,…")
         }
         let values = parts[1].split(separator: ",").compactMap { Double($0) }
         guard !values.isEmpty else { throw ValidationError("--sweep: no values") }
         return values.enumerated().map { index, value in
             var step = first
-            if parts[0] == "devices" {
+            switch parts[0] {
+            case "devices":
                 step.devices = Int(value)
                 step.scopes = max(1, Int((value * Double(first.scopes) / Double(max(first.devices, 1))).rounded()))
-            } else {
+            case "replicas":
+                step.replicas = Int(value)
+                step.scopes = max(
+                    1, Int((value * Double(first.scopes) / Double(max(first.replicaCount, 1))).rounded()))
+            default:
                 step.rate = value
             }
             step.scopePrefix = "\(first.scopePrefix)-\(index)"
