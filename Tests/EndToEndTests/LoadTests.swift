@@ -75,7 +75,7 @@ import Testing
         #expect(report.tool == "sync-load" && report.configuration.seed == 7)
         #expect(step.devices == 30 && step.replicas == 12 && step.scopes == 4)
         #expect(step.verdict.passed && step.verdict.lost == 0 && step.verdict.duplicated == 0)
-        #expect(step.verdict.delivery == 0)
+        #expect(step.verdict.delivery == 0 && step.verdict.rejectedByCode["event.invalid"] == nil)
         #expect(step.verdict.diverged == 0)
         #expect(step.edits > 0 && step.verdict.serverEvents == step.verdict.deviceEvents)
         #expect(step.verdict.serverEvents > 0)
@@ -187,6 +187,7 @@ import Testing
                 "--devices", "6", "--replicas", "1", "--scopes", "1", "--duration", "4", "--ramp-up", "0.5",
                 "--rate", "4", "--faults", "0", "--offline", "0", "--crash-interval", "0", "--scope-prefix", "checked",
                 "--delivery-faults", "skip,duplicate,alter", "--out", out.path,
+                "--data-dir", stack.directory.appendingPathComponent("devices").path,
             ])
         #expect(result.status == 1, "\(result.stderr.suffix(3000))")
         struct Findings: Decodable {
@@ -225,7 +226,7 @@ import Testing
             [
                 "--devices", "0", "--replicas", "1000", "--scopes", "100", "--duration", "15", "--ramp-up", "0",
                 "--rate", "0.2", "--faults", "0", "--offline", "0", "--crash-interval", "0", "--stall-timeout", "60",
-                "--out", out.path,
+                "--out", out.path, "--data-dir", stack.directory.appendingPathComponent("devices").path,
             ])
         #expect(result.status == 0, "\(result.stderr.suffix(3000))")
         let report = try JSONDecoder().decode(

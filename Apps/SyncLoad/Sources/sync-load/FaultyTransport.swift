@@ -33,6 +33,9 @@ enum Fault: String, CaseIterable, Codable, Sendable {
 /// breaks the open streams.
 final class FaultyTransport: SyncTransport {
     private let inner: HTTPClientTransport
+    /// Where pushes and pulls that do not wait go, when not through `inner` (a thin device's: a small pool
+    /// of connections shared by all of them, beside the connection each holds for its stream).
+    private let requests: HTTPClientTransport
     private let metrics: LoadMetrics
     private struct State {
         var online = true
@@ -40,14 +43,18 @@ final class FaultyTransport: SyncTransport {
         var random: SplitMix64
         /// Requests held back by a `reorder` fault, sent just before the next one.
         var heldBack: [@Sendable () async -> Void] = []
-        /// The live streams open through this transport, which going offline breaks.
-        var streams: [Int: LiveMessages.Continuation] = [:]
+        /// How to break each live stream open through this transport, which going offline does.
+        var streams: [Int: @Sendable () -> Void] = [:]
         var nextStream = 0
     }
     private let state: Mutex<State>
 
-    init(inner: HTTPClientTransport, metrics: LoadMetrics, faultRate: Double, seed: UInt64) {
+    init(
+        inner: HTTPClientTransport, requests: HTTPClientTransport? = nil, metrics: LoadMetrics, faultRate: Double,
+        seed: UInt64
+    ) {
         self.inner = inner
+        self.requests = requests ?? inner
         self.metrics = metrics
         self.state = Mutex(State(faultRate: faultRate, random: SplitMix64(seed: seed)))
     }
@@ -55,15 +62,13 @@ final class FaultyTransport: SyncTransport {
     var isOnline: Bool { state.withLock { $0.online } }
 
     func setOnline(_ online: Bool) {
-        let broken = state.withLock { state -> [LiveMessages.Continuation] in
+        let broken = state.withLock { state -> [@Sendable () -> Void] in
             state.online = online
             guard !online else { return [] }
             defer { state.streams.removeAll() }
             return Array(state.streams.values)
         }
-        for stream in broken {
-            stream.finish(throwing: SyncFailure.retryable(reason: "network: offline", retryAfter: nil))
-        }
+        for breakStream in broken { breakStream() }
     }
 
     /// Stops injecting faults (the verdict's settling phase).
@@ -78,9 +83,9 @@ final class FaultyTransport: SyncTransport {
 
     /// One `POST /v1/push` (a thin device's), with the same faults as a sync.
     func push(_ request: PushRequest) async throws(SyncFailure) -> (results: [PushResult], traffic: Traffic) {
-        let inner = inner
-        return try await faulted({ _ = try? await inner.push(request) }) { () async throws(SyncFailure) in
-            try await inner.push(request)
+        let requests = requests
+        return try await faulted({ _ = try? await requests.push(request) }) { () async throws(SyncFailure) in
+            try await requests.push(request)
         }
     }
 
@@ -130,7 +135,7 @@ final class FaultyTransport: SyncTransport {
     func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
         guard isOnline else { throw .retryable(reason: "network: offline", retryAfter: nil) }
         do {
-            return try await inner.pull(request)
+            return try await (request.wait > 0 ? inner : requests).pull(request)
         } catch {
             if !Task.isCancelled { metrics.failed(error) }
             throw error
@@ -139,7 +144,10 @@ final class FaultyTransport: SyncTransport {
 }
 
 extension FaultyTransport {
-    func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages {
+    /// The fault of one subscription to the live stream, drawn and counted: a lost request or a 500 refuse
+    /// it (thrown here, as is being offline); a delay holds it back (slept here); a duplicate opens a second
+    /// subscription and drops it; a lost response or a reorder break the connection `delay` later.
+    func liveFault() async throws(SyncFailure) -> (fault: Fault?, delay: Duration) {
         let (online, fault, delay) = state.withLock { state -> (Bool, Fault?, Duration) in
             guard state.online else { return (false, nil, .zero) }
             var fault: Fault? = nil
@@ -161,11 +169,29 @@ extension FaultyTransport {
             throw SyncFailure.from(status: 500, code: "server.internal", message: "injected")
         case .delay?:
             try? await Task.sleep(for: delay)
-        case .duplicate?:
+        default: break
+        }
+        return (fault, delay)
+    }
+
+    /// Registers how to break a live stream when the transport goes offline; nil (and nothing registered)
+    /// when it is offline already. Pass the id to `unregister` when the stream ends.
+    func register(breaker: @escaping @Sendable () -> Void) -> Int? {
+        state.withLock { state in
+            guard state.online else { return nil }
+            state.nextStream += 1
+            state.streams[state.nextStream] = breaker
+            return state.nextStream
+        }
+    }
+
+    func unregister(_ id: Int) { _ = state.withLock { $0.streams.removeValue(forKey: id) } }
+
+    func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages {
+        let (fault, delay) = try await liveFault()
+        if fault == .duplicate {
             // A second subscription, dropped at once (its connection closes when its stream goes).
             _ = try? await inner.live(request)
-        case .lostResponse?, .reorder?, nil:
-            break
         }
         let messages: LiveMessages
         do {
@@ -175,14 +201,12 @@ extension FaultyTransport {
             throw error
         }
         let (stream, continuation) = LiveMessages.makeStream()
-        let registered = state.withLock { state -> Int? in
-            // Offline meanwhile: the connection is lost at once.
-            guard state.online else { return nil }
-            state.nextStream += 1
-            state.streams[state.nextStream] = continuation
-            return state.nextStream
-        }
-        guard let id = registered else { throw .retryable(reason: "network: offline", retryAfter: nil) }
+        // Offline meanwhile: the connection is lost at once.
+        guard
+            let id = register(breaker: {
+                continuation.finish(throwing: SyncFailure.retryable(reason: "network: offline", retryAfter: nil))
+            })
+        else { throw .retryable(reason: "network: offline", retryAfter: nil) }
         let forward = Task {
             do {
                 for try await message in messages { continuation.yield(message) }
@@ -203,7 +227,7 @@ extension FaultyTransport {
         continuation.onTermination = { [weak self] _ in
             forward.cancel()
             breaker?.cancel()
-            _ = self?.state.withLock { $0.streams.removeValue(forKey: id) }
+            self?.unregister(id)
         }
         return stream
     }

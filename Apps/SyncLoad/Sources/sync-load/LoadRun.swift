@@ -95,7 +95,7 @@ struct Manifest: Codable, Sendable {
 struct LoadRun {
     let configuration: StepConfiguration
     let tokens: Tokens
-    let http: HTTPClient
+    let http: HTTPClients
     let watched: [String: Int32]
     /// Called with the partial report when the watchdog finds the step stalled; it does not return.
     var stalled: @Sendable (StepReport) -> Never = { _ in exit(3) }
@@ -141,7 +141,8 @@ struct LoadRun {
             }
             thin.append(
                 try ThinDevice(
-                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics),
+                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics, thin: true),
+                    baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
                     metrics: metrics, options: deviceOptions, seed: configuration.seed))
         }
         let cpuBefore = watched.mapValues(ProcessStats.cpuSeconds(tree:))
@@ -212,7 +213,7 @@ struct LoadRun {
         let totals = metrics.totals
 
         say("sync-load: writing stopped; settling (every device online, no faults, syncing until quiet)")
-        let verifier = Verifier(manifest: manifest, tokens: tokens, http: http, baseURL: baseURL)
+        let verifier = Verifier(manifest: manifest, tokens: tokens, http: http.requests, baseURL: baseURL)
         let verdict: Verdict
         do {
             verdict = try await verifier.settleAndVerify(devices, thin: thin)
@@ -229,11 +230,17 @@ struct LoadRun {
             verdict: verdict)
     }
 
-    private func transport(_ plan: Device.Plan, baseURL: URL, metrics: LoadMetrics) async throws -> FaultyTransport {
-        FaultyTransport(
+    /// A device's transport; a thin device's sends its pushes and catch-up pulls through the shared pool.
+    private func transport(_ plan: Device.Plan, baseURL: URL, metrics: LoadMetrics, thin: Bool = false) async throws
+        -> FaultyTransport
+    {
+        let token = try await tokens.token(subject: plan.subject, scopes: [plan.scope])
+        return FaultyTransport(
             inner: HTTPClientTransport(
-                baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
-                client: http, onTraffic: { metrics.moved($0) }),
+                baseURL: baseURL, token: token, client: http.streams, onTraffic: { metrics.moved($0) }),
+            requests: thin
+                ? HTTPClientTransport(
+                    baseURL: baseURL, token: token, client: http.requests, onTraffic: { metrics.moved($0) }) : nil,
             metrics: metrics, faultRate: configuration.faultRate,
             seed: UInt64(plan.index) &+ configuration.seed &* 0x9E37_79B9)
     }

@@ -25,28 +25,55 @@ struct ServerOptions: ParsableArguments {
     }
 }
 
-/// The shared HTTP client: AsyncHTTPClient on NIO's event loops (one thread per core), so a thousand devices
-/// cost a thousand sockets, not a thousand threads; a pool wide enough for each device's long-poll and its
-/// sync at once; no response decompression (the transport inflates with the protocol's bound).
-func makeHTTPClient(devices: Int) -> HTTPClient {
-    var configuration = HTTPClient.Configuration()
-    configuration.decompression = .disabled
-    configuration.connectionPool = .init(
-        idleTimeout: .seconds(90), concurrentHTTP1ConnectionsPerHostSoftLimit: max(16, devices * 2 + 16))
-    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+/// The shared HTTP clients: AsyncHTTPClient on NIO's event loops (one thread per core), so thousands of
+/// devices cost sockets, not threads; no response decompression (the transport inflates with the protocol's
+/// bound). `streams` holds a connection per live stream or long-poll and the replicas' syncs; `requests`,
+/// a pool of `requestConnections` shared by the thin devices' pushes and catch-up pulls.
+struct HTTPClients {
+    var streams: HTTPClient
+    var requests: HTTPClient
+
+    init(thin: Int, replicas: Int, requestConnections: Int) {
+        func client(_ connections: Int) -> HTTPClient {
+            var configuration = HTTPClient.Configuration()
+            configuration.decompression = .disabled
+            configuration.connectionPool = .init(
+                idleTimeout: .seconds(90), concurrentHTTP1ConnectionsPerHostSoftLimit: max(16, connections))
+            return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        }
+        streams = client(thin + replicas * 2 + 16)
+        requests = client(requestConnections)
+    }
+
+    /// The descriptors a step needs at most: a socket per stream, two per replica and its files (SQLite
+    /// opens the database, its WAL and shared memory on each of a writer, two readers and the checkpointer),
+    /// the request pool, and a margin for the rest of the process.
+    static func descriptors(thin: Int, replicas: Int, requestConnections: Int) -> Int {
+        thin + replicas * (2 + 12) + requestConnections + 256
+    }
+
+    func shutdown() async throws {
+        try await streams.shutdown()
+        try await requests.shutdown()
+    }
 }
 
-/// A thousand devices hold a few thousand files and sockets: raise the soft limit to the hard one.
-func raiseFileLimit() {
+/// A thousand devices hold a few thousand files and sockets: raise the soft limit to the hard one; returns
+/// the limit then in force.
+@discardableResult
+func raiseFileLimit() -> Int {
     var limit = rlimit()
     #if os(Linux)
         let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
     #else
         let resource = RLIMIT_NOFILE
     #endif
-    guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-    limit.rlim_cur = limit.rlim_max
-    _ = setrlimit(resource, &limit)
+    guard getrlimit(resource, &limit) == 0 else { return Int.max }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(resource, &limit)
+    }
+    return Int(clamping: limit.rlim_cur)
 }
 
 struct RunCommand: AsyncParsableCommand {
@@ -117,6 +144,8 @@ struct RunCommand: AsyncParsableCommand {
     )
     var sweep: String?
     @Option(help: "Seconds the verdict waits for every device to settle.") var settleTimeout = 180.0
+    @Option(help: "Connections the thin devices share for their pushes and catch-up pulls.")
+    var requestConnections = 256
     @Option(
         help:
             "Seconds without progress (no request answered, no event accepted, applied or received, no edit) while work is outstanding, after which the run prints what every stuck device waits on, writes the partial report and exits 3 (0: never)."
@@ -133,7 +162,7 @@ struct RunCommand: AsyncParsableCommand {
     var watch: [String] = []
 
     func run() async throws {
-        raiseFileLimit()
+        let fileLimit = raiseFileLimit()
         let tokens = try await server.tokens()
         let prefix = scopePrefix ?? "load-" + String(UInt32.random(in: .min ... .max), radix: 16)
         let base = URL(
@@ -163,7 +192,17 @@ struct RunCommand: AsyncParsableCommand {
             guard parts.count == 2, let pid = Int32(parts[1]) else { throw ValidationError("--watch NAME=PID") }
             watched[String(parts[0])] = pid
         }
-        let http = makeHTTPClient(devices: steps.map { $0.devices + $0.replicaCount }.max() ?? devices)
+        let thin = steps.map(\.thinCount).max() ?? 0
+        let full = steps.map(\.replicaCount).max() ?? 0
+        let needed = HTTPClients.descriptors(thin: thin, replicas: full, requestConnections: requestConnections)
+        guard needed <= fileLimit else {
+            throw ValidationError(
+                "\(thin) thin devices and \(full) replicas need up to \(needed) open files and sockets, and this process "
+                    + "may open \(fileLimit) (ulimit -n; the hard limit, ulimit -Hn, is the most it can raise itself to): "
+                    + "raise the limit (for example in /etc/security/limits.conf or with systemd's LimitNOFILE) or run fewer devices"
+            )
+        }
+        let http = HTTPClients(thin: thin, replicas: full, requestConnections: requestConnections)
         var report = RunReport(
             startedAt: Date(), commit: RunReport.commit(), machine: RunReport.machine(),
             command: Self.redacted(CommandLine.arguments), sweep: sweep, configuration: first, steps: [])
@@ -284,7 +323,7 @@ struct VerifyCommand: AsyncParsableCommand {
         manifest.configuration.settleTimeout = settleTimeout
         guard let baseURL = URL(string: server.server) else { throw ValidationError("--server: not a URL") }
         let tokens = try await server.tokens()
-        let http = makeHTTPClient(devices: manifest.devices.count)
+        let http = HTTPClients(thin: 0, replicas: manifest.devices.count, requestConnections: 16)
         let metrics = LoadMetrics()
         let verdict: Verdict
         do {
@@ -293,14 +332,14 @@ struct VerifyCommand: AsyncParsableCommand {
                 let transport = FaultyTransport(
                     inner: .init(
                         baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
-                        client: http),
+                        client: http.streams),
                     metrics: metrics, faultRate: 0, seed: 0)
                 let device = try Device(
                     plan: plan, transport: transport, metrics: metrics, longPoll: nil, live: false)
                 try device.open()
                 devices.append(device)
             }
-            verdict = try await Verifier(manifest: manifest, tokens: tokens, http: http, baseURL: baseURL)
+            verdict = try await Verifier(manifest: manifest, tokens: tokens, http: http.requests, baseURL: baseURL)
                 .settleAndVerify(devices)
         } catch {
             try? await http.shutdown()

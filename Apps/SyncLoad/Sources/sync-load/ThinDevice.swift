@@ -39,6 +39,9 @@ final class ThinDevice: Sendable {
     let scope: Scope
     let replica: ReplicaID
     let transport: FaultyTransport
+    /// The server, and the live stream's host, port and token.
+    private let baseURL: URL
+    private let target: ThinStream.Target
     private let clock: HybridLogicalClock
     private let metrics: LoadMetrics
     private let options: Options
@@ -50,7 +53,10 @@ final class ThinDevice: Sendable {
     }
     private struct State {
         var counter: UInt64 = 0
+        var ids = EventIDGenerator()
         var statuses: [Status] = []
+        /// Rejections by code, and the first message of each.
+        var rejections: [String: (count: Int, message: String)] = [:]
         var outbox: [Event] = []
         var notes: [OwnNote] = []
         var log = DeliveryLog()
@@ -61,10 +67,32 @@ final class ThinDevice: Sendable {
         var receiving = "starting"
         var receivingSince = ContinuousClock.now
         var pushing: ContinuousClock.Instant?
+        /// What the live stream's handler asks of the receive loop (a catch-up, a new subscription), and the
+        /// loop waiting for it.
+        var signal: Signal?
+        var signalWaiter: CheckedContinuation<Signal, Never>?
+    }
+
+    /// What ends a wait of the receive loop while it holds the stream.
+    enum Signal: Sendable {
+        /// A frame did not continue the position: pull from it.
+        case gap
+        /// The server dropped the subscription for being behind: pull, then subscribe again.
+        case behind
+        /// The stream ended (why, if it failed).
+        case ended(SyncFailure?)
     }
     private let state: Mutex<State>
 
-    init(plan: Device.Plan, transport: FaultyTransport, metrics: LoadMetrics, options: Options, seed: UInt64) throws {
+    /// - Parameters:
+    ///   - baseURL, token: the server, and this device's token for its live stream (`ThinStream`).
+    init(
+        plan: Device.Plan, transport: FaultyTransport, baseURL: URL, token: String, metrics: LoadMetrics,
+        options: Options, seed: UInt64
+    ) throws {
+        guard let host = baseURL.host else { throw LoadError("--server: \(baseURL) has no host") }
+        self.baseURL = baseURL
+        self.target = ThinStream.Target(host: host, port: baseURL.port ?? 80, path: "", token: token)
         self.plan = plan
         self.scope = try Scope(plan.scope)
         var random = SplitMix64.stream(seed ^ 0x7417, plan.index)
@@ -135,7 +163,7 @@ final class ThinDevice: Sendable {
             let hlc = clock.now()
             state.notes[index].state.apply(payload, hlc: hlc, dot: dot)
             let event = Event(
-                id: EventID(uuid: UUID(uuid: NoteEditor.randomUUID(&state.random))), scope: scope,
+                id: state.ids.next(wall: hlc.physical, using: &state.random), scope: scope,
                 stream: note.id.stream, streamVersion: note.version, type: payload.type.rawValue, hlc: hlc, dot: dot,
                 payload: payload.json)
             state.outbox.append(event)
@@ -207,12 +235,14 @@ final class ThinDevice: Sendable {
         var acknowledged = 0
         var rejected = 0
         state.withLock { state in
-            var outcome: [EventID: PushResult.Status] = [:]
-            for result in results { outcome[result.id] = result.status }
+            var outcome: [EventID: PushResult] = [:]
+            for result in results { outcome[result.id] = result }
             state.outbox.removeAll { event in
-                guard let status = outcome[event.id] else { return false }
+                guard let result = outcome[event.id] else { return false }
                 let index = Int(event.dot.counter) - 1
-                if status == .rejected {
+                if result.status == .rejected {
+                    let code = result.code?.rawValue ?? "?"
+                    state.rejections[code, default: (0, result.message ?? "")].count += 1
                     state.statuses[index] = .rejected
                     rejected += 1
                 } else {
@@ -260,27 +290,99 @@ final class ThinDevice: Sendable {
         }
     }
 
+    /// Holds one subscription (a `ThinStream`, its messages handled on the event loop by `handle`) until it
+    /// ends, catching up by pulling when a frame leaves a gap.
     private func follow() async throws {
+        let (fault, delay) = try await transport.liveFault()
         let position = state.withLock { $0.log.position }
-        let messages = try await transport.live(
-            PullRequest(cursor: ScopeCursor([scope: position]), scopes: [scope]))
-        for try await message in messages {
-            switch message {
-            case .subscribed: doing("on the live stream")
-            case .heartbeat: break
-            case .frame(let frame) where frame.scope == scope:
-                switch frame.placement(at: state.withLock { $0.log.position }) {
-                case .next: take(frame.events, through: frame.head)
-                case .known: break
-                case .gap: try await catchUp()
-                }
-            case .frame: break
+        let request = PullRequest(cursor: ScopeCursor([scope: position]), scopes: [scope])
+        let url = HTTPTransport.liveURL(base: baseURL, request)
+        var liveTarget = target
+        liveTarget.path = url.path + (url.query.map { "?" + $0 } ?? "")
+        if fault == .duplicate {
+            // A second subscription, dropped at once.
+            (try? await ThinStream.open(liveTarget, onMessage: { _ in }, onBytes: { _ in }))?.close()
+        }
+        state.withLock { $0.signal = nil }
+        let metrics = metrics
+        let stream = try await ThinStream.open(
+            liveTarget, onMessage: { [weak self] in self?.handle($0) },
+            onBytes: { metrics.moved(Traffic(receivedRaw: $0, receivedWire: $0)) })
+        guard let id = transport.register(breaker: { stream.close() }) else {
+            stream.close()
+            throw SyncFailure.retryable(reason: "network: offline", retryAfter: nil)
+        }
+        defer {
+            transport.unregister(id)
+            stream.close()
+        }
+        stream.closed.whenSuccess { [weak self] failure in self?.raise(.ended(failure)) }
+        let breaker =
+            fault == .lostResponse || fault == .reorder
+            ? Task {
+                try? await Task.sleep(for: delay)
+                if !Task.isCancelled { stream.close() }
+            } : nil
+        defer { breaker?.cancel() }
+        while !Task.isCancelled {
+            switch await nextSignal() {
+            case .gap: try await catchUp()
             case .behind:
                 try await catchUp()
                 return
-            case .error(let detail):
-                throw SyncFailure.from(status: 500, code: detail.code.rawValue, message: detail.message)
+            case .ended(let failure):
+                if let failure, case .permanent = failure { throw failure }
+                return
             }
+        }
+    }
+
+    /// A message of the live stream, on the event loop.
+    private func handle(_ message: LiveMessage) {
+        switch message {
+        case .subscribed: doing("on the live stream")
+        case .heartbeat: break
+        case .frame(let frame) where frame.scope == scope:
+            if !take(frame.events, through: frame.head, from: frame.after),
+                frame.placement(at: state.withLock { $0.log.position }) == .gap
+            {
+                raise(.gap)
+            }
+        case .frame: break
+        case .behind: raise(.behind)
+        case .error: break
+        }
+    }
+
+    private func raise(_ signal: Signal) {
+        let waiter = state.withLock { state -> CheckedContinuation<Signal, Never>? in
+            if let waiter = state.signalWaiter {
+                state.signalWaiter = nil
+                return waiter
+            }
+            // An end outranks a gap or `behind` not yet taken.
+            if case .ended = state.signal {} else { state.signal = signal }
+            return nil
+        }
+        waiter?.resume(returning: signal)
+    }
+
+    private func nextSignal() async -> Signal {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Signal, Never>) in
+                let ready = state.withLock { state -> Signal? in
+                    if let signal = state.signal {
+                        state.signal = nil
+                        return signal
+                    }
+                    if Task.isCancelled { return .ended(nil) }
+                    state.signalWaiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            raise(.ended(nil))
         }
     }
 
@@ -299,36 +401,38 @@ final class ThinDevice: Sendable {
             let page = try await transport.pull(
                 PullRequest(cursor: ScopeCursor([scope: position]), scopes: [scope], limit: 500, wait: wait))
             let head = try ScopeCursor(encoded: page.cursor)[scope]
-            take(page.events, through: max(head, position))
+            // A frame may have moved the position meanwhile: then pull again from there.
+            guard take(page.events, through: max(head, position), from: position) else { continue }
             wait = 0
             if !page.hasMore { return }
         }
     }
 
-    /// Checks and records a batch that continues the position, after any delivery fault of the self-test.
-    private func take(_ events: [Event], through head: Int64) {
+    /// Checks and records a batch that continues the position `from` (after any delivery fault of the
+    /// self-test); false, and nothing recorded, when the position is not `from` any more (or not yet).
+    @discardableResult
+    private func take(_ events: [Event], through head: Int64, from: Int64) -> Bool {
         var events = events
-        let fault = state.withLock { state -> DeliveryFault? in
-            guard !events.isEmpty, !state.deliveryFaults.isEmpty else { return nil }
-            return state.deliveryFaults.removeFirst()
-        }
-        switch fault {
-        case .skip?: events.removeFirst()
-        case .duplicate?: events.append(events[events.count - 1])
-        case .alter?:
-            let event = events[0]
-            events[0] = Event(
-                id: event.id, scope: event.scope, stream: event.stream, streamVersion: event.streamVersion,
-                type: event.type, schemaVersion: event.schemaVersion, hlc: event.hlc, dot: event.dot,
-                payload: .object(["altered": .bool(true)]), seq: event.seq, receivedAt: event.receivedAt)
-        case nil: break
-        }
-        let new = state.withLock { state -> Int in
-            let before = state.log.position
+        let taken = state.withLock { state -> Int? in
+            guard state.log.position == from else { return nil }
+            if !events.isEmpty, !state.deliveryFaults.isEmpty {
+                switch state.deliveryFaults.removeFirst() {
+                case .skip: events.removeFirst()
+                case .duplicate: events.append(events[events.count - 1])
+                case .alter:
+                    let event = events[0]
+                    events[0] = Event(
+                        id: event.id, scope: event.scope, stream: event.stream, streamVersion: event.streamVersion,
+                        type: event.type, schemaVersion: event.schemaVersion, hlc: event.hlc, dot: event.dot,
+                        payload: .object(["altered": .bool(true)]), seq: event.seq, receivedAt: event.receivedAt)
+                }
+            }
             state.log.receive(events, through: head)
-            return Int(state.log.position - before)
+            return Int(state.log.position - from)
         }
-        metrics.received(events, new: new, by: replica, page: true)
+        guard let taken else { return false }
+        metrics.received(events, new: taken, by: replica, page: true)
+        return true
     }
 
     private func doing(_ what: String) {
@@ -344,6 +448,7 @@ final class ThinDevice: Sendable {
     var log: DeliveryLog { state.withLock { $0.log } }
     var pending: Int { state.withLock { $0.outbox.count } }
     var statuses: [Status] { state.withLock { $0.statuses } }
+    var rejections: [String: (count: Int, message: String)] { state.withLock { $0.rejections } }
 
     /// What the device waits on, for a stalled run's diagnosis.
     var waitingOn: String {

@@ -264,7 +264,12 @@ struct Verifier {
         }
 
         // Thin devices: what they made, and what they received against the server's log.
+        var messages: [String: String] = [:]
         for device in thin {
+            for (code, rejection) in device.rejections {
+                rejectedByCode[code, default: 0] += rejection.count
+                messages[code] = messages[code] ?? rejection.message
+            }
             for (index, status) in device.statuses.enumerated() {
                 let copies = byDot[Dot(replica: device.replica, counter: UInt64(index + 1))] ?? 0
                 if status == .rejected {
@@ -317,6 +322,11 @@ struct Verifier {
                             : "an event of seqs \(difference.seq)…\(difference.seq + difference.count - 1) differs from the server's"
                     ))
             }
+        }
+
+        for (code, message) in messages.sorted(by: { $0.key < $1.key }) {
+            findings["rejected", default: []].append(
+                Finding(scope: "*", detail: "thin devices' events rejected with \(code), e.g. \(message)"))
         }
 
         // Every device against a fresh device of its scope.
