@@ -5,8 +5,8 @@
 # (nothing lost, duplicated or diverged). The report goes to .run/load/report.md and report.json; the exit
 # status is sync-load's.
 #
-# Environment: LOAD_ARGS (extra sync-load options, e.g. "--devices 1000 --scopes 100" or
-# "--sweep devices=10,100,1000"), SYNC_PORT (default 8090).
+# Environment: LOAD_ARGS (extra sync-load options, e.g. "--devices 10000 --replicas 50 --scopes 1000 --rate 0.5" or
+# "--sweep devices=100,1000,3000,10000"), SYNC_PORT (default 8090).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
