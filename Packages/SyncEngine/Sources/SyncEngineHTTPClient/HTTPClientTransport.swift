@@ -62,14 +62,7 @@ public final class HTTPClientTransport: SyncTransport {
 
     public func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
         let (raw, body, compressed) = try HTTPTransport.body(for: request)
-        var outgoing = HTTPClientRequest(url: url)
-        outgoing.method = .POST
-        outgoing.headers.add(name: "Content-Type", value: "application/json")
-        outgoing.headers.add(name: "Accept-Encoding", value: "gzip")
-        if compressed { outgoing.headers.add(name: "Content-Encoding", value: "gzip") }
-        if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        outgoing.body = .bytes(ByteBuffer(bytes: body))
-        let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout)
+        let (status, retryAfter, data) = try await post(body, compressed: compressed, to: url)
         let exchange = try HTTPTransport.exchange(
             status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
         onTraffic?(exchange.traffic)
@@ -80,18 +73,26 @@ public final class HTTPClientTransport: SyncTransport {
     /// clients that receive another way (the live stream) and so need no page in the answer.
     public func push(_ request: PushRequest) async throws(SyncFailure) -> (results: [PushResult], traffic: Traffic) {
         let (raw, body, compressed) = try HTTPTransport.body(for: request)
-        var outgoing = HTTPClientRequest(url: baseURL.appendingPathComponent("v1/push").absoluteString)
+        let (status, retryAfter, data) = try await post(
+            body, compressed: compressed, to: baseURL.appendingPathComponent("v1/push").absoluteString)
+        let (response, traffic) = try HTTPTransport.pushExchange(
+            status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+        onTraffic?(traffic)
+        return (response.results, traffic)
+    }
+
+    /// Posts a JSON body (gzip when `compressed`) with the bearer token.
+    private func post(_ body: Data, compressed: Bool, to url: String) async throws(SyncFailure) -> (
+        status: Int, retryAfter: String?, body: Data
+    ) {
+        var outgoing = HTTPClientRequest(url: url)
         outgoing.method = .POST
         outgoing.headers.add(name: "Content-Type", value: "application/json")
         outgoing.headers.add(name: "Accept-Encoding", value: "gzip")
         if compressed { outgoing.headers.add(name: "Content-Encoding", value: "gzip") }
         if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
         outgoing.body = .bytes(ByteBuffer(bytes: body))
-        let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout)
-        let (response, traffic) = try HTTPTransport.pushExchange(
-            status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
-        onTraffic?(traffic)
-        return (response.results, traffic)
+        return try await execute(outgoing, timeout: timeout)
     }
 
     public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
