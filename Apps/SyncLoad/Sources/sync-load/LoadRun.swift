@@ -162,8 +162,8 @@ struct LoadRun {
             guard let stall = await watchdog.run() else { return }
             let totals = metrics.totals
             var report = makeReport(
-                totals: totals, seconds: (ContinuousClock.now - start).secondsValue, cpuBefore: cpuBefore,
-                ownBefore: ownBefore, memory: memory,
+                totals: totals, seconds: (ContinuousClock.now - start).secondsValue,
+                cpu: cpuSince(cpuBefore, ownBefore), memory: memory,
                 verdict: Verdict.stalled(stall, serverEvents: 0))
             report.label = "collapsed"
             self.stalled(report)
@@ -207,6 +207,7 @@ struct LoadRun {
             }
         }
         let writing = ContinuousClock.now - start
+        let cpu = cpuSince(cpuBefore, ownBefore)
         progressTask.cancel()
         await progressTask.value
         progress.finish()
@@ -226,7 +227,7 @@ struct LoadRun {
         for loop in thinLoops { loop.cancel() }
         for device in devices { await device.stopSync() }
         return makeReport(
-            totals: totals, seconds: writing.secondsValue, cpuBefore: cpuBefore, ownBefore: ownBefore, memory: memory,
+            totals: totals, seconds: writing.secondsValue, cpu: cpu, memory: memory,
             verdict: verdict)
     }
 
@@ -245,12 +246,19 @@ struct LoadRun {
             seed: UInt64(plan.index) &+ configuration.seed &* 0x9E37_79B9)
     }
 
+    /// CPU seconds since the marks: of the watched processes, and of this one.
+    private func cpuSince(_ before: [String: Double], _ ownBefore: Double) -> (watched: [String: Double], own: Double) {
+        (
+            watched.mapValues(ProcessStats.cpuSeconds(tree:)).merging(before) { after, before in after - before },
+            ProcessStats.ownCPUSeconds() - ownBefore
+        )
+    }
+
+    /// The step's report; `cpu` is what the processes used during the writing.
     private func makeReport(
-        totals: LoadMetrics.Totals, seconds wall: Double, cpuBefore: [String: Double], ownBefore: Double,
+        totals: LoadMetrics.Totals, seconds wall: Double, cpu: (watched: [String: Double], own: Double),
         memory: MemoryMarks, verdict: Verdict
     ) -> StepReport {
-        let cpu = watched.mapValues(ProcessStats.cpuSeconds(tree:))
-        let own = ProcessStats.ownCPUSeconds() - ownBefore
         let w2v = LatencySummary(totals.writeToVisible)
         return StepReport(
             devices: configuration.thinCount, replicas: configuration.replicaCount, scopes: configuration.scopes,
@@ -266,10 +274,10 @@ struct LoadRun {
             offlineSpells: totals.offlineSpells, crashes: totals.crashes,
             label: StepReport.label(writeToVisibleP99: w2v.count == 0 ? nil : w2v.p99),
             load: .init(
-                cpuSeconds: own, peakResidentBytes: ProcessStats.memory().peak,
+                cpuSeconds: cpu.own, peakResidentBytes: ProcessStats.memory().peak,
                 bytesPerReplica: memory.perReplica(configuration.replicaCount),
                 bytesPerThinDevice: memory.perThin(configuration.thinCount)),
-            watchedCPUSeconds: cpu.merging(cpuBefore) { after, before in after - before },
+            watchedCPUSeconds: cpu.watched,
             verdict: verdict)
     }
 
