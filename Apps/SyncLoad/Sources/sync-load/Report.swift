@@ -163,11 +163,13 @@ struct RunReport: Codable, Sendable {
         for step in steps {
             let cores = { (cpu: Double) in String(format: "%.1f s (%.2f cores)", cpu, cpu / max(step.seconds, 0.001)) }
             lines.append(
-                "| \(step.devices) | \(String(format: "%.1f", step.seconds)) | \(cores(step.load.cpuSeconds)) | "
+                "| \(step.devices + (step.replicas ?? 0)) | \(String(format: "%.1f", step.seconds)) | \(cores(step.load.cpuSeconds)) | "
                     + watchedNames.map { cores(step.watchedCPUSeconds[$0] ?? 0) }.joined(separator: " | ")
                     + " | \(mib(step.load.peakResidentBytes)) | \(step.load.bytesPerReplica.map(kib) ?? "–") | "
                     + "\(step.load.bytesPerThinDevice.map(kib) ?? "–") |")
         }
+        lines.append("")
+        for step in steps { lines.append("- " + busiest(step)) }
         if steps.count > 1 {
             lines += ["", "## The sweep", "", knee(), "", "![Throughput and latency against devices](sweep.svg)"]
         }
@@ -180,7 +182,7 @@ struct RunReport: Codable, Sendable {
             let faults = step.faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             let errors = step.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             lines.append(
-                "| \(step.devices) | \(step.edits) | \(step.accepted) | \(step.rejected) | \(mib(step.bytes.sentWire)) | "
+                "| \(step.devices + (step.replicas ?? 0)) | \(step.edits) | \(step.accepted) | \(step.rejected) | \(mib(step.bytes.sentWire)) | "
                     + "\(mib(step.bytes.receivedWire)) | \(faults.isEmpty ? "none" : faults) | \(step.offlineSpells) | \(step.crashes) | "
                     + "\(errors.isEmpty ? "none" : errors) |")
         }
@@ -216,15 +218,27 @@ struct RunReport: Codable, Sendable {
             return "Every step was healthy (write-to-visible p99 under 500 ms), up to \(total(ordered.last!)) devices."
         }
         let step = ordered[first]
-        var busy = step.watchedCPUSeconds.mapValues { $0 / max(step.seconds, 0.001) }
-        busy["the load process"] = step.load.cpuSeconds / max(step.seconds, 0.001)
-        let where_ = busy.sorted { $0.value > $1.value }.map { String(format: "%@ at %.2f cores", $0.key, $0.value) }
-            .joined(separator: ", ")
         let above =
             first == 0 ? "At \(total(step)) devices (the first step)" : "Above \(total(ordered[first - 1])) devices"
         return
             "\(above) write-to-visible p99 exceeds 500 ms (\(total(step)) devices: p99 \(step.writeToVisibleMs.p99) ms, "
-            + "\(step.label)); there \(where_), of \(RunReport.machine().cores) cores."
+            + "\(step.label)); there \(Self.busy(step)), of \(machine.cores) cores."
+    }
+
+    /// The processes of a step by cores busy, busiest first.
+    static func busy(_ step: StepReport) -> String {
+        var busy = step.watchedCPUSeconds.mapValues { $0 / max(step.seconds, 0.001) }
+        busy["the load process"] = step.load.cpuSeconds / max(step.seconds, 0.001)
+        return busy.sorted { $0.value > $1.value }.map { String(format: "%@ at %.2f cores", $0.key, $0.value) }
+            .joined(separator: ", ")
+    }
+
+    /// Which process used the machine most in a step, and whether the machine was full.
+    func busiest(_ step: StepReport) -> String {
+        let total = step.watchedCPUSeconds.values.reduce(step.load.cpuSeconds, +) / max(step.seconds, 0.001)
+        return "\(step.devices + (step.replicas ?? 0)) devices (\(step.label)): \(Self.busy(step)); "
+            + String(format: "%.2f of %d cores together", total, machine.cores)
+            + (total > 0.85 * Double(machine.cores) ? ", the machine was full" : "")
     }
 
     /// `sweep.svg`: events/s accepted and write-to-visible p50 / p99 against devices (log scale), side by side.
