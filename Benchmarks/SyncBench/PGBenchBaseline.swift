@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
+import Logging
+import PostgresNIO
+
 #if canImport(Glibc)
     import Glibc
 #endif
-import Logging
-import PostgresNIO
 
 /// The baseline of one-event pushes: what PostgreSQL itself does per second, driven by `pgbench`, of the insert
 /// the server makes for a one-event push. Each transaction raises a scope's head (`UPDATE … SET head = head + 1
@@ -42,10 +43,13 @@ enum PGBenchBaseline {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let script = directory.appendingPathComponent("push.sql")
-            try Self.script(scopesTable: scopesTable, eventsTable: eventsTable, scopes: scopes, payloadBytes: payloadBytes)
-                .write(to: script, atomically: true, encoding: .utf8)
+            try Self.script(
+                scopesTable: scopesTable, eventsTable: eventsTable, scopes: scopes, payloadBytes: payloadBytes
+            )
+            .write(to: script, atomically: true, encoding: .utf8)
             let arguments = [
-                "-n", "-f", script.path, "-c", "\(clients)", "-j", "\(min(2, clients))", "-T", "\(seconds)", databaseURL,
+                "-n", "-f", script.path, "-c", "\(clients)", "-j", "\(min(2, clients))", "-T", "\(seconds)",
+                databaseURL,
             ]
             let output = try run(pgbench, arguments)
             guard let tps = Self.number(after: "tps = ", in: output) else {

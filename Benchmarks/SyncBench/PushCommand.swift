@@ -330,7 +330,8 @@ struct PushReport: Codable, Sendable {
         if let pgbench, let ratioToPGBench {
             lines.append(
                 String(
-                    format: "  pgbench baseline (%@, %d scopes) %.0f transactions/s, latency %.2f ms; server / pgbench = %.2f",
+                    format:
+                        "  pgbench baseline (%@, %d scopes) %.0f transactions/s, latency %.2f ms; server / pgbench = %.2f",
                     pgbench.command, pgbench.scopes, pgbench.transactionsPerSecond, pgbench.latencyMilliseconds ?? 0,
                     ratioToPGBench))
         }
