@@ -239,9 +239,12 @@ struct PushService: Sendable {
         var plans = pushes.map(\.plan)
         let scopes = pushes.count == 1 ? plans[0].pendingScopes : Array(Set(plans.flatMap(\.pendingScopes))).sorted()
         let heads = try await repository.lockScopes(scopes, on: connection, logger: logger)
-        for push in pushes {
-            let own = pushes.count == 1 ? heads : heads.filter { push.plan.pendingScopes.contains($0.key) }
-            try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
+        if heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
+            for push in pushes {
+                let scopes = Set(push.plan.pendingScopes)
+                let own = pushes.count == 1 ? heads : heads.filter { scopes.contains($0.key) }
+                try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
+            }
         }
         // Ids already stored (looked up by the careful attempt), then also those accepted by earlier pushes of
         // the group.
