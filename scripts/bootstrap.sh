@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what the stack needs to build and test: a Swift toolchain, PostgreSQL's server
-# binaries, nginx (the load balancer of `make chaos` and its test), gnuplot (the charts of `make bench`), the
-# Debian -dev packages SwiftPM links against, and docker-compose (used only to validate docker-compose.yml; no
-# Docker engine is needed).
+# binaries (Debian's postgresql package; its postgresql-NN also holds pgbench, the baseline of
+# `sync-bench push --baseline pgbench`), nginx (the load balancer of `make chaos` and its test), gnuplot (the
+# charts of `make bench`), the Debian -dev packages SwiftPM links against, and docker-compose (used only to
+# validate docker-compose.yml; no Docker engine is needed).
 # Installs what is missing with apt-get when it can, otherwise prints the one command that would.
 set -euo pipefail
 

@@ -48,6 +48,15 @@ struct PGBaselineCommand: AsyncParsableCommand {
     }
 
     static func measure(databaseURL: String, rows: Int, payloadBytes: Int) async throws -> Result {
+        try await withConnection(databaseURL: databaseURL) { connection, logger in
+            try await measure(on: connection, rows: rows, payloadBytes: payloadBytes, logger: logger)
+        }
+    }
+
+    /// Runs `body` on a connection to `databaseURL`, closed afterwards.
+    static func withConnection<Value: Sendable>(
+        databaseURL: String, _ body: (PostgresConnection, Logger) async throws -> Value
+    ) async throws -> Value {
         guard let components = URLComponents(string: databaseURL), let host = components.host,
             let user = components.user
         else { throw ValidationError("the database URL must look like postgres://user@host:port/database") }
@@ -59,7 +68,7 @@ struct PGBaselineCommand: AsyncParsableCommand {
                 database: database.isEmpty ? user : database, tls: .disable),
             id: 1, logger: logger)
         do {
-            let result = try await measure(on: connection, rows: rows, payloadBytes: payloadBytes, logger: logger)
+            let result = try await body(connection, logger)
             try await connection.close()
             return result
         } catch {

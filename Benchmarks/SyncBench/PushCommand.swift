@@ -13,8 +13,10 @@ import Synchronization
 /// Generates every batch before the clock starts (so the benchmark measures the server, not the client's
 /// JSON encoding), then `--concurrency` workers push them as fast as the server answers. Prints events/s
 /// accepted, push latency percentiles, and the request bytes raw vs gzip; with `--database-url` it then runs
-/// the raw `COPY` baseline of `pg-baseline` on the same database for the same number of rows and prints
-/// the ratio.
+/// a baseline on the same database and prints the ratio: the raw `COPY` of `pg-baseline` for the same number of
+/// rows (`--baseline copy`, the ceiling of bulk pushes), or `pgbench` running the insert of a one-event push
+/// with as many clients as the server has connections (`--baseline pgbench`, the ceiling of one-event pushes;
+/// `PGBenchBaseline`), or both.
 struct PushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push", abstract: "Measure events/s accepted by a running sync-server.")
@@ -46,15 +48,32 @@ struct PushCommand: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Send request bodies gzip-compressed.")
     var gzip: Bool = true
 
-    @Option(help: "Also time a raw COPY of as many rows into this database (the server's) and print the ratio.")
+    @Option(help: "Also run a baseline (--baseline) on this database (the server's) and print the ratio.")
     var databaseURL: String?
+
+    enum Baseline: String, ExpressibleByArgument, CaseIterable, Sendable {
+        case copy, pgbench, both
+    }
+
+    @Option(
+        help:
+            "With --database-url: copy (a raw COPY of as many rows), pgbench (the insert of a one-event push, run by pgbench), or both."
+    )
+    var baseline: Baseline = .copy
+
+    @Option(help: "pgbench clients: the server's pool size (SYNC_DB_POOL_SIZE, default 16).")
+    var pgbenchClients: Int = 16
+
+    @Option(help: "Seconds pgbench runs.")
+    var pgbenchSeconds: Int = 5
 
     @Flag(help: "Print one JSON object instead of text.")
     var json: Bool = false
 
     func validate() throws {
-        guard events > 0, batch > 0, concurrency > 0, scopes > 0 else {
-            throw ValidationError("--events, --batch, --concurrency and --scopes must be positive")
+        guard events > 0, batch > 0, concurrency > 0, scopes > 0, pgbenchClients > 0, pgbenchSeconds > 0 else {
+            throw ValidationError(
+                "--events, --batch, --concurrency, --scopes, --pgbench-clients and --pgbench-seconds must be positive")
         }
     }
 
@@ -91,11 +110,18 @@ struct PushCommand: AsyncParsableCommand {
             requestBytesRaw: bodies.reduce(0) { $0 + $1.raw },
             requestBytesWire: bodies.reduce(0) { $0 + $1.wire.readableBytes },
             responseBytesWire: outcome.responseBytes)
-        if let databaseURL {
-            let baseline = try await PGBaselineCommand.measure(
+        if let databaseURL, baseline != .pgbench {
+            let copy = try await PGBaselineCommand.measure(
                 databaseURL: databaseURL, rows: events, payloadBytes: payloadBytes)
-            report.copyRowsPerSecond = baseline.rowsPerSecond
-            report.ratioToCopy = report.eventsPerSecond / baseline.rowsPerSecond
+            report.copyRowsPerSecond = copy.rowsPerSecond
+            report.ratioToCopy = report.eventsPerSecond / copy.rowsPerSecond
+        }
+        if let databaseURL, baseline != .copy {
+            let pgbench = try await PGBenchBaseline.measure(
+                databaseURL: databaseURL, clients: pgbenchClients, seconds: pgbenchSeconds, scopes: scopes,
+                payloadBytes: payloadBytes)
+            report.pgbench = pgbench
+            report.ratioToPGBench = report.eventsPerSecond / pgbench.transactionsPerSecond
         }
         if json {
             print(String(decoding: try JSONEncoder().encode(report), as: UTF8.self))
@@ -282,6 +308,8 @@ struct PushReport: Codable, Sendable {
     var responseBytesWire: Int
     var copyRowsPerSecond: Double?
     var ratioToCopy: Double?
+    var pgbench: PGBenchBaseline.Result?
+    var ratioToPGBench: Double?
 
     var text: String {
         var lines = [
@@ -298,6 +326,14 @@ struct PushReport: Codable, Sendable {
         if let copyRowsPerSecond, let ratioToCopy {
             lines.append(
                 String(format: "  raw COPY baseline %.0f rows/s; server / COPY = %.2f", copyRowsPerSecond, ratioToCopy))
+        }
+        if let pgbench, let ratioToPGBench {
+            lines.append(
+                String(
+                    format:
+                        "  pgbench baseline (%@, %d scopes) %.0f transactions/s, latency %.2f ms; server / pgbench = %.2f",
+                    pgbench.command, pgbench.scopes, pgbench.transactionsPerSecond, pgbench.latencyMilliseconds ?? 0,
+                    ratioToPGBench))
         }
         return lines.joined(separator: "\n")
     }

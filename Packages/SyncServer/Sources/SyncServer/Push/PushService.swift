@@ -4,10 +4,12 @@ import PostgresNIO
 import SyncModels
 import SyncProtocol
 
-/// Appends pushed events (docs/ARCHITECTURE.md, "Ordering"): one transaction per push that locks the head rows of the
-/// scopes involved in sorted order, sets aside stored ids as duplicates (with their original seq), checks stream
-/// versions, runs the domain rules, assigns `head+1…head+n`, and writes everything with one statement.
-/// Later pushes to the same scopes wait for the lock, so seq order is commit order and has no gaps.
+/// Appends pushed events (docs/ARCHITECTURE.md, "Ordering" and "Group commit"): a transaction that locks the head
+/// rows of the scopes involved in sorted order, sets aside stored ids as duplicates (with their original seq),
+/// checks stream versions, runs the domain rules, assigns `head+1…head+n`, and writes everything with one
+/// statement. Later pushes to the same scopes wait for the lock, so seq order is commit order and has no gaps.
+/// Small pushes that arrive while their lane's transaction is busy share the next transaction (`PushGroups`),
+/// decided one after another in queue order inside it.
 struct PushService: Sendable {
     let database: Database
     let repository = EventRepository()
@@ -18,6 +20,31 @@ struct PushService: Sendable {
     let hub: LongPollHub
     let metrics: ServerMetrics
     let sightings = ReplicaSightings()
+    /// Group commit's queues; nil runs every push in a transaction of its own.
+    let groups: PushGroups<PendingPush, Result<PushPlan, any Error>>?
+
+    init(
+        database: Database, rules: [any EventRule], limits: ProtocolLimits,
+        isCommutative: @escaping @Sendable (String) -> Bool, hub: LongPollHub, metrics: ServerMetrics,
+        groupLanes: Int = 2, groupMaxEvents: Int = 256
+    ) {
+        self.database = database
+        self.rules = rules
+        self.limits = limits
+        self.isCommutative = isCommutative
+        self.hub = hub
+        self.metrics = metrics
+        self.groups = groupMaxEvents > 0 ? PushGroups(lanes: groupLanes, maxEvents: groupMaxEvents) : nil
+    }
+
+    /// A push ready for its transaction: its plan (envelopes, scopes and repeats decided), its payloads as JSON
+    /// text, who pushed it.
+    struct PendingPush: Sendable {
+        var plan: PushPlan
+        var payloads: [Int: String]
+        var replica: ReplicaID
+        var logger: Logger
+    }
 
     /// How often a push is retried after a deadlock, serialization failure or id race before giving up.
     static let maxAttempts = 5
@@ -28,10 +55,26 @@ struct PushService: Sendable {
     func push(_ events: [Event], replica: ReplicaID, identity: TokenIdentity, logger: Logger) async throws
         -> [PushResult]
     {
+        let pending = try prepare(events, replica: replica, scopes: identity.scopes, logger: logger)
+        var plan = pending.plan
+        if !plan.pendingIndexes.isEmpty {
+            plan = try await commit(pending)
+            hub.signal(heads: plan.acceptedHeads)
+            try await recordSighting(of: replica, in: plan.acceptedScopes, logger: logger)
+        }
+        let results = plan.results
+        metrics.recordPush(results)
+        return results
+    }
+
+    /// What can be decided before the transaction: the event count, the plan (envelopes, `scopes`, repeated
+    /// ids), and each pending event's payload as JSON text within its size limit.
+    /// - Throws: `SyncProtocolError` `request.tooLarge` for too many events or an oversized payload.
+    func prepare(_ events: [Event], replica: ReplicaID, scopes: Set<Scope>, logger: Logger) throws -> PendingPush {
         guard events.count <= limits.maxEventsPerPush else {
             throw SyncProtocolError.tooLarge("a push carries at most \(limits.maxEventsPerPush) events")
         }
-        var plan = PushPlan(events: events, allowedScopes: identity.scopes)
+        var plan = PushPlan(events: events, allowedScopes: scopes)
         var payloads: [Int: String] = [:]
         for index in plan.pendingIndexes {
             do {
@@ -43,38 +86,93 @@ struct PushService: Sendable {
                 plan.reject(index, EventRejection(.eventInvalid, "payload strings must not contain U+0000"))
             }
         }
-        if !plan.pendingIndexes.isEmpty {
-            plan = try await append(plan, payloads: payloads, replica: replica, logger: logger)
-            hub.signal(heads: plan.acceptedHeads)
-        }
-        let results = plan.results
-        metrics.recordPush(results)
-        return results
+        return PendingPush(plan: plan, payloads: payloads, replica: replica, logger: logger)
     }
 
-    /// Runs the push transaction, first optimistically, then carefully if needed, retrying deadlocks and
+    /// Runs `push` in a transaction: alone when group commit is off, when the push is larger than a group, or
+    /// when its lane is idle; otherwise with the pushes queued in its lane.
+    private func commit(_ push: PendingPush) async throws -> PushPlan {
+        let events = push.plan.pendingIndexes.count
+        guard let groups, events <= groups.maxEvents, let first = push.plan.pendingScopes.first else {
+            return try await append(push)
+        }
+        let answer = await groups.submit(push, events: events, lane: groups.lane(of: first.name)) { pushes in
+            await self.append(group: pushes)
+        }
+        return try answer.get()
+    }
+
+    /// Runs a group: in one transaction, or, if that fails for any reason, one push after another in
+    /// transactions of their own, so that one push's failure (a rule's error, `reset.required`, …) is its own.
+    /// Only when the database cannot serve at all (503 `server.unavailable`) does every push of the group get
+    /// that answer at once.
+    /// The group's work runs in a task of its own, so that the leader's cancellation (its client gone) does not
+    /// cancel its followers.
+    func append(group pushes: [PendingPush]) async -> [Result<PushPlan, any Error>] {
+        guard pushes.count > 1 else {
+            do { return [.success(try await append(pushes[0]))] } catch { return [.failure(error)] }
+        }
+        return await Task { [self] in
+            let logger = pushes[0].logger
+            do {
+                let plans = try await appendTogether(pushes, logger: logger)
+                metrics.recordPushGroup(pushes: pushes.count, split: false)
+                return plans.map { .success($0) }
+            } catch {
+                // The database cannot serve (down, or no connection in time): no push of the group caused it, and
+                // running them one by one would only make each wait as long again.
+                if let unavailable = Database.classify(error) as? SyncProtocolError,
+                    unavailable.code == .serverUnavailable
+                {
+                    return pushes.map { _ in .failure(unavailable) }
+                }
+                logger.debug(
+                    "push group failed; its pushes run one by one",
+                    metadata: ["sync.push.group": "\(pushes.count)", "sync.error": "\(String(reflecting: error))"])
+                metrics.recordPushGroup(pushes: pushes.count, split: true)
+                var results: [Result<PushPlan, any Error>] = []
+                for push in pushes {
+                    do { results.append(.success(try await append(push))) } catch { results.append(.failure(error)) }
+                }
+                return results
+            }
+        }.value
+    }
+
+    /// One transaction for the whole group, optimistic then careful; any other error is the caller's.
+    private func appendTogether(_ pushes: [PendingPush], logger: Logger) async throws -> [PushPlan] {
+        var careful = false
+        while true {
+            do {
+                return try await database.withConnection { [self, careful] connection in
+                    try await connection.transaction(logger: logger) { connection in
+                        try await self.decide(pushes, careful: careful, on: connection, logger: logger)
+                    }
+                }
+            } catch  where Self.needsCareful(error) && !careful {
+                careful = true
+            }
+        }
+    }
+
+    /// Runs one push's transaction, first optimistically, then carefully if needed, retrying deadlocks and
     /// serialization failures.
     ///
     /// The optimistic attempt skips looking up which ids are already stored: retries are rare, and the
     /// insert's `ON CONFLICT (scope, event_id) DO NOTHING` count tells whether any was. If one was, or if any event
     /// was rejected (a retried event could look like a stale version or a second creation before it is
     /// recognised as a duplicate), the attempt is rolled back and the careful attempt looks them up first.
-    private func append(_ plan: PushPlan, payloads: [Int: String], replica: ReplicaID, logger: Logger)
-        async throws -> PushPlan
-    {
+    private func append(_ push: PendingPush) async throws -> PushPlan {
         var attempt = 1
         var careful = false
+        let logger = push.logger
         while true {
             do {
-                let decided = try await database.withConnection { [self, careful] connection in
+                return try await database.withConnection { [self, careful] connection in
                     try await connection.transaction(logger: logger) { connection in
-                        try await self.decide(
-                            plan, payloads: payloads, replica: replica, careful: careful, on: connection,
-                            logger: logger)
+                        try await self.decide([push], careful: careful, on: connection, logger: logger)[0]
                     }
                 }
-                try await recordSighting(of: replica, in: decided.acceptedScopes, logger: logger)
-                return decided
             } catch  where Self.needsCareful(error) && !careful {
                 careful = true
             } catch  where Database.isRetryable(error) && attempt < Self.maxAttempts {
@@ -128,70 +226,125 @@ struct PushService: Sendable {
         error is NeedsCarefulAppend
     }
 
-    /// The body of the push transaction.
-    private func decide(
-        _ plan: PushPlan, payloads: [Int: String], replica: ReplicaID, careful: Bool, on connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> PushPlan {
-        var plan = plan
-        let heads = try await repository.lockScopes(plan.pendingScopes, on: connection, logger: logger)
-        try await refuseIfBehindPurge(replica, heads: heads, on: connection, logger: logger)
-        let candidates = plan.pendingIndexes.count
-        if careful {
-            let keys = plan.pendingIndexes.map { (scope: plan.events[$0].scope, id: plan.events[$0].id) }
-            plan.markStored(try await repository.storedSeqs(keys, on: connection, logger: logger))
-        }
-
-        let checked = plan.versionCheckedStreams(isCommutative: isCommutative)
-        let current = try await repository.streamVersions(checked, on: connection, logger: logger)
-        let newVersions = plan.checkVersions(current: current, isCommutative: isCommutative)
-
-        var decisions: [([Int], RuleDecision)] = []
-        for rule in rules {
-            let indexes = plan.pendingIndexes.filter { rule.applies(to: plan.events[$0].type) }
-            guard !indexes.isEmpty else { continue }
-            let decision = try await rule.evaluate(
-                indexes.map { plan.events[$0] }, connection: connection, logger: logger)
-            for (position, rejection) in decision.rejections { plan.reject(indexes[position], rejection) }
-            decisions.append((indexes, decision))
-        }
-
-        let rejectedStreams = Set(
-            plan.events.indices.compactMap { index -> PushPlan.StreamKey? in
-                guard case .rejected = plan.outcomes[index] else { return nil }
-                return PushPlan.StreamKey(scope: plan.events[index].scope, stream: plan.events[index].stream)
-            })
-        if !careful && plan.pendingIndexes.count < candidates { throw NeedsCarefulAppend() }
-        let newHeads = plan.assignSeqs(heads: heads.mapValues(\.head))
-        let accepted = plan.acceptedIndexes
-        guard !accepted.isEmpty else { return plan }
-
-        // Versions of streams whose events were all accepted; recomputed if a rule rejected one of them.
-        var versions = newVersions
-        for key in newVersions.keys where rejectedStreams.contains(key) {
-            versions[key] =
-                accepted.filter {
-                    plan.events[$0].scope == key.scope && plan.events[$0].stream == key.stream
-                        && !isCommutative(plan.events[$0].type)
-                }.map { plan.events[$0].streamVersion }.max()
-        }
-
-        let rows = accepted.map { index -> EventRepository.NewEvent in
-            guard case .accepted(let seq) = plan.outcomes[index] else { preconditionFailure("accepted without seq") }
-            return EventRepository.NewEvent(event: plan.events[index], seq: seq, payloadJSON: payloads[index]!)
-        }
-        let inserted = try await repository.write(
-            rows, heads: newHeads, streams: versions, on: connection, logger: logger)
-        guard inserted == rows.count else { throw careful ? AppendRace() : NeedsCarefulAppend() }
-
-        let acceptedSet = Set(accepted)
-        for (indexes, decision) in decisions {
-            let kept = indexes.filter { acceptedSet.contains($0) }.map { plan.events[$0] }
-            for query in decision.effects(kept) {
-                try await connection.checkedQuery(query, logger: logger)
+    /// The body of the push transaction, for one push or a group.
+    ///
+    /// A group's pushes are decided one after another in queue order, each exactly as it would be in a transaction
+    /// of its own that followed the previous one's commit: it sees as stored the ids accepted by the pushes before
+    /// it (a duplicate then gets their seq), the stream versions they moved, the effects of their rules, and its
+    /// seqs follow theirs. Only the rows are written once for the group, at the end; rules decide from their own
+    /// tables (`EventRule`), which the effects of earlier pushes have already updated.
+    private func decide(_ pushes: [PendingPush], careful: Bool, on connection: PostgresConnection, logger: Logger)
+        async throws -> [PushPlan]
+    {
+        var plans = pushes.map(\.plan)
+        let scopes = pushes.count == 1 ? plans[0].pendingScopes : Array(Set(plans.flatMap(\.pendingScopes))).sorted()
+        let heads = try await repository.lockScopes(scopes, on: connection, logger: logger)
+        if heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
+            for push in pushes {
+                let scopes = Set(push.plan.pendingScopes)
+                let own = pushes.count == 1 ? heads : heads.filter { scopes.contains($0.key) }
+                try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
             }
         }
-        return plan
+        // Ids already stored (looked up by the careful attempt), then also those accepted by earlier pushes of
+        // the group.
+        var stored: [EventRepository.EventKey: Int64] = [:]
+        if careful {
+            let keys = plans.flatMap { plan in
+                plan.pendingIndexes.map {
+                    EventRepository.EventKey(scope: plan.events[$0].scope, id: plan.events[$0].id)
+                }
+            }
+            stored = try await repository.storedSeqs(keys, on: connection, logger: logger)
+        }
+        let checked = Array(Set(plans.flatMap { $0.versionCheckedStreams(isCommutative: isCommutative) }))
+        var current = try await repository.streamVersions(checked, on: connection, logger: logger)
+        var running = heads.mapValues(\.head)
+        var newHeads: [Scope: Int64] = [:]
+        var streams: [PushPlan.StreamKey: Int64] = [:]
+        var rows: [EventRepository.NewEvent] = []
+        // The effects of rules not run yet: before the next push's rules read, or after the write.
+        var effects: [PostgresQuery] = []
+
+        for (slot, push) in pushes.enumerated() {
+            var plan = plans[slot]
+            var known: [EventID: Int64] = [:]
+            for index in plan.pendingIndexes {
+                let event = plan.events[index]
+                if let seq = stored[EventRepository.EventKey(scope: event.scope, id: event.id)] {
+                    known[event.id] = seq
+                }
+            }
+            if !known.isEmpty { plan.markStored(known) }
+            let candidates = plan.pendingIndexes.count
+            let newVersions = plan.checkVersions(current: current, isCommutative: isCommutative)
+
+            var decisions: [([Int], RuleDecision)] = []
+            for rule in rules {
+                let indexes = plan.pendingIndexes.filter { rule.applies(to: plan.events[$0].type) }
+                guard !indexes.isEmpty else { continue }
+                try await run(&effects, on: connection, logger: logger)
+                let decision = try await rule.evaluate(
+                    indexes.map { plan.events[$0] }, connection: connection, logger: logger)
+                for (position, rejection) in decision.rejections { plan.reject(indexes[position], rejection) }
+                decisions.append((indexes, decision))
+            }
+
+            let rejectedStreams = Set(
+                plan.events.indices.compactMap { index -> PushPlan.StreamKey? in
+                    guard case .rejected = plan.outcomes[index] else { return nil }
+                    return PushPlan.StreamKey(scope: plan.events[index].scope, stream: plan.events[index].stream)
+                })
+            if !careful && plan.pendingIndexes.count < candidates { throw NeedsCarefulAppend() }
+            let pushHeads = plan.assignSeqs(heads: running)
+            running.merge(pushHeads) { $1 }
+            newHeads.merge(pushHeads) { $1 }
+            plans[slot] = plan
+            let accepted = plan.acceptedIndexes
+            guard !accepted.isEmpty else { continue }
+
+            // Versions of streams whose events were all accepted; recomputed if a rule rejected one of them.
+            var versions = newVersions
+            for key in newVersions.keys where rejectedStreams.contains(key) {
+                versions[key] =
+                    accepted.filter {
+                        plan.events[$0].scope == key.scope && plan.events[$0].stream == key.stream
+                            && !isCommutative(plan.events[$0].type)
+                    }.map { plan.events[$0].streamVersion }.max()
+            }
+            for (key, version) in versions {
+                current[key] = max(current[key] ?? 0, version)
+                streams[key] = max(streams[key] ?? 0, version)
+            }
+
+            for index in accepted {
+                guard case .accepted(let seq) = plan.outcomes[index] else {
+                    preconditionFailure("accepted without seq")
+                }
+                let event = plan.events[index]
+                rows.append(EventRepository.NewEvent(event: event, seq: seq, payloadJSON: push.payloads[index]!))
+                stored[EventRepository.EventKey(scope: event.scope, id: event.id)] = seq
+            }
+            let acceptedSet = Set(accepted)
+            for (indexes, decision) in decisions {
+                effects += decision.effects(indexes.filter { acceptedSet.contains($0) }.map { plan.events[$0] })
+            }
+        }
+        guard !rows.isEmpty else { return plans }
+
+        let inserted = try await repository.write(
+            rows, heads: newHeads, streams: streams, on: connection, logger: logger)
+        guard inserted == rows.count else { throw careful ? AppendRace() : NeedsCarefulAppend() }
+        try await run(&effects, on: connection, logger: logger)
+        return plans
+    }
+
+    /// Runs the queued effects of rules, in order, and empties the queue.
+    private func run(_ effects: inout [PostgresQuery], on connection: PostgresConnection, logger: Logger)
+        async throws
+    {
+        for query in effects { try await connection.checkedQuery(query, logger: logger) }
+        effects.removeAll()
     }
 }
 

@@ -33,6 +33,12 @@ public struct ServerConfiguration: Sendable {
     /// Most database operations waiting for a connection before new ones get 503 `server.unavailable`
     /// (`SYNC_DB_QUEUE_LIMIT`, default 512).
     public var databaseQueueLimit: Int = 512
+    /// Group commit (docs/ARCHITECTURE.md, "Group commit"): the most events of the pushes that share one
+    /// transaction (`SYNC_PUSH_GROUP_EVENTS`, default 256; 0 turns group commit off, and a larger push always runs
+    /// alone) and how many such transactions may run at once (`SYNC_PUSH_GROUP_LANES`, default 2; a scope's
+    /// pushes always take the same lane).
+    public var pushGroupEvents: Int = 256
+    public var pushGroupLanes: Int = 2
     /// gzip level for responses, 1-9 (`SYNC_GZIP_LEVEL`, default 5).
     public var gzipLevel: Int32 = 5
     /// Events that pages read ahead for replicas catching up may hold between them, about 450 bytes each
@@ -122,6 +128,8 @@ public struct ServerConfiguration: Sendable {
         }
         if let value = try integer("SYNC_DB_POOL_SIZE", 1...1000) { databasePoolSize = value }
         if let value = try integer("SYNC_DB_QUEUE_LIMIT", 1...Int.max) { databaseQueueLimit = value }
+        if let value = try integer("SYNC_PUSH_GROUP_EVENTS", 0...1_000_000) { pushGroupEvents = value }
+        if let value = try integer("SYNC_PUSH_GROUP_LANES", 1...1000) { pushGroupLanes = value }
         if let value = try integer("SYNC_GZIP_LEVEL", 1...9) { gzipLevel = Int32(value) }
         if let value = try integer("SYNC_READ_AHEAD_EVENTS", 0...100_000_000) { readAheadEvents = value }
         if let value = try integer("SYNC_LIVE_HEARTBEAT_SECONDS", 1...3600) { liveHeartbeatSeconds = value }

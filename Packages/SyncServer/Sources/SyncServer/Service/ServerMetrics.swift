@@ -10,6 +10,9 @@ final class ServerMetrics: Sendable {
     private let duplicate: Counter
     private let rejected: Counter
     private let batchSize: Recorder
+    private let groupSize: Recorder
+    private let groupsCommitted: Counter
+    private let groupsSplit: Counter
     private let pulled: Counter
     private let requestRaw: Counter
     private let requestWire: Counter
@@ -60,6 +63,10 @@ final class ServerMetrics: Sendable {
         duplicate = Counter(label: "sync_events_total", dimensions: [("status", "duplicate")], factory: factory)
         rejected = Counter(label: "sync_events_total", dimensions: [("status", "rejected")], factory: factory)
         batchSize = Recorder(label: "sync_push_batch_size", dimensions: [], aggregate: true, factory: factory)
+        groupSize = Recorder(label: "sync_push_group_size", dimensions: [], aggregate: true, factory: factory)
+        groupsCommitted = Counter(
+            label: "sync_push_groups_total", dimensions: [("outcome", "committed")], factory: factory)
+        groupsSplit = Counter(label: "sync_push_groups_total", dimensions: [("outcome", "split")], factory: factory)
         pulled = Counter(label: "sync_events_pulled_total", factory: factory)
         requestRaw = Counter(
             label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "raw")], factory: factory)
@@ -87,6 +94,13 @@ final class ServerMetrics: Sendable {
             label: "sync_pull_read_ahead_total", dimensions: [("outcome", "started")], factory: factory)
         readAheadUsed = Counter(
             label: "sync_pull_read_ahead_total", dimensions: [("outcome", "used")], factory: factory)
+    }
+
+    /// A transaction that ran several pushes together (group commit): committed, or `split` (it failed, and its
+    /// pushes ran one by one).
+    func recordPushGroup(pushes: Int, split: Bool) {
+        groupSize.record(pushes)
+        (split ? groupsSplit : groupsCommitted).increment()
     }
 
     /// A pull's read: run against the database, or `shared` with an identical one.

@@ -68,7 +68,8 @@ public struct SyncServerApp: Sendable {
             push: PushService(
                 database: database, rules: rules, limits: configuration.limits,
                 isCommutative: Self.commutativity(domain: domain, prefixes: configuration.commutativeTypePrefixes),
-                hub: hub, metrics: metrics),
+                hub: hub, metrics: metrics, groupLanes: configuration.pushGroupLanes,
+                groupMaxEvents: configuration.pushGroupEvents),
             pull: PullService(
                 database: database, limits: configuration.limits, hub: hub,
                 evictionHorizonSeconds: configuration.evictionHorizonSeconds,

@@ -77,22 +77,28 @@ struct EventRepository: Sendable {
         return heads
     }
 
+    /// An event's identity in the log: ids are unique within a scope (`events_scope_event_id_key`).
+    struct EventKey: Sendable, Hashable {
+        var scope: Scope
+        var id: EventID
+    }
+
     /// The seqs of the given events (scope and id) that are already stored.
-    func storedSeqs(_ keys: [(scope: Scope, id: EventID)], on connection: PostgresConnection, logger: Logger)
-        async throws -> [EventID: Int64]
+    func storedSeqs(_ keys: [EventKey], on connection: PostgresConnection, logger: Logger) async throws
+        -> [EventKey: Int64]
     {
         guard !keys.isEmpty else { return [:] }
         let scopes = keys.map(\.scope.name)
         let uuids = keys.map(\.id.uuid)
         let rows = try await connection.checkedQuery(
             """
-            SELECT e.event_id, e.seq FROM events e
+            SELECT e.scope, e.event_id, e.seq FROM events e
             JOIN unnest(\(scopes)::text[], \(uuids)::uuid[]) AS k(scope, event_id)
               ON e.scope = k.scope AND e.event_id = k.event_id
             """, logger: logger)
-        var stored: [EventID: Int64] = [:]
-        for try await (id, seq) in rows.decode((UUID, Int64).self) {
-            stored[EventID(uuid: id)] = seq
+        var stored: [EventKey: Int64] = [:]
+        for try await (scope, id, seq) in rows.decode((String, UUID, Int64).self) {
+            stored[EventKey(scope: try Scope(scope), id: EventID(uuid: id))] = seq
         }
         return stored
     }
