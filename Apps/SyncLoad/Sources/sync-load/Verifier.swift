@@ -374,24 +374,29 @@ struct Verifier {
             findings: findings)
     }
 
-    /// Every event of the run's scopes, read with `GET /v1/pull` from the start, by scope in seq order.
+    /// Every event of the run's scopes, read with `GET /v1/pull` from the start, by scope in seq order; 100
+    /// scopes at a time (a token granting a thousand would not fit a request's headers).
     private func serverLog() async throws -> [String: [Event]] {
-        let scopes = try manifest.scopes.map { try Scope($0) }
-        let transport = HTTPClientTransport(
-            baseURL: baseURL,
-            token: try await tokens.token(
-                subject: "\(manifest.configuration.scopePrefix)-verifier", scopes: manifest.scopes),
-            client: http)
         var log: [String: [Event]] = [:]
-        var cursor = ScopeCursor()
-        while true {
-            let request = PullRequest(cursor: cursor, scopes: scopes, limit: 1000)
-            let page = try await Self.retrying { try await transport.pull(request) }
-            for event in page.events {
-                log[event.scope.name, default: []].append(event)
+        let names = manifest.scopes
+        for start in stride(from: 0, to: names.count, by: 100) {
+            let batch = Array(names[start..<min(names.count, start + 100)])
+            let scopes = try batch.map { try Scope($0) }
+            let transport = HTTPClientTransport(
+                baseURL: baseURL,
+                token: try await tokens.token(
+                    subject: "\(manifest.configuration.scopePrefix)-verifier", scopes: batch),
+                client: http)
+            var cursor = ScopeCursor()
+            while true {
+                let request = PullRequest(cursor: cursor, scopes: scopes, limit: 1000)
+                let page = try await Self.retrying { try await transport.pull(request) }
+                for event in page.events {
+                    log[event.scope.name, default: []].append(event)
+                }
+                cursor = try ScopeCursor(encoded: page.cursor)
+                if !page.hasMore { break }
             }
-            cursor = try ScopeCursor(encoded: page.cursor)
-            if !page.hasMore { break }
         }
         return log
     }
