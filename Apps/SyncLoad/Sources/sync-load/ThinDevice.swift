@@ -90,7 +90,11 @@ final class ThinDevice: Sendable {
         plan: Device.Plan, transport: FaultyTransport, baseURL: URL, token: String, metrics: LoadMetrics,
         options: Options, seed: UInt64
     ) throws {
-        guard let host = baseURL.host else { throw LoadError("--server: \(baseURL) has no host") }
+        guard let host = baseURL.host, baseURL.scheme == "http" else {
+            throw LoadError(
+                "--server: thin devices hold their streams on plain connections and need an http:// URL with a host "
+                    + "(\(baseURL)); run replicas only (--devices 0) through TLS")
+        }
         self.baseURL = baseURL
         self.target = ThinStream.Target(host: host, port: baseURL.port ?? 80, path: "", token: token)
         self.plan = plan
