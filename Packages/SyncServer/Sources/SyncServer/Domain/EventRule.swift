@@ -9,6 +9,11 @@ import SyncProtocol
 /// are checked, so a rule sees the state left by every earlier commit of the scopes involved and no
 /// concurrent push can change it before this one commits. Rules run in order; each sees only the events
 /// no earlier check rejected.
+///
+/// Small pushes may share one transaction (docs/ARCHITECTURE.md, "Group commit"): the rule is then asked
+/// about each push in turn, and sees the effects the earlier pushes of the group wrote to its own tables,
+/// but not their rows in `events`, which are written at the end. A rule must keep what it counts in its
+/// own tables, not count `events`.
 public protocol EventRule: Sendable {
     /// A short name for logs and metrics.
     var name: String { get }
