@@ -133,7 +133,8 @@ struct LoadRun {
         var thin: [ThinDevice] = []
         let options = ThinDevice.Options(
             live: configuration.live ?? false, longPoll: max(configuration.longPoll, 1),
-            minPushInterval: .milliseconds(configuration.minPushInterval ?? 0))
+            minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
+            pushGate: AsyncGate(permits: http.requestConnections))
         for plan in manifest.thin ?? [] {
             var deviceOptions = options
             if plan.index == manifest.devices.count {

@@ -32,6 +32,7 @@ struct ServerOptions: ParsableArguments {
 struct HTTPClients {
     var streams: HTTPClient
     var requests: HTTPClient
+    var requestConnections: Int
 
     init(thin: Int, replicas: Int, requestConnections: Int) {
         func client(_ connections: Int) -> HTTPClient {
@@ -43,6 +44,7 @@ struct HTTPClients {
         }
         streams = client(thin + replicas * 2 + 16)
         requests = client(requestConnections)
+        self.requestConnections = requestConnections
     }
 
     /// The descriptors a step needs at most: a socket per stream, two per replica and its files (SQLite

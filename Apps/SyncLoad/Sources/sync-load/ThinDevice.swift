@@ -3,6 +3,7 @@ import NotesDomain
 import SyncEngine
 import SyncModels
 import SyncProtocol
+import SyncStorage
 import SyncTestSupport
 import Synchronization
 
@@ -29,6 +30,9 @@ final class ThinDevice: Sendable {
         var live: Bool
         var longPoll: Int
         var minPushInterval: Duration
+        /// Pushes in flight at once across the thin devices: one per connection of the shared pool, so that
+        /// the others wait as tasks (not as requests timing out in the client's queue, each holding its body).
+        var pushGate: AsyncGate
         var deliveryFaults: [DeliveryFault] = []
     }
 
@@ -196,8 +200,7 @@ final class ThinDevice: Sendable {
         var failures = 0
         var lastPush = ContinuousClock.now - options.minPushInterval
         while !Task.isCancelled {
-            let batch = state.withLock { Array($0.outbox.prefix(Self.maxPushEvents)) }
-            if batch.isEmpty {
+            if state.withLock({ $0.outbox.isEmpty }) {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                         let resumeNow = state.withLock { state -> Bool in
@@ -218,14 +221,20 @@ final class ThinDevice: Sendable {
                 try? await Task.sleep(for: .milliseconds(100))
                 continue
             }
-            let started = ContinuousClock.now
-            lastPush = started
-            state.withLock { $0.pushing = started }
-            defer { state.withLock { $0.pushing = nil } }
+            lastPush = .now
             do {
-                let (results, _) = try await transport.push(PushRequest(replica: replica, events: batch))
+                // A push waits here for one of the shared connections, holding nothing but its outbox; the
+                // batch is taken once it has one, so it carries what was made meanwhile.
+                try await options.pushGate.run {
+                    let batch = state.withLock { Array($0.outbox.prefix(Self.maxPushEvents)) }
+                    guard !batch.isEmpty else { return }
+                    let started = ContinuousClock.now
+                    state.withLock { $0.pushing = started }
+                    defer { state.withLock { $0.pushing = nil } }
+                    let (results, _) = try await transport.push(PushRequest(replica: replica, events: batch))
+                    settle(batch, results, roundTrip: ContinuousClock.now - started)
+                }
                 failures = 0
-                settle(batch, results, roundTrip: ContinuousClock.now - started)
             } catch {
                 failures += 1
                 let pause = min(5000, 200 << min(failures - 1, 5))

@@ -197,17 +197,21 @@ import Testing
                     scope: try! Scope(scopes[index % scopes.count]),
                     replica: ReplicaID(high: UInt64(index % 7 + 1), low: 9))
             }
-            // Every fifth event is pushed twice, by two pushes in flight together.
-            let pushes = events + events.enumerated().filter { $0.offset % 5 == 0 }.map(\.element)
+            // Every fifth event is pushed twice, by two pushes side by side in the order, so in flight together.
+            let pushes = events.enumerated().flatMap { $0.offset % 5 == 0 ? [$0.element, $0.element] : [$0.element] }
+            // 32 pushes in flight at a time, each on its own connection: none waits in the client's queue
+            // (where, on a loaded machine, the wait for a free connection outlasted the client's timeout).
+            let inFlight = 32
             let http = HTTPClient(
                 eventLoopGroupProvider: .singleton,
                 configuration: .init(
-                    connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
+                    connectionPool: .init(
+                        idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: inFlight)))
             let base = "http://127.0.0.1:\(server.client.port!)"
             let answers: [(Event, PushResult)]
             do {
                 answers = try await withThrowingTaskGroup(of: (Event, PushResult).self) { group in
-                    for event in pushes.shuffled() {
+                    func push(_ event: Event) {
                         group.addTask {
                             var request = HTTPClientRequest(url: base + "/v1/push")
                             request.method = .POST
@@ -227,8 +231,19 @@ import Testing
                             )
                         }
                     }
+                    var next = 0
+                    while next < min(inFlight, pushes.count) {
+                        push(pushes[next])
+                        next += 1
+                    }
                     var answers: [(Event, PushResult)] = []
-                    for try await answer in group { answers.append(answer) }
+                    for try await answer in group {
+                        answers.append(answer)
+                        if next < pushes.count {
+                            push(pushes[next])
+                            next += 1
+                        }
+                    }
                     return answers
                 }
                 try await http.shutdown()
