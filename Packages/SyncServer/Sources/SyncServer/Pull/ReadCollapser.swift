@@ -10,8 +10,14 @@ import Synchronization
 /// A read may be shared only with callers it cannot leave behind: one that started at an epoch covering the
 /// caller's (`LongPollHub.epoch`, taken before the caller reads). Every commit signalled by then is visible
 /// to it, so a caller woken by a signal never joins a read that began before that signal. That holds after
-/// the read finished too, so a finished read of woken long-polls is kept for `retention` (unless it
-/// failed): waiters resumed one after another by a signal all find it, however long resuming them takes.
+/// the read finished too, so a finished read of woken long-polls is kept (unless it failed): waiters resumed
+/// one after another by a signal all find it, however long resuming them takes.
+///
+/// How long it is kept (`retention`) is not what makes sharing it correct (the epochs are). It bounds how
+/// stale an answer can be should the LISTEN connection die without telling, as `LongPollHub.headMaxAge` does
+/// for the heads a read found, and it is as long by default. It was once a few seconds, and a thousand
+/// waiters resumed on a busy machine (a whole test suite on two cores) outlasted it: the last ones read
+/// again. Memory is bounded by `capacity`, not by time.
 final class ReadCollapser: Sendable {
     /// Everything a read's result depends on.
     struct Key: Hashable, Sendable {
@@ -48,7 +54,7 @@ final class ReadCollapser: Sendable {
     /// than the last prune left.
     let capacity: Int
 
-    init(retention: Duration = .seconds(5), capacity: Int = 512) {
+    init(retention: Duration = .seconds(600), capacity: Int = 512) {
         self.retention = retention
         self.capacity = capacity
     }
