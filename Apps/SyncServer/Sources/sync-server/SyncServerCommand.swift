@@ -4,14 +4,17 @@ import NotesServer
 import SyncServer
 
 /// `sync-server`: the generic `SyncServer` library with the Notes reference domain plugged in. Serves the
-/// sync API (the default subcommand), compacts history once (`compact`), mints a development token
+/// sync API (the default subcommand), compacts history once (`compact`), distributes its tables on a Citus
+/// coordinator (`distribute`), mints a development token
 /// (`token`) or prints the JWKS of a private key that signs such tokens (`jwks`).
 @main
 struct SyncServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync-server",
         abstract: "The offline-sync HTTP server: protocol v1 over PostgreSQL, serving the Notes domain.",
-        subcommands: [ServeCommand.self, CompactCommand.self, TokenCommand.self, JWKSCommand.self],
+        subcommands: [
+            ServeCommand.self, CompactCommand.self, DistributeCommand.self, TokenCommand.self, JWKSCommand.self,
+        ],
         defaultSubcommand: ServeCommand.self)
 }
 
@@ -43,5 +46,20 @@ struct CompactCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await compact.run(domain: try notes.domain(environment: ProcessInfo.processInfo.environment))
+    }
+}
+
+/// `sync-server distribute [--database-url URL]`: applies pending migrations, then distributes the tables by
+/// scope on a Citus coordinator (idempotently), and prints what it did as JSON. `SYNC_CITUS=true` makes every
+/// start-up do the same.
+struct DistributeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "distribute", abstract: "Distribute the tables by scope on a Citus coordinator; print a JSON report.")
+
+    @OptionGroup var distribute: DistributeOptions
+    @OptionGroup var notes: NotesServerOptions
+
+    func run() async throws {
+        try await distribute.run(domain: try notes.domain(environment: ProcessInfo.processInfo.environment))
     }
 }

@@ -20,6 +20,9 @@ import SyncTestSupport
 /// }
 /// ```
 public struct TestServer: Sendable {
+    /// Whether test servers run on the Citus cluster by default (`SYNC_TEST_ON_CITUS` set and not empty).
+    public static let onCitus = !(ProcessInfo.processInfo.environment["SYNC_TEST_ON_CITUS"] ?? "").isEmpty
+
     /// The HS256 key of every test server.
     public static let secret = "test-secret-0123456789abcdef-0123456789abcdef"
 
@@ -37,17 +40,21 @@ public struct TestServer: Sendable {
     ///     so that a loaded machine (the whole repository's tests run at once) does not fail tests spuriously.
     ///   - configure: changes to the test configuration (pool of 4, the standard limits).
     ///   - domain: the domain plugged into the server.
+    ///   - citus: on a new database of the Citus cluster of `SYNC_CITUS_URL` (`TestDatabase.citusURL`), its
+    ///     tables distributed by the server at start-up (`SYNC_CITUS`). By default, when `SYNC_TEST_ON_CITUS`
+    ///     is set: every suite built on this then runs on Citus.
     ///   - test: the test, given the running server.
     public static func run(
-        live: Bool = false, acquireTimeout: Duration = .seconds(20), domain: any SyncDomain,
-        configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
+        live: Bool = false, acquireTimeout: Duration = .seconds(20), citus: Bool = TestServer.onCitus,
+        domain: any SyncDomain, configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
         _ test: @Sendable (TestServer) async throws -> Void
     ) async throws {
-        try await TestDatabase.with { database in
+        try await TestDatabase.with(citus: citus) { database in
             var configuration = ServerConfiguration()
             configuration.port = 0
             configuration.databaseURL = database.url.urlString
             configuration.jwtSecret = secret
+            configuration.citus = citus
             configuration.databasePoolSize = 4
             configure(&configuration)
             var logger = Logger(label: "sync-server-test")

@@ -45,7 +45,9 @@ extension SyncServerApp {
             configuration: Database.clientConfiguration(url, poolSize: 2), backgroundLogger: logger)
         return try await client.whileRunning { client in
             let started = ContinuousClock.now
-            let migrator = Migrator(migrations: Migration.generic + domain.rules.flatMap(\.migrations))
+            let migrator = Migrator(
+                migrations: Migration.generic + domain.rules.flatMap(\.migrations),
+                distributeOnCitus: configuration.citus)
             try await migrate(
                 migrator, client: client, timeoutSeconds: configuration.startupTimeoutSeconds, logger: logger)
             let database = Database(

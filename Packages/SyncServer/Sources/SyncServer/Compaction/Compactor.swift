@@ -119,7 +119,7 @@ public struct Compactor: Sendable {
     public func stablePoint(of scope: String) async throws -> Int64 {
         try await database.withConnection { [logger, evictionHorizonSeconds] connection in
             let repository = EventRepository()
-            let heads = try await repository.selectHeads([scope], lock: false, on: connection, logger: logger)
+            let heads = try await repository.selectHeads([scope], on: connection, logger: logger)
             let head = heads[try Scope(scope)]?.head ?? 0
             let acknowledged = try await repository.lowestAcknowledged(
                 in: [scope], activeWithinSeconds: evictionHorizonSeconds, on: connection, logger: logger)
@@ -388,7 +388,7 @@ public struct Compactor: Sendable {
             ON CONFLICT (scope) DO UPDATE
             SET compacted_through = GREATEST(scope_compaction.compacted_through, EXCLUDED.compacted_through),
                 removed_events = scope_compaction.removed_events + EXCLUDED.removed_events,
-                compacted_at = now()
+                compacted_at = EXCLUDED.compacted_at
             """, logger: logger)
     }
 

@@ -71,7 +71,7 @@ final class LiveHub: Service, Sendable {
         if !unknown.isEmpty {
             do {
                 let heads = try await database.withConnection(lane: .waiting) { [repository, logger] connection in
-                    try await repository.selectHeads(unknown.map(\.name), lock: false, on: connection, logger: logger)
+                    try await repository.selectHeads(unknown.map(\.name), on: connection, logger: logger)
                 }
                 let known = Dictionary(uniqueKeysWithValues: unknown.map { ($0, heads[$0]?.head ?? 0) })
                 let reads = state.withLock { $0.headsRead(known) }
@@ -203,7 +203,7 @@ final class LiveHub: Service, Sendable {
     private func read(_ scope: Scope, after: Int64, through: Int64?) async throws -> [Feeds.Frame] {
         let limit = frameEvents
         let (events, head) = try await database.withConnection(lane: .waiting) { [repository, logger] connection in
-            let heads = try await repository.selectHeads([scope.name], lock: false, on: connection, logger: logger)
+            let heads = try await repository.selectHeads([scope.name], on: connection, logger: logger)
             let head = min(heads[scope]?.head ?? 0, through ?? .max)
             guard head > after else { return ([StoredEvent](), head) }
             let events = try await repository.events(

@@ -189,7 +189,7 @@ struct PullService: Sendable {
         let epoch = epoch ?? hub.epoch(scopes)
         return try await database.withConnection(lane: lane) { [repository, hub] connection in
             let heads = try await repository.selectHeads(
-                scopes.map(\.name), lock: false, on: connection, logger: logger)
+                scopes.map(\.name), on: connection, logger: logger)
             hub.learn(heads.mapValues(\.head), of: scopes, at: epoch)
             // A position of 0 holds nothing yet (a new device, or one that reset): it reads the folded history
             // from the start.

@@ -80,6 +80,10 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections: Int? = nil
     /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
     public var logLevel: String = "info"
+    /// Whether the database is a Citus coordinator whose tables the server distributes by scope after its
+    /// migrations, idempotently (`SYNC_CITUS`, `true` or `false`, default false; see `CitusDistribution` and
+    /// docs/SCALING.md). `sync-server distribute` does the same once.
+    public var citus = false
 
     public init() {}
 
@@ -136,6 +140,13 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_LIVE_BUFFER_BYTES", 1024...(1 << 30)) { liveBufferBytes = value }
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
+        if let text = environment["SYNC_CITUS"], !text.isEmpty {
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": citus = true
+            case "0", "false", "no", "off": citus = false
+            default: throw ConfigurationError(message: "SYNC_CITUS must be true or false")
+            }
+        }
         if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }
         if let value = try integer("SYNC_MAX_CONNECTIONS", 1...Int.max) { maxConnections = value }
         if let value = try integer("SYNC_EVICTION_HORIZON_SECONDS", 1...Int.max) { evictionHorizonSeconds = value }

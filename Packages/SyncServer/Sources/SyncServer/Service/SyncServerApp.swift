@@ -97,7 +97,8 @@ public struct SyncServerApp: Sendable {
                     policy: configuration.compaction, metrics: metrics, logger: logger))
         }
 
-        let migrator = Migrator(migrations: Migration.generic + rules.flatMap(\.migrations))
+        let migrator = Migrator(
+            migrations: Migration.generic + rules.flatMap(\.migrations), distributeOnCitus: configuration.citus)
         logger.info("domain plugged in", metadata: ["sync.domain": "\(domain.name)", "sync.rules": "\(rules.count)"])
         let logger = self.logger
         let startupTimeout = configuration.startupTimeoutSeconds

@@ -18,7 +18,7 @@ struct EventRepository: Sendable {
         /// The lowest seq still stored; a cursor below `retainedFromSeq - 1` cannot continue.
         var retainedFromSeq: Int64
         /// How far compaction has folded the scope (`scope_compaction`): at or below it, seqs have gaps.
-        /// Read only by the unlocked variant of `selectHeads`; 0 otherwise.
+        /// Read by `selectHeads`; 0 from `lockScopes`.
         var compactedThrough: Int64 = 0
     }
 
@@ -30,49 +30,35 @@ struct EventRepository: Sendable {
     }
 
     /// Locks the head rows of `scopes` (sorted, the lock order that rules out deadlocks), creating the
-    /// missing ones. Must run inside a transaction; the locks last until it ends.
+    /// missing ones, in one round trip (`sync_lock_scopes`, migration `0007-lock-scopes-function`). Must run
+    /// inside a transaction; the locks last until it ends.
     func lockScopes(_ scopes: [Scope], on connection: PostgresConnection, logger: Logger) async throws
         -> [Scope: ScopeHead]
     {
         let names = scopes.map(\.name).sorted()
-        var heads = try await selectHeads(names, lock: true, on: connection, logger: logger)
-        if heads.count < names.count {
-            let missing = names.filter { (try? heads[Scope($0)]) == nil }
-            try await connection.checkedQuery(
-                "INSERT INTO scopes (scope) SELECT unnest(\(missing)::text[]) ON CONFLICT DO NOTHING",
-                logger: logger)
-            heads = try await selectHeads(names, lock: true, on: connection, logger: logger)
+        let rows = try await connection.checkedQuery(
+            "SELECT scope, head, retained_from_seq FROM sync_lock_scopes(\(names)::text[])", logger: logger)
+        var heads: [Scope: ScopeHead] = [:]
+        for try await (scope, head, retained) in rows.decode((String, Int64, Int64).self) {
+            heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
         }
         return heads
     }
 
-    /// The head rows of `names` (those that exist), optionally locked.
-    func selectHeads(_ names: [String], lock: Bool, on connection: PostgresConnection, logger: Logger)
-        async throws -> [Scope: ScopeHead]
+    /// The head rows of `names` (those that exist), with each scope's folded point, unlocked.
+    func selectHeads(_ names: [String], on connection: PostgresConnection, logger: Logger) async throws
+        -> [Scope: ScopeHead]
     {
-        let rows =
-            lock
-            ? try await connection.checkedQuery(
-                """
-                SELECT scope, head, retained_from_seq FROM scopes WHERE scope = ANY(\(names)::text[])
-                ORDER BY scope FOR UPDATE
-                """, logger: logger)
-            : try await connection.checkedQuery(
-                """
-                SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0)
-                FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
-                WHERE s.scope = ANY(\(names)::text[])
-                """,
-                logger: logger)
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0)
+            FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
+            WHERE s.scope = ANY(\(names)::text[])
+            """,
+            logger: logger)
         var heads: [Scope: ScopeHead] = [:]
-        if lock {
-            for try await (scope, head, retained) in rows.decode((String, Int64, Int64).self) {
-                heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
-            }
-        } else {
-            for try await (scope, head, retained, through) in rows.decode((String, Int64, Int64, Int64).self) {
-                heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained, compactedThrough: through)
-            }
+        for try await (scope, head, retained, through) in rows.decode((String, Int64, Int64, Int64).self) {
+            heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained, compactedThrough: through)
         }
         return heads
     }
@@ -196,11 +182,11 @@ struct EventRepository: Sendable {
                 ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version)
                 RETURNING 1
             ), woken AS (
-                SELECT pg_notify(\(Self.channel), h.scope || ' ' || h.head)
+                SELECT count(pg_notify(\(Self.channel), h.scope || ' ' || h.head)) AS notified
                 FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
             )
             SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved), (SELECT count(*) FROM versions),
-                   (SELECT count(*) FROM woken)
+                   (SELECT notified FROM woken)
             """, logger: logger)
         var inserted = 0
         for try await (count, _, _, _) in result.decode((Int64, Int64, Int64, Int64).self) {
@@ -337,7 +323,7 @@ struct EventRepository: Sendable {
             FROM unnest(\(scopes)::text[], \(seqs)::int8[], \(based)::int8[]) AS p(scope, seq, based)
             ON CONFLICT (replica, scope) DO UPDATE
             SET acknowledged_seq = GREATEST(replica_progress.acknowledged_seq, EXCLUDED.acknowledged_seq),
-                seen_at = now(),
+                seen_at = EXCLUDED.seen_at,
                 based_on_retained = CASE WHEN EXCLUDED.based_on_retained > 0 THEN EXCLUDED.based_on_retained
                                          ELSE replica_progress.based_on_retained END
             """, logger: logger)

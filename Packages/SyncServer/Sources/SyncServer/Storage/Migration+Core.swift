@@ -143,8 +143,37 @@ extension Migration {
             "DROP TABLE folded_streams",
         ])
 
+    /// `sync_lock_scopes(names)`: locks the head rows of `names` one after another in the order given (sorted
+    /// by the caller: the lock order that rules out deadlocks), creating the missing ones, and returns them; one
+    /// round trip for a push or a group of them, whatever its scopes. A `SELECT … WHERE scope = ANY(…) ORDER BY
+    /// scope FOR UPDATE` did the same in one statement on PostgreSQL, but Citus refuses a `FOR UPDATE` that
+    /// spans shards; inside the function every statement names one scope, so Citus routes each to its shard
+    /// (docs/SCALING.md), and plain PostgreSQL runs the same code.
+    static let lockScopesFunction = Migration(
+        id: "0007-lock-scopes-function",
+        statements: [
+            """
+            CREATE FUNCTION sync_lock_scopes(names text[]) RETURNS SETOF scopes
+            LANGUAGE plpgsql AS $$
+            DECLARE
+                each_scope text;
+                found_row scopes;
+            BEGIN
+                FOREACH each_scope IN ARRAY names LOOP
+                    SELECT * INTO found_row FROM scopes WHERE scopes.scope = each_scope FOR UPDATE;
+                    IF NOT FOUND THEN
+                        INSERT INTO scopes (scope) VALUES (each_scope) ON CONFLICT DO NOTHING;
+                        SELECT * INTO found_row FROM scopes WHERE scopes.scope = each_scope FOR UPDATE;
+                    END IF;
+                    RETURN NEXT found_row;
+                END LOOP;
+            END
+            $$
+            """
+        ])
+
     /// The generic server's migrations, in order.
     static let generic: [Migration] = [
-        core, canonicalPayloads, progressByScope, compaction, eventIDPerScope, foldedEvents,
+        core, canonicalPayloads, progressByScope, compaction, eventIDPerScope, foldedEvents, lockScopesFunction,
     ]
 }

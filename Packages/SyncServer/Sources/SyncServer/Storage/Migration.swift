@@ -23,9 +23,13 @@ public struct Migrator: Sendable {
     static let lockKey: Int64 = 0x5359_4E43_0001  // "SYNC" 1
 
     public var migrations: [Migration]
+    /// Whether to distribute the tables on a Citus coordinator after the migrations, under the same lock
+    /// (`CitusDistribution`; `SYNC_CITUS`).
+    public var distributeOnCitus: Bool
 
-    public init(migrations: [Migration]) {
+    public init(migrations: [Migration], distributeOnCitus: Bool = false) {
         self.migrations = migrations.sorted { $0.id < $1.id }
+        self.distributeOnCitus = distributeOnCitus
     }
 
     /// Applies every migration not yet recorded; returns the ids it applied.
@@ -36,6 +40,7 @@ public struct Migrator: Sendable {
             try await connection.checkedQuery("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 let applied = try await apply(on: connection, logger: logger)
+                if distributeOnCitus { _ = try await CitusDistribution().distribute(on: connection, logger: logger) }
                 try await connection.checkedQuery("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return applied
             } catch {

@@ -1,0 +1,145 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Distributes the server's tables over a Citus cluster (docs/SCALING.md), from its coordinator: every table
+/// of the schema with a `scope` column is distributed by `scope`, co-located with `scopes` (so a push or a
+/// pull of one scope runs on one worker), and every other table becomes a reference table (a copy on each
+/// node). Idempotent: tables already distributed are left as they are, so it runs after every start-up's
+/// migrations and picks up the tables a new migration created. Migrations that alter a distributed table
+/// need nothing of it: Citus propagates their DDL to the shards.
+public struct CitusDistribution: Sendable {
+    /// What one run did.
+    public struct Report: Sendable, Codable, Hashable {
+        /// Tables distributed by `scope` by this run, `scopes` first.
+        public var distributed: [String] = []
+        /// Tables made reference tables by this run.
+        public var referenced: [String] = []
+        /// Tables that were distributed or reference tables already.
+        public var unchanged: [String] = []
+    }
+
+    /// The table every other one is co-located with.
+    static let anchor = "scopes"
+
+    public init() {}
+
+    /// Whether `connection`'s database has the Citus extension.
+    public static func isCitus(on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.checkedQuery(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'citus'", logger: logger)
+        for try await count in rows.decode(Int64.self) { return count > 0 }
+        return false
+    }
+
+    /// Distributes what is not distributed yet. Run it under the migrator's lock (`Migrator.migrate` does),
+    /// so that servers starting together do not race.
+    /// - Throws: `ConfigurationError` when the database has no Citus extension; the database's error when a
+    ///   table cannot be distributed.
+    public func distribute(on connection: PostgresConnection, logger: Logger) async throws -> Report {
+        guard try await Self.isCitus(on: connection, logger: logger) else {
+            throw ConfigurationError(
+                message:
+                    "the database has no Citus extension: distributing needs a Citus coordinator (CREATE EXTENSION citus)"
+            )
+        }
+        var tables: [(name: String, scoped: Bool, done: Bool)] = []
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT c.relname::text,
+                   EXISTS (SELECT 1 FROM pg_attribute a
+                           WHERE a.attrelid = c.oid AND a.attname = 'scope' AND NOT a.attisdropped),
+                   EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = c.oid)
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+            ORDER BY c.relname
+            """, logger: logger)
+        for try await (name, scoped, done) in rows.decode((String, Bool, Bool).self) {
+            tables.append((name, scoped, done))
+        }
+        // `scopes` first: the others are co-located with it.
+        tables.sort { ($0.name == Self.anchor ? 0 : 1, $0.name) < ($1.name == Self.anchor ? 0 : 1, $1.name) }
+        var report = Report()
+        for table in tables {
+            if table.done {
+                report.unchanged.append(table.name)
+            } else if table.scoped {
+                if table.name == Self.anchor {
+                    try await connection.checkedQuery(
+                        "SELECT create_distributed_table(\(table.name), 'scope')", logger: logger)
+                } else {
+                    try await connection.checkedQuery(
+                        "SELECT create_distributed_table(\(table.name), 'scope', colocate_with => \(Self.anchor))",
+                        logger: logger)
+                }
+                report.distributed.append(table.name)
+            } else {
+                try await connection.checkedQuery("SELECT create_reference_table(\(table.name))", logger: logger)
+                report.referenced.append(table.name)
+            }
+        }
+        if !report.distributed.isEmpty || !report.referenced.isEmpty {
+            logger.notice(
+                "distributed tables on Citus",
+                metadata: [
+                    "sync.citus.distributed": "\(report.distributed.joined(separator: ","))",
+                    "sync.citus.referenced": "\(report.referenced.joined(separator: ","))",
+                ])
+        }
+        return report
+    }
+}
+
+extension SyncServerApp {
+    /// Applies pending migrations, then distributes the tables on the Citus coordinator of
+    /// `configuration.databaseURL` (`CitusDistribution`): what `sync-server distribute` runs.
+    public static func distribute(configuration: ServerConfiguration, domain: any SyncDomain, logger: Logger)
+        async throws -> CitusDistribution.Report
+    {
+        let url = try DatabaseURL(configuration.databaseURL)
+        let client = PostgresClient(
+            configuration: Database.clientConfiguration(url, poolSize: 1), backgroundLogger: logger)
+        return try await client.whileRunning { client in
+            let migrator = Migrator(migrations: Migration.generic + domain.rules.flatMap(\.migrations))
+            try await migrate(
+                migrator, client: client, timeoutSeconds: configuration.startupTimeoutSeconds, logger: logger)
+            return try await client.withConnection { connection in
+                try await connection.checkedQuery("SELECT pg_advisory_lock(\(Migrator.lockKey))", logger: logger)
+                do {
+                    let report = try await CitusDistribution().distribute(on: connection, logger: logger)
+                    try await connection.checkedQuery("SELECT pg_advisory_unlock(\(Migrator.lockKey))", logger: logger)
+                    return report
+                } catch {
+                    _ = try? await connection.checkedQuery(
+                        "SELECT pg_advisory_unlock(\(Migrator.lockKey))", logger: logger)
+                    throw error
+                }
+            }
+        }
+    }
+}
+
+/// `distribute`: applies pending migrations, then distributes the server's tables by scope on a Citus
+/// coordinator, idempotently, and prints what it did as JSON (`CitusDistribution.Report`). A server
+/// executable adds it among its subcommands with its domain, as `compact`.
+public struct DistributeOptions: ParsableArguments {
+    @OptionGroup public var common: CommonOptions
+
+    @Option(help: "The Citus coordinator's URL postgres://user@host:port/database (SYNC_DATABASE_URL).")
+    public var databaseURL: String?
+
+    public init() {}
+
+    /// Runs it and prints the report.
+    public func run(domain: any SyncDomain) async throws {
+        var configuration = try common.configuration(environment: ProcessInfo.processInfo.environment)
+        if let databaseURL { configuration.databaseURL = databaseURL }
+        var logger = Logger(label: "sync-server")
+        logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .notice
+        let report = try await SyncServerApp.distribute(configuration: configuration, domain: domain, logger: logger)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+    }
+}
