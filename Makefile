@@ -3,10 +3,17 @@
 SWIFT ?= swift
 SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
 
-.PHONY: test run load chaos bench bench-quick build release docs lint format bootstrap postgres-start postgres-stop clean
+.PHONY: test citus run load chaos bench bench-quick build release docs lint format bootstrap postgres-start postgres-stop clean
 
 test: bootstrap lint
 	SWIFT=$(SWIFT) scripts/test.sh
+
+# The tests on a real Citus cluster alone (scripts/citus-test.sh; make test runs them too): a coordinator and two
+# workers started by scripts/citus.sh, Citus built from CITUS_SOURCE (a citus-13.2.x.tar.gz) when it is not
+# installed.
+citus: bootstrap
+	$(SWIFT) build --build-tests
+	SWIFT=$(SWIFT) scripts/citus-test.sh
 
 run: bootstrap
 	scripts/run-stack.sh
@@ -62,4 +69,5 @@ postgres-stop:
 
 clean:
 	scripts/postgres.sh destroy
+	scripts/citus.sh destroy
 	rm -rf .build .build-* .run

@@ -7,6 +7,10 @@
 #   scripts/citus.sh start          install (if needed), initdb (first time), start the three nodes, join them,
 #                                   print the coordinator's URL
 #   scripts/citus.sh url            print the coordinator's URL
+#   scripts/citus.sh create-database NAME
+#                                   a new database on every node, with the extension, its workers added:
+#                                   print its URL (Citus keeps its nodes per database; tests make one each)
+#   scripts/citus.sh drop-database NAME
 #   scripts/citus.sh stop-worker N  stop worker N (1 or 2) at once (`-m immediate`: as a crash would)
 #   scripts/citus.sh start-worker N start worker N again on its port
 #   scripts/citus.sh stop           stop every node (the data stays until `destroy`)
@@ -163,7 +167,7 @@ start_node() {
     for attempt in 1 2 3 4 5; do
         if [ -f "$dir/port" ] && [ "$attempt" -eq 1 ]; then port="$(cat "$dir/port")"; else port="$(free_port)"; fi
         if without_inherited_files as_owner "$(find_bin pg_ctl)" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start -o \
-            "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir' -c max_connections=300 -c shared_buffers=128MB -c shared_preload_libraries=citus -c max_prepared_transactions=100 -c max_worker_processes=64 -c wal_level=logical -c log_line_prefix='%m [%p] %d '" \
+            "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir' -c max_connections=1000 -c shared_buffers=128MB -c shared_preload_libraries=citus -c max_prepared_transactions=100 -c max_worker_processes=64 -c wal_level=logical -c log_line_prefix='%m [%p] %d '" \
             >/dev/null 2>&1; then
             echo "$port" >"$dir/port"
             break
@@ -206,6 +210,37 @@ start() {
     url
 }
 
+# One at a time (a lock in the cluster's folder): adding a node updates catalogs that every database of the
+# worker shares (its roles), and two databases doing it at once fail with "tuple concurrently updated".
+create_database() {
+    local name="$1" node port coordinator
+    case "$name" in "" | *[!a-z0-9_]*) echo "citus.sh: a database name is [a-z0-9_]+" >&2; exit 2 ;; esac
+    [ -f "$run_dir/coordinator/port" ] || { echo "citus.sh: not started" >&2; exit 1; }
+    exec 9>"$run_dir/lock"
+    flock 9
+    for node in "${nodes[@]}"; do
+        port="$(port_of "$node")"
+        psql_at "$port" -d postgres -c "CREATE DATABASE $name" >/dev/null
+        psql_at "$port" -d "$name" -c "CREATE EXTENSION citus" >/dev/null
+    done
+    coordinator="$(port_of coordinator)"
+    psql_at "$coordinator" -d "$name" -c "SELECT citus_set_coordinator_host('127.0.0.1', $coordinator)" >/dev/null
+    for node in worker1 worker2; do
+        psql_at "$coordinator" -d "$name" -c "SELECT citus_add_node('127.0.0.1', $(port_of "$node"))" >/dev/null
+    done
+    flock -u 9
+    echo "postgres://$user@127.0.0.1:$coordinator/$name"
+}
+
+drop_database() {
+    local name="$1" node
+    case "$name" in "" | *[!a-z0-9_]*) echo "citus.sh: a database name is [a-z0-9_]+" >&2; exit 2 ;; esac
+    for node in coordinator worker1 worker2; do
+        is_running "$node" || continue
+        psql_at "$(port_of "$node")" -d postgres -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null
+    done
+}
+
 worker_name() {
     case "${1:-}" in
         1 | 2) echo "worker$1" ;;
@@ -236,6 +271,8 @@ case "${1:-}" in
         [ -f "$run_dir/coordinator/port" ] || { echo "citus.sh: not started" >&2; exit 1; }
         url
         ;;
+    create-database) create_database "${2:-}" ;;
+    drop-database) drop_database "${2:-}" ;;
     stop-worker) stop_node "$(worker_name "${2:-}")" immediate ;;
     start-worker) start_node "$(worker_name "${2:-}")" ;;
     stop) stop ;;
@@ -244,7 +281,7 @@ case "${1:-}" in
         rm -rf "$run_dir"
         ;;
     *)
-        echo "usage: $0 install|available|start|url|stop-worker N|start-worker N|stop|destroy" >&2
+        echo "usage: $0 install|available|start|url|create-database NAME|drop-database NAME|stop-worker N|start-worker N|stop|destroy" >&2
         exit 2
         ;;
 esac

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make test`: every test of every package (`swift test`, extra arguments passed on) with a throwaway
-# PostgreSQL (scripts/with-postgres.sh). Without arguments it runs in two steps on one build: first
+# PostgreSQL (scripts/with-postgres.sh). Without arguments it runs in three steps on one build: first
 # ConsumerPackageTests alone (an app outside the repository builds against it by URL: a build of its own that
-# would otherwise compete for the cores with the other suites), then every other test; either failing fails
-# the run. The whole output is kept in .run/test-output.txt; when the run fails, a recap at the end repeats
+# would otherwise compete for the cores with the other suites), then every other test, then the tests on a
+# Citus cluster (scripts/citus-test.sh: when Citus is installed or CITUS_SOURCE names its source; it says so
+# when it skips them); any failing fails the run. The whole output is kept in .run/test-output.txt; when the run fails, a recap at the end repeats
 # the failed tests and, if the test process crashed, the crashed thread's first frames, so that the last
 # lines of a long log (all a CI summary may show) say what went wrong.
 set -uo pipefail
@@ -22,7 +23,9 @@ run_in_two_steps() {
     local consumer=$?
     "$swift" test --skip-build --skip ConsumerPackageTests
     local rest=$?
-    [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ]
+    SWIFT="$swift" scripts/citus-test.sh
+    local citus=$?
+    [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ] && [ "$citus" -eq 0 ]
 }
 if [ "$#" -eq 0 ]; then
     export swift

@@ -35,17 +35,30 @@ final class Stack: @unchecked Sendable {
 
     var serverURL: String { "http://127.0.0.1:\(port)" }
 
-    init(noteQuota: Int = 1000, serverEnvironment: [String: String] = [:]) async throws {
+    /// Whether the database is on the Citus cluster of `scripts/citus.sh` (its tables distributed by the
+    /// server at start-up) rather than on the test PostgreSQL.
+    let citus: Bool
+
+    /// - Parameter citus: a database of the Citus cluster (`scripts/citus.sh create-database`), the server
+    ///   started with `SYNC_CITUS=true`.
+    init(noteQuota: Int = 1000, serverEnvironment: [String: String] = [:], citus: Bool = false) async throws {
         self.noteQuota = noteQuota
-        self.serverEnvironment = serverEnvironment
+        self.citus = citus
+        self.serverEnvironment = citus ? serverEnvironment.merging(["SYNC_CITUS": "true"]) { $1 } : serverEnvironment
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        adminURL = try Self.postgresURL()
         databaseName = "e2e_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))"
-        _ = try Self.run("/usr/bin/env", ["psql", adminURL, "-qc", "CREATE DATABASE \(databaseName)"])
-        var components = URLComponents(string: adminURL)!
-        components.path = "/\(databaseName)"
-        databaseURL = components.string!
+        if citus {
+            adminURL = try Self.citusURL()
+            databaseURL = try Self.run(Self.citusScript, ["create-database", databaseName])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        } else {
+            adminURL = try Self.postgresURL()
+            _ = try Self.run("/usr/bin/env", ["psql", adminURL, "-qc", "CREATE DATABASE \(databaseName)"])
+            var components = URLComponents(string: adminURL)!
+            components.path = "/\(databaseName)"
+            databaseURL = components.string!
+        }
         port = try Self.freePort()
         try await startServer()
     }
@@ -53,9 +66,23 @@ final class Stack: @unchecked Sendable {
     deinit {
         server?.terminate()
         server?.waitUntilExit()
-        _ = try? Self.run(
-            "/usr/bin/env", ["psql", adminURL, "-qc", "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"])
+        if citus {
+            _ = try? Self.run(Self.citusScript, ["drop-database", databaseName])
+        } else {
+            _ = try? Self.run(
+                "/usr/bin/env", ["psql", adminURL, "-qc", "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"])
+        }
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    static var citusScript: String { repositoryRoot.appendingPathComponent("scripts/citus.sh").path }
+
+    /// The Citus coordinator of `SYNC_CITUS_URL` (set by `make test` and `make citus` when Citus is there).
+    static func citusURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["SYNC_CITUS_URL"], !url.isEmpty else {
+            throw StackError("no Citus cluster: SYNC_CITUS_URL is not set (make citus starts one)")
+        }
+        return url
     }
 
     /// The test PostgreSQL: `SYNC_DATABASE_URL` (set by `make test`), or a cluster started by

@@ -78,17 +78,37 @@ extension SyncServerApp {
         }
     }
 
-    /// Bytes of each measured table (with its indexes and TOAST) and of the database (`database`).
+    /// Bytes of each measured table (with its indexes and TOAST) and of the database (`database`). On a Citus
+    /// coordinator, a distributed table's bytes are those of its shards on the workers
+    /// (`citus_total_relation_size`), and the database's are the coordinator's plus those of every distributed
+    /// table.
     static func space(_ database: Database, logger: Logger) async throws -> [String: Int64] {
         try await database.withConnection { connection in
             var bytes: [String: Int64] = [:]
-            let rows = try await connection.checkedQuery(
+            let query: PostgresQuery =
+                try await CitusDistribution.isCitus(on: connection, logger: logger)
+                ? """
+                WITH sizes AS (
+                    SELECT c.relname::text AS name,
+                           CASE WHEN p.logicalrelid IS NULL THEN pg_total_relation_size(c.oid)
+                                ELSE citus_total_relation_size(c.oid) END AS bytes,
+                           p.logicalrelid IS NOT NULL AND p.partmethod = 'h' AS sharded
+                    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
+                    WHERE n.nspname = current_schema() AND c.relkind = 'r'
+                )
+                SELECT name, bytes FROM sizes WHERE name = ANY(\(measuredTables)::text[])
+                UNION ALL
+                SELECT 'database', pg_database_size(current_database())
+                                   + (SELECT coalesce(sum(bytes), 0)::int8 FROM sizes WHERE sharded)
                 """
+                : """
                 SELECT c.relname::text, pg_total_relation_size(c.oid) FROM pg_class c
                 JOIN pg_namespace n ON n.oid = c.relnamespace
                 WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname = ANY(\(measuredTables)::text[])
                 UNION ALL SELECT 'database', pg_database_size(current_database())
-                """, logger: logger)
+                """
+            let rows = try await connection.checkedQuery(query, logger: logger)
             for try await (name, size) in rows.decode((String, Int64).self) { bytes[name] = size }
             return bytes
         }

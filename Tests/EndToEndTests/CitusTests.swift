@@ -1,0 +1,255 @@
+import Foundation
+import SyncEngineHTTPClient
+import SyncModels
+import SyncProtocol
+import Testing
+
+/// `sync-server` on a real Citus cluster (`scripts/citus.sh`: a coordinator and two workers, each a
+/// PostgreSQL with Citus), its tables distributed by scope at start-up (`SYNC_CITUS=true`): the protocol
+/// through `sync-agent`s, gap-free pulls while 16 pushers write, a `sync-load` run with faults and its
+/// verdict, compaction and a fresh device's bootstrap, and a worker stopped and restarted under load.
+///
+/// It runs when `SYNC_CITUS_URL` names the cluster's coordinator: `make test` and `make citus` start the
+/// cluster when Citus is installed or `CITUS_SOURCE` names its source archive, and say when they skip it.
+/// The server's own suites run on the cluster too there (`SYNC_TEST_ON_CITUS`, see `scripts/citus-test.sh`).
+@Suite(
+    .serialized,
+    .enabled(if: CitusCluster.available, "no Citus cluster (SYNC_CITUS_URL is not set; make citus starts one)"))
+struct CitusTests {
+    static func stack(noteQuota: Int = 100_000) async throws -> Stack {
+        try await Stack(noteQuota: noteQuota, serverEnvironment: ["SYNC_COMPACTION_INTERVAL_SECONDS": "0"], citus: true)
+    }
+
+    /// The worker a scope's shard of `events` is placed on (its port).
+    static func worker(of scope: String, _ stack: Stack) throws -> String {
+        try stack.sql(
+            """
+            SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+            WHERE p.shardid = get_shard_id_for_distribution_column('events', '\(scope)')
+            """
+        ).first ?? ""
+    }
+
+    @Test func theTablesAreDistributedByScopeAndTwoDevicesConvergeWithTheQuotaEnforced() async throws {
+        let stack = try await Self.stack(noteQuota: 2)
+        // Every table with a scope column is distributed by it, co-located with `scopes`; the others are
+        // reference tables.
+        let tables = try stack.sql(
+            """
+            SELECT logicalrelid::text || ' ' || partmethod::text || ' '
+                   || (colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'scopes'::regclass))
+            FROM pg_dist_partition ORDER BY 1
+            """)
+        #expect(
+            tables == [
+                "events h true", "folded_events h true", "live_notes h true", "note_counts h true",
+                "replica_progress h true", "schema_migrations n false", "scope_compaction h true", "scopes h true",
+                "streams h true",
+            ], "\(tables)")
+        let scopes = (0..<6).map { "team-\($0)" }
+        #expect(Set(try scopes.map { try Self.worker(of: $0, stack) }).count == 2, "the scopes span both workers")
+
+        let token = try stack.token(scopes: scopes)
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        var notes: [String] = []
+        for scope in scopes {
+            let note = try a("note", "create", "--scope", scope, "--title", "plan \(scope)", "--tag", "work")
+            notes.append(note)
+            try a("note", "checklist", note, "add", "first")
+        }
+        try a("sync")
+        try b("sync")
+        // Offline on both, concurrent edits of the same notes.
+        for note in notes {
+            try a("note", "set-title", note, "A's title")
+            try b("note", "tag", note, "add", "urgent")
+            try b("note", "view", note)
+        }
+        // A second note in team-0 reaches the quota of 2; b's third, made offline, is rejected.
+        _ = try a("note", "create", "--scope", "team-0", "--title", "second")
+        try a("sync")
+        let third = try b("note", "create", "--scope", "team-0", "--title", "third")
+        try b("sync")
+        try a("sync")
+        #expect(try a("export", "--state") == b("export", "--state"), "the replicas converged")
+        let state = try a.state()
+        for note in notes {
+            #expect(state[note]?.title == "A's title" && state[note]?.tags == ["urgent", "work"])
+            #expect(state[note]?.viewCount == 1)
+        }
+        #expect(state[third] == nil, "the note past the quota was rejected and rolled back")
+        #expect(try b.status().rejected.contains { $0.code == "validation.failed" })
+        // Each event once, seqs dense per scope.
+        let rows = try stack.sql(
+            "SELECT scope || ' ' || count(*) || ' ' || count(DISTINCT event_id) || ' ' || max(seq) FROM events GROUP BY scope ORDER BY scope"
+        )
+        #expect(rows.count == 6)
+        for row in rows {
+            let parts = row.split(separator: " ")
+            #expect(parts[1] == parts[2] && parts[2] == parts[3], "\(row)")
+        }
+    }
+
+    /// 16 pushers at once on four scopes (`sync-bench push`), while a reader per scope pulls what commits:
+    /// every page continues its cursor exactly (a later seq is never visible before an earlier one), and the
+    /// reader ends with every event once.
+    @Test func sixteenConcurrentPushersLeavePullsGapFree() async throws {
+        let stack = try await Self.stack()
+        let scopes = (0..<4).map { "bench-\($0)" }
+        let token = try stack.token(scopes: scopes)
+        let events = 4000
+        let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
+        let push = Task {
+            try await Stack.runOffPool(
+                bench,
+                [
+                    "push", "--server", stack.serverURL, "--token", token, "--events", String(events), "--batch", "5",
+                    "--concurrency", "16", "--scopes", "4", "--json",
+                ])
+        }
+        let transport = HTTPClientTransport(baseURL: URL(string: stack.serverURL)!, token: token)
+        let read = try await withThrowingTaskGroup(of: (String, Int).self) { group in
+            for name in scopes {
+                group.addTask {
+                    let scope = try Scope(name)
+                    var position: Int64 = 0
+                    var ids = Set<EventID>()
+                    let deadline = ContinuousClock.now + .seconds(300)
+                    while ids.count < events / 4, ContinuousClock.now < deadline {
+                        var cursor = ScopeCursor()
+                        cursor[scope] = position
+                        let page = try await transport.pull(
+                            PullRequest(cursor: cursor, scopes: [scope], limit: 97, wait: 2))
+                        for event in page.events {
+                            let seq = try #require(event.seq)
+                            #expect(seq == position + 1, "\(name): \(seq) after \(position)")
+                            position = seq
+                            ids.insert(event.id)
+                        }
+                    }
+                    return (name, ids.count)
+                }
+            }
+            var counts: [String: Int] = [:]
+            for try await (name, count) in group { counts[name] = count }
+            return counts
+        }
+        _ = try await push.value
+        #expect(read == Dictionary(uniqueKeysWithValues: scopes.map { ($0, events / 4) }), "\(read)")
+        #expect(try stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events") == ["\(events) \(events)"])
+    }
+
+    /// Thin devices and full replicas with faults, offline spells and crashes: the verdict (nothing lost,
+    /// duplicated or diverged; every thin device received its scope's log exactly) holds on Citus.
+    @Test func aLoadRunWithFaultsPassesItsVerdict() async throws {
+        let stack = try await Self.stack(noteQuota: 3)
+        let out = stack.directory.appendingPathComponent("report")
+        let result = try await Stack.runCapturingOffPool(
+            LoadTests.load,
+            [
+                "run", "--server", stack.serverURL, "--jwt-secret", Stack.secret, "--devices", "24", "--replicas",
+                "8", "--scopes", "6", "--duration", "6", "--ramp-up", "1", "--rate", "2", "--faults", "0.15",
+                "--offline", "0.2", "--offline-min", "0.5", "--offline-max", "2", "--crash-interval", "4", "--seed",
+                "11", "--out", out.path, "--data-dir", stack.directory.appendingPathComponent("devices").path,
+            ])
+        #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        let report = try JSONDecoder().decode(
+            LoadTests.Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
+        let step = try #require(report.steps.first)
+        #expect(step.verdict.passed && step.verdict.lost == 0 && step.verdict.duplicated == 0)
+        #expect(step.verdict.diverged == 0 && step.verdict.delivery == 0)
+        #expect(step.verdict.serverEvents > 0 && step.verdict.serverEvents == step.verdict.deviceEvents)
+        #expect(step.verdict.rejectedByCode["validation.failed", default: 0] > 0, "the quota rule ran on Citus")
+        #expect(step.faults.values.reduce(0, +) > 0 && step.crashes > 0)
+        let rows = try stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
+        #expect(rows == ["\(step.verdict.serverEvents)|\(step.verdict.serverEvents)"])
+    }
+
+    /// History folded by `sync-server compact` on the cluster; a new device bootstraps from the snapshots to
+    /// the same state as the devices that saw every event.
+    @Test func compactionFoldsOnTheClusterAndAFreshDeviceBootstrapsFromIt() async throws {
+        let stack = try await Self.stack()
+        let scopes = ["team-a", "team-b", "team-c"]
+        let token = try stack.token(scopes: scopes)
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        var notes: [String] = []
+        for (index, scope) in scopes.enumerated() {
+            for round in 0..<3 {
+                let note = try a("note", "create", "--scope", scope, "--title", "n\(index)-\(round)")
+                notes.append(note)
+                try a("note", "tag", note, "add", "draft")
+                try a("note", "set-title", note, "n\(index)-\(round) v2")
+                try a("note", "tag", note, "remove", "draft")
+            }
+        }
+        try a("note", "delete", notes[0])
+        try a("sync")
+        try b("sync")
+        try b("sync")  // acknowledges what the first sync brought
+        try a("sync")
+        let before = Int(try stack.sql("SELECT count(*) FROM events").first ?? "") ?? 0
+        struct Report: Decodable {
+            struct Scope: Decodable {
+                var scope: String
+                var compactedThrough: Int64
+            }
+            var scopes: [Scope]
+            var bytesAfter: [String: Int64]
+        }
+        let report = try JSONDecoder().decode(Report.self, from: Data(try stack.compact(["--vacuum"]).utf8))
+        #expect(Set(report.scopes.map(\.scope)) == Set(scopes) && report.scopes.allSatisfy { $0.compactedThrough > 0 })
+        // The shards' bytes on the workers, not the coordinator's empty tables.
+        #expect(report.bytesAfter["folded_events", default: 0] > 32 * 8192, "\(report.bytesAfter)")
+        let folded = try stack.sql("SELECT count(*) || ' ' || count(DISTINCT stream) FROM folded_events")
+        #expect(folded == ["8 8"], "one row per live note, the deleted one gone: \(folded)")
+        #expect(Int(try stack.sql("SELECT count(*) FROM events").first ?? "") ?? before < before)
+        try b("note", "set-title", notes[1], "after the fold")
+        try b("sync")
+        let c = stack.agent("c", token: token)
+        try c("sync")
+        try a("sync")
+        #expect(try c("export", "--state") == a("export", "--state"))
+        #expect(try c("export", "--state") == b("export", "--state"))
+        let state = try c.state()
+        #expect(state[notes[0]] == nil && state[notes[1]]?.title == "after the fold")
+        #expect(state[notes[2]]?.title == "n0-2 v2" && state[notes[2]]?.tags == [])
+    }
+
+    /// One worker stopped at once (`-m immediate`, as a crash) three seconds into a load run and started again
+    /// three seconds later: the pushes and pulls of its scopes fail meanwhile and are retried, and the
+    /// verdict finds nothing lost, duplicated or diverged.
+    @Test func aWorkerRestartedMidLoadLosesAndDuplicatesNothing() async throws {
+        let stack = try await Self.stack()
+        let out = stack.directory.appendingPathComponent("report")
+        let load = Task {
+            try await Stack.runCapturingOffPool(
+                LoadTests.load,
+                [
+                    "run", "--server", stack.serverURL, "--jwt-secret", Stack.secret, "--devices", "16", "--replicas",
+                    "8", "--scopes", "8", "--duration", "10", "--ramp-up", "1", "--rate", "3", "--seed", "5",
+                    "--out", out.path, "--data-dir", stack.directory.appendingPathComponent("devices").path,
+                ])
+        }
+        try await Task.sleep(for: .seconds(3))
+        try Stack.run(Stack.citusScript, ["stop-worker", "2"])
+        try await Task.sleep(for: .seconds(3))
+        try Stack.run(Stack.citusScript, ["start-worker", "2"])
+        let result = try await load.value
+        #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        let report = try JSONDecoder().decode(
+            LoadTests.Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
+        let step = try #require(report.steps.first)
+        #expect(step.verdict.passed && step.verdict.lost == 0 && step.verdict.duplicated == 0)
+        #expect(step.verdict.diverged == 0 && step.verdict.delivery == 0)
+        #expect(step.verdict.serverEvents > 0 && step.verdict.serverEvents == step.verdict.deviceEvents)
+        let rows = try stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
+        #expect(rows == ["\(step.verdict.serverEvents)|\(step.verdict.serverEvents)"])
+    }
+}
+
+/// Whether a Citus cluster is there to test on.
+enum CitusCluster {
+    static var available: Bool { !(ProcessInfo.processInfo.environment["SYNC_CITUS_URL"] ?? "").isEmpty }
+}
