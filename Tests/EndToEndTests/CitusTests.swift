@@ -137,7 +137,8 @@ struct CitusTests {
         }
         _ = try await push.value
         #expect(read == Dictionary(uniqueKeysWithValues: scopes.map { ($0, events / 4) }), "\(read)")
-        #expect(try stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events") == ["\(events) \(events)"])
+        #expect(
+            try stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events") == ["\(events) \(events)"])
     }
 
     /// Thin devices and full replicas with faults, offline spells and crashes: the verdict (nothing lost,

@@ -54,7 +54,8 @@ struct CompactCommand: AsyncParsableCommand {
 /// start-up do the same.
 struct DistributeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "distribute", abstract: "Distribute the tables by scope on a Citus coordinator; print a JSON report.")
+        commandName: "distribute",
+        abstract: "Distribute the tables by scope on a Citus coordinator; print a JSON report.")
 
     @OptionGroup var distribute: DistributeOptions
     @OptionGroup var notes: NotesServerOptions

@@ -99,6 +99,7 @@ public struct NoteQuotaRule: EventRule {
             SELECT n.scope, n.stream FROM live_notes n
             JOIN unnest(\(keyScopes)::text[], \(keyStreams)::text[]) AS k(scope, stream)
               ON n.scope = k.scope AND n.stream = k.stream
+            WHERE n.scope = ANY(\(scopes))
             """, logger: logger)
         for try await (scope, stream) in liveRows.decode((String, String).self) {
             state.live.insert(PushPlan.StreamKey(scope: try Scope(scope), stream: stream))
@@ -130,7 +131,7 @@ public struct NoteQuotaRule: EventRule {
             queries.append(
                 """
                 DELETE FROM live_notes n USING unnest(\(scopes)::text[], \(streams)::text[]) AS k(scope, stream)
-                WHERE n.scope = k.scope AND n.stream = k.stream
+                WHERE n.scope = k.scope AND n.stream = k.stream AND n.scope = ANY(\(Array(Set(scopes)))::text[])
                 """)
         }
         let changed = final.counts.filter { initial.counts[$0.key] != $0.value }

@@ -6,6 +6,11 @@ import SyncProtocol
 
 /// The SQL of the event log: locking scope heads, finding stored ids and stream versions, writing a batch,
 /// and reading pages. Every method runs on the connection it is given, so the caller owns transactions.
+///
+/// Every statement on a table keyed by scope names its scopes with `scope = ANY(…)` (or `=`), even where a
+/// join with the request's rows already implies them: on a Citus cluster that predicate is what routes the
+/// statement to the shards of those scopes only; without it, a push's statements ran on all 32 shards of both
+/// workers, a two-phase commit each time (docs/SCALING.md).
 struct EventRepository: Sendable {
     /// The NOTIFY channel a commit signals on: one notification per scope it appended to, `scope head` (the
     /// scope's name, a space, its new head; see `LongPollHub.notification`).
@@ -76,11 +81,13 @@ struct EventRepository: Sendable {
         guard !keys.isEmpty else { return [:] }
         let scopes = keys.map(\.scope.name)
         let uuids = keys.map(\.id.uuid)
+        let named = Array(Set(scopes))
         let rows = try await connection.checkedQuery(
             """
             SELECT e.scope, e.event_id, e.seq FROM events e
             JOIN unnest(\(scopes)::text[], \(uuids)::uuid[]) AS k(scope, event_id)
               ON e.scope = k.scope AND e.event_id = k.event_id
+            WHERE e.scope = ANY(\(named)::text[])
             """, logger: logger)
         var stored: [EventKey: Int64] = [:]
         for try await (scope, id, seq) in rows.decode((String, UUID, Int64).self) {
@@ -96,11 +103,13 @@ struct EventRepository: Sendable {
         guard !keys.isEmpty else { return [:] }
         let scopes = keys.map(\.scope.name)
         let streams = keys.map(\.stream)
+        let named = Array(Set(scopes))
         let rows = try await connection.checkedQuery(
             """
             SELECT s.scope, s.stream, s.version FROM streams s
             JOIN unnest(\(scopes)::text[], \(streams)::text[]) AS k(scope, stream)
               ON s.scope = k.scope AND s.stream = k.stream
+            WHERE s.scope = ANY(\(named)::text[])
             """, logger: logger)
         var versions: [PushPlan.StreamKey: Int64] = [:]
         for try await (scope, stream, version) in rows.decode((String, String, Int64).self) {
@@ -174,7 +183,7 @@ struct EventRepository: Sendable {
             ), moved AS (
                 UPDATE scopes SET head = h.head
                 FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
-                WHERE scopes.scope = h.scope
+                WHERE scopes.scope = h.scope AND scopes.scope = ANY(\(headScopes)::text[])
                 RETURNING 1
             ), versions AS (
                 INSERT INTO streams (scope, stream, version)
