@@ -18,6 +18,18 @@ if ! scripts/citus.sh available; then
     echo "     set CITUS_SOURCE=path/to/citus-13.2.x.tar.gz (released by citusdata/citus) to run the tests on a Citus cluster ===="
     exit 0
 fi
+scripts/citus.sh install
+case $? in
+    0) ;;
+    3)
+        echo "==== Citus: SKIPPED: the packages its build needs cannot be installed on this machine (see above) ===="
+        exit 0
+        ;;
+    *)
+        echo "==== Citus: the build from ${CITUS_SOURCE:-} failed (logs in .run/citus-build/) ====" >&2
+        exit 1
+        ;;
+esac
 trap 'scripts/citus.sh stop' EXIT INT TERM
 SYNC_CITUS_URL="$(scripts/citus.sh start)" || { echo "==== Citus: the cluster did not start ====" >&2; exit 1; }
 export SYNC_CITUS_URL

@@ -218,6 +218,46 @@ struct CitusTests {
         #expect(state[notes[2]]?.title == "n0-2 v2" && state[notes[2]]?.tags == [])
     }
 
+    /// A scope's shards moved to the other worker (`citus_move_shard_placement`, as a rebalance does), then
+    /// split off into shards of its own (`isolate_tenant_to_new_shard`), between two syncs: the devices go on
+    /// as before, and a fresh one bootstraps to the same state.
+    @Test func aScopeMovedAndIsolatedKeepsSyncing() async throws {
+        let stack = try await Self.stack()
+        let token = try stack.token(scopes: ["team-m"])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        let note = try a("note", "create", "--scope", "team-m", "--title", "before the move")
+        try a("sync")
+        try b("sync")
+        let placement =
+            try stack.sql(
+                """
+                SELECT shardid || ' ' || nodename || ' ' || nodeport FROM citus_shards
+                WHERE table_name = 'events'::regclass AND shardid = get_shard_id_for_distribution_column('events', 'team-m')
+                """
+            ).first?.split(separator: " ").map(String.init) ?? []
+        #expect(placement.count == 3)
+        let target =
+            try stack.sql(
+                "SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> \(placement[2]) LIMIT 1"
+            ).first ?? ""
+        _ = try stack.sql(
+            "SELECT citus_move_shard_placement(\(placement[0]), '\(placement[1])', \(placement[2]), '\(placement[1])', \(target))"
+        )
+        #expect(try Self.worker(of: "team-m", stack) == target)
+        try b("note", "set-title", note, "after the move")
+        try b("sync")
+        _ = try stack.sql("SELECT isolate_tenant_to_new_shard('events', 'team-m', 'CASCADE')")
+        try a("note", "tag", note, "add", "moved")
+        try a("sync")
+        try b("sync")
+        let c = stack.agent("c", token: token)
+        try c("sync")
+        #expect(try a("export", "--state") == b("export", "--state"))
+        #expect(try c("export", "--state") == a("export", "--state"))
+        #expect(try c.state()[note]?.title == "after the move" && c.state()[note]?.tags == ["moved"])
+    }
+
     /// One worker stopped at once (`-m immediate`, as a crash) three seconds into a load run and started again
     /// three seconds later: the pushes and pulls of its scopes fail meanwhile and are retried, and the
     /// verdict finds nothing lost, duplicated or diverged.
