@@ -31,22 +31,8 @@ database="sync"
 user="sync"
 nodes=(coordinator worker1 worker2)
 
-find_bin() {
-    local name="$1" candidate
-    for candidate in /usr/lib/postgresql/*/bin/"$name"; do
-        [ -x "$candidate" ] && { echo "$candidate"; return 0; }
-    done
-    command -v "$name" 2>/dev/null && return 0
-    return 1
-}
-
-as_owner() {
-    if [ "$(id -u)" -eq 0 ]; then
-        runuser -u postgres -- "$@"
-    else
-        "$@"
-    fi
-}
+# shellcheck source=lib/postgres-common.sh
+. "$root/scripts/lib/postgres-common.sh"
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then
@@ -59,10 +45,6 @@ as_root() {
     fi
 }
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
 # The major version of the PostgreSQL whose binaries the clusters use (the newest installed).
 pg_major() {
     local initdb
@@ -72,17 +54,6 @@ pg_major() {
 
 installed() {
     [ -f "/usr/lib/postgresql/$(pg_major)/lib/citus.so" ]
-}
-
-without_inherited_files() {
-    (
-        local fd
-        for fd in /proc/$BASHPID/fd/*; do
-            fd="${fd##*/}"
-            [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-"
-        done
-        "$@"
-    )
 }
 
 install() {
@@ -194,15 +165,7 @@ start_node() {
 start() {
     install
     mkdir -p "$run_dir"
-    if [ "$(id -u)" -eq 0 ]; then
-        id postgres >/dev/null 2>&1 || { echo "citus.sh: no 'postgres' user; run scripts/bootstrap.sh" >&2; exit 1; }
-        chown postgres "$run_dir"
-        local dir="$run_dir"
-        while [ "$dir" != "/" ]; do
-            dir="$(dirname "$dir")"
-            chmod o+x "$dir" 2>/dev/null || true
-        done
-    fi
+    open_to_owner "$run_dir"
     local node
     for node in "${nodes[@]}"; do start_node "$node"; done
     local coordinator

@@ -21,33 +21,15 @@ log_file="$run_dir/postgres.log"
 database="sync"
 user="sync"
 
+# shellcheck source=lib/postgres-common.sh
+. "$root/scripts/lib/postgres-common.sh"
+
 if [ -n "${SYNC_DATABASE_URL:-}" ]; then
     case "${1:-}" in
         start | url) echo "$SYNC_DATABASE_URL" ;;
     esac
     exit 0
 fi
-
-find_bin() {
-    local name="$1" candidate
-    for candidate in /usr/lib/postgresql/*/bin/"$name"; do
-        [ -x "$candidate" ] && { echo "$candidate"; return 0; }
-    done
-    command -v "$name" 2>/dev/null && return 0
-    return 1
-}
-
-as_owner() {
-    if [ "$(id -u)" -eq 0 ]; then
-        runuser -u postgres -- "$@"
-    else
-        "$@"
-    fi
-}
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 
 url() {
     echo "postgres://$user@127.0.0.1:$(cat "$port_file")/$database"
@@ -68,33 +50,11 @@ resolve_binaries() {
     psql="$(find_bin psql)"
 }
 
-# Runs a command with only standard input, output and error open: the server it starts outlives this script,
-# and must not keep open what the caller had (a pipe a test waits on to close, a lock such as
-# `flock LOCK scripts/with-postgres.sh …` holds).
-without_inherited_files() {
-    (
-        local fd
-        for fd in /proc/$BASHPID/fd/*; do
-            fd="${fd##*/}"
-            [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-"
-        done
-        "$@"
-    )
-}
-
 start() {
     resolve_binaries
     mkdir -p "$run_dir"
-    if [ "$(id -u)" -eq 0 ]; then
-        id postgres >/dev/null 2>&1 || { echo "postgres.sh: no 'postgres' user; run scripts/bootstrap.sh" >&2; exit 1; }
-        chown postgres "$run_dir"
-        # The server runs as postgres and must be able to reach its directory.
-        dir="$run_dir"
-        while [ "$dir" != "/" ]; do
-            dir="$(dirname "$dir")"
-            chmod o+x "$dir" 2>/dev/null || true
-        done
-    fi
+    # The server runs as postgres and must be able to reach its directory.
+    open_to_owner "$run_dir"
     if is_running; then
         url
         return

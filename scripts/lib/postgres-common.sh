@@ -1,0 +1,51 @@
+# Helpers shared by scripts/postgres.sh and scripts/citus.sh (sourced, not run).
+
+# The path of a PostgreSQL program: the newest installed server's, else the one on PATH.
+find_bin() {
+    local name="$1" candidate
+    for candidate in /usr/lib/postgresql/*/bin/"$name"; do
+        [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+    done
+    command -v "$name" 2>/dev/null && return 0
+    return 1
+}
+
+# Runs a command as the owner of the clusters: `postgres` when invoked as root, the current user otherwise.
+as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Runs a command with only standard input, output and error open: the server it starts outlives the script,
+# and must not keep open what the caller had (a pipe a test waits on to close, a lock such as
+# `flock LOCK scripts/with-postgres.sh …` holds).
+without_inherited_files() {
+    (
+        local fd
+        for fd in /proc/$BASHPID/fd/*; do
+            fd="${fd##*/}"
+            [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-"
+        done
+        "$@"
+    )
+}
+
+# Lets the `postgres` user reach `$1` (a cluster's folder) when invoked as root: it owns the folder, and every
+# folder above it can be traversed.
+open_to_owner() {
+    [ "$(id -u)" -eq 0 ] || return 0
+    id postgres >/dev/null 2>&1 || { echo "$(basename "$0"): no 'postgres' user; run scripts/bootstrap.sh" >&2; exit 1; }
+    chown postgres "$1"
+    local dir="$1"
+    while [ "$dir" != "/" ]; do
+        dir="$(dirname "$dir")"
+        chmod o+x "$dir" 2>/dev/null || true
+    done
+}
