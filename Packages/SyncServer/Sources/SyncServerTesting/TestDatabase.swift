@@ -42,9 +42,11 @@ public struct TestDatabase: Sendable {
 
     /// Runs `body` with a new, empty database that is dropped afterwards (even when `body` throws).
     ///
-    /// - Parameter citus: on the Citus cluster of `scripts/citus.sh` (`SYNC_CITUS_URL`) instead: the
-    ///   database is created on the coordinator and on every worker, each with the Citus extension, and the
-    ///   workers are added to the coordinator's (Citus keeps its nodes per database).
+    /// - Parameters:
+    ///   - citus: on the Citus cluster of `scripts/citus.sh` (`SYNC_CITUS_URL`) instead: the database is
+    ///     created on the coordinator and on every worker, each with the Citus extension, and the workers are
+    ///     added to the coordinator's (Citus keeps its nodes per database).
+    ///   - body: the test, given the database.
     public static func with<Result>(citus: Bool = false, _ body: (TestDatabase) async throws -> Result)
         async throws -> Result
     {
