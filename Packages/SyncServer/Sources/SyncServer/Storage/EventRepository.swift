@@ -118,6 +118,24 @@ struct EventRepository: Sendable {
         return versions
     }
 
+    /// Pushes of at most this many events, and streams, write them as `VALUES` rows; larger ones as `unnest`
+    /// of arrays. On a Citus cluster, `INSERT … SELECT` runs through the coordinator on a connection of its
+    /// own, so a push written that way commits in two phases; `VALUES` rows go to their shard on the
+    /// transaction's connection, and a push of one scope commits in one (docs/SCALING.md). On one PostgreSQL
+    /// both are as fast for a few rows, and arrays are faster for many.
+    static let valuesRowsLimit = 32
+
+    /// Binds values to the `$n` parameters of a statement being written.
+    struct Binder {
+        var bindings = PostgresBindings()
+
+        /// The placeholder of `value`, bound.
+        mutating func callAsFunction<Value: PostgresEncodable>(_ value: Value) throws -> String {
+            try bindings.append(value)
+            return "$\(bindings.count)"
+        }
+    }
+
     /// Inserts the events, moves the scope heads, stores the new stream versions and queues a NOTIFY per
     /// scope, in one statement.
     /// - Returns: how many events were inserted (fewer than given only if another transaction stored one
@@ -126,6 +144,80 @@ struct EventRepository: Sendable {
         _ rows: [NewEvent], heads: [Scope: Int64], streams: [PushPlan.StreamKey: Int64],
         on connection: PostgresConnection, logger: Logger
     ) async throws -> Int {
+        var bind = Binder()
+        let asValues = !rows.isEmpty && rows.count <= Self.valuesRowsLimit && streams.count <= Self.valuesRowsLimit
+        let events = try asValues ? Self.eventValues(rows, &bind) : Self.eventArrays(rows, &bind)
+        let versions: String
+        if asValues {
+            versions =
+                streams.isEmpty
+                ? "SELECT 1 WHERE false"
+                : """
+                INSERT INTO streams (scope, stream, version)
+                VALUES \(try streams.map { "(\(try bind($0.key.scope.name)), \(try bind($0.key.stream)), \(try bind($0.value)))" }.joined(separator: ", "))
+                ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version)
+                RETURNING 1
+                """
+        } else {
+            versions = """
+                INSERT INTO streams (scope, stream, version)
+                SELECT * FROM unnest(\(try bind(streams.keys.map(\.scope.name)))::text[], \(try bind(streams.keys.map(\.stream)))::text[],
+                                     \(try bind(streams.keys.map { streams[$0]! }))::int8[])
+                ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version)
+                RETURNING 1
+                """
+        }
+        let headScopes = try bind(heads.keys.map(\.name))
+        let headValues = try bind(heads.keys.map { heads[$0]! })
+        let sql = """
+            WITH inserted AS (
+                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
+                                    dot_replica, dot_counter, payload)
+                \(events)
+                ON CONFLICT (scope, event_id) DO NOTHING
+                RETURNING 1
+            ), moved AS (
+                UPDATE scopes SET head = h.head
+                FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
+                WHERE scopes.scope = h.scope AND scopes.scope = ANY(\(headScopes)::text[])
+                RETURNING 1
+            ), versions AS (
+                \(versions)
+            ), woken AS (
+                SELECT count(pg_notify(\(try bind(Self.channel)), h.scope || ' ' || h.head)) AS notified
+                FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
+            )
+            SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved), (SELECT count(*) FROM versions),
+                   (SELECT notified FROM woken)
+            """
+        let result = try await connection.checkedQuery(
+            PostgresQuery(unsafeSQL: sql, binds: bind.bindings), logger: logger)
+        var inserted = 0
+        for try await (count, _, _, _) in result.decode((Int64, Int64, Int64, Int64).self) {
+            inserted = Int(count)
+        }
+        return inserted
+    }
+
+    /// The rows to insert as `VALUES` (a few).
+    static func eventValues(_ rows: [NewEvent], _ bind: inout Binder) throws -> String {
+        var values: [String] = []
+        values.reserveCapacity(rows.count)
+        for row in rows {
+            let event = row.event
+            let fields = [
+                try bind(event.scope.name), try bind(row.seq), try bind(event.id.uuid), try bind(event.stream),
+                try bind(event.streamVersion), try bind(event.type), try bind(Int32(clamping: event.schemaVersion)),
+                try bind(event.hlc.description), try bind(event.dot.replica.description),
+                try bind(Int64(bitPattern: event.dot.counter)), "\(try bind(row.payloadJSON))::json",
+            ]
+            values.append("(" + fields.joined(separator: ", ") + ")")
+        }
+        return "VALUES " + values.joined(separator: ", ")
+    }
+
+    /// The rows to insert as a `SELECT` of `unnest`ed arrays, a bind per column (many).
+    static func eventArrays(_ rows: [NewEvent], _ bind: inout Binder) throws -> String {
         var scopes: [String] = []
         var seqs: [Int64] = []
         var ids: [UUID] = []
@@ -161,47 +253,16 @@ struct EventRepository: Sendable {
             counters.append(Int64(bitPattern: row.event.dot.counter))
             payloads.append(row.payloadJSON)
         }
-        let headScopes = heads.keys.map(\.name)
-        let headValues = heads.keys.map { heads[$0]! }
-        let streamScopes = streams.keys.map(\.scope.name)
-        let streamKeys = streams.keys.map(\.stream)
-        let streamValues = streams.keys.map { streams[$0]! }
-        let result = try await connection.checkedQuery(
+        return """
+            SELECT r.scope, r.seq, r.event_id, r.stream, r.stream_version, r.type, r.schema_version, r.hlc,
+                   r.dot_replica, r.dot_counter, r.payload::json
+            FROM unnest(\(try bind(scopes))::text[], \(try bind(seqs))::int8[], \(try bind(ids))::uuid[],
+                        \(try bind(streamNames))::text[], \(try bind(streamVersions))::int8[], \(try bind(types))::text[],
+                        \(try bind(schemaVersions))::int4[], \(try bind(hlcs))::text[], \(try bind(replicas))::text[],
+                        \(try bind(counters))::int8[], \(try bind(payloads))::text[])
+              AS r(scope, seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica,
+                   dot_counter, payload)
             """
-            WITH inserted AS (
-                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
-                                    dot_replica, dot_counter, payload)
-                SELECT r.scope, r.seq, r.event_id, r.stream, r.stream_version, r.type, r.schema_version, r.hlc,
-                       r.dot_replica, r.dot_counter, r.payload::json
-                FROM unnest(\(scopes)::text[], \(seqs)::int8[], \(ids)::uuid[], \(streamNames)::text[],
-                            \(streamVersions)::int8[], \(types)::text[], \(schemaVersions)::int4[],
-                            \(hlcs)::text[], \(replicas)::text[], \(counters)::int8[], \(payloads)::text[])
-                  AS r(scope, seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica,
-                       dot_counter, payload)
-                ON CONFLICT (scope, event_id) DO NOTHING
-                RETURNING 1
-            ), moved AS (
-                UPDATE scopes SET head = h.head
-                FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
-                WHERE scopes.scope = h.scope AND scopes.scope = ANY(\(headScopes)::text[])
-                RETURNING 1
-            ), versions AS (
-                INSERT INTO streams (scope, stream, version)
-                SELECT * FROM unnest(\(streamScopes)::text[], \(streamKeys)::text[], \(streamValues)::int8[])
-                ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version)
-                RETURNING 1
-            ), woken AS (
-                SELECT count(pg_notify(\(Self.channel), h.scope || ' ' || h.head)) AS notified
-                FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
-            )
-            SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved), (SELECT count(*) FROM versions),
-                   (SELECT notified FROM woken)
-            """, logger: logger)
-        var inserted = 0
-        for try await (count, _, _, _) in result.decode((Int64, Int64, Int64, Int64).self) {
-            inserted = Int(count)
-        }
-        return inserted
     }
 
     /// Up to `limit` events of `scope` after `after`, in seq order: from `events`, and, below `foldedThrough`
