@@ -43,6 +43,26 @@ import Testing
         }
     }
 
+    /// `SYNC_CITUS` is a boolean; a server told its plain PostgreSQL is a Citus coordinator fails at start-up
+    /// at once, saying so, rather than retrying as for a database not up yet.
+    @Test func citusIsABooleanAndAPlainDatabaseIsRefusedAtOnce() async throws {
+        #expect(try ServerConfiguration(environment: ["SYNC_CITUS": "true"]).citus)
+        #expect(try !ServerConfiguration(environment: ["SYNC_CITUS": "off"]).citus)
+        #expect(throws: ConfigurationError.self) { try ServerConfiguration(environment: ["SYNC_CITUS": "maybe"]) }
+        // Retrying would take the whole start-up timeout, 120 s here.
+        let started = ContinuousClock.now
+        await #expect(throws: ConfigurationError.self) {
+            try await TestServer.run(
+                citus: false, domain: TestDomain(),
+                configure: {
+                    $0.citus = true
+                    $0.startupTimeoutSeconds = 120
+                }
+            ) { _ in }
+        }
+        #expect(ContinuousClock.now - started < .seconds(60), "refused without the start-up retries")
+    }
+
     @Test func databaseURLs() throws {
         let url = try DatabaseURL("postgres://user:p%40ss@db.local:6543/sync")
         #expect(url.host == "db.local" && url.port == 6543 && url.username == "user")

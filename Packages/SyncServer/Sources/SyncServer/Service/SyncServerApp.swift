@@ -146,7 +146,8 @@ public struct SyncServerApp: Sendable {
                 logger.info("database ready", metadata: ["sync.migrations.applied": "\(applied.count)"])
                 return
             } catch {
-                guard ContinuousClock.now < deadline else { throw error }
+                // A database that is there but not what the configuration says (no Citus) will not change.
+                guard ContinuousClock.now < deadline, !(error is ConfigurationError) else { throw error }
                 logger.warning(
                     "database not ready; retrying",
                     metadata: ["sync.startup.attempt": "\(attempt)", "error.type": "\(type(of: error))"])
