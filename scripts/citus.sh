@@ -66,7 +66,7 @@ install() {
     major="$(pg_major)"
     for package in "postgresql-server-dev-$major" libzstd-dev liblz4-dev libkrb5-dev libselinux1-dev libxslt1-dev \
         libpam0g-dev libreadline-dev libssl-dev make gcc; do
-        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || packages+=("$package")
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep "install ok installed" >/dev/null || packages+=("$package")
     done
     if [ ${#packages[@]} -gt 0 ]; then
         echo "citus.sh: installing ${packages[*]}" >&2
@@ -140,7 +140,9 @@ start_node() {
     # PostgreSQL releases that restrict logical decoding's output plugins (output_plugin_libraries) must allow
     # Citus's, which splitting a shard (isolate_tenant_to_new_shard) uses.
     local plugins=""
-    if as_owner "$(find_bin postgres)" --describe-config 2>/dev/null | grep -q "^output_plugin_libraries"; then
+    # grep reads the whole list: with `grep -q` quitting early, postgres got SIGPIPE and pipefail made the
+    # test fail at random (a worker of CI's cluster started without the setting).
+    if as_owner "$(find_bin postgres)" --describe-config 2>/dev/null | grep "^output_plugin_libraries" >/dev/null; then
         plugins="-c output_plugin_libraries='pgoutput,test_decoding,citus'"
     fi
     local port attempt
@@ -156,7 +158,7 @@ start_node() {
     done
     local port_now
     port_now="$(port_of "$node")"
-    if ! psql_at "$port_now" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$database'" | grep -q 1; then
+    if ! psql_at "$port_now" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$database'" | grep 1 >/dev/null; then
         psql_at "$port_now" -d postgres -c "CREATE DATABASE $database" >/dev/null
     fi
     psql_at "$port_now" -d "$database" -c "CREATE EXTENSION IF NOT EXISTS citus" >/dev/null
@@ -175,7 +177,7 @@ start() {
         local port
         port="$(port_of "$node")"
         if ! psql_at "$coordinator" -d "$database" -tAc \
-            "SELECT 1 FROM pg_dist_node WHERE nodename = '127.0.0.1' AND nodeport = $port" | grep -q 1; then
+            "SELECT 1 FROM pg_dist_node WHERE nodename = '127.0.0.1' AND nodeport = $port" | grep 1 >/dev/null; then
             psql_at "$coordinator" -d "$database" -c "SELECT citus_add_node('127.0.0.1', $port)" >/dev/null
         fi
     done

@@ -45,66 +45,90 @@ public struct TestDatabase: Sendable {
     /// - Parameters:
     ///   - citus: on the Citus cluster of `scripts/citus.sh` (`SYNC_CITUS_URL`) instead: the database is
     ///     created on the coordinator and on every worker, each with the Citus extension, and the workers are
-    ///     added to the coordinator's (Citus keeps its nodes per database).
+    ///     added to the coordinator's (Citus keeps its nodes per database), as `scripts/citus.sh
+    ///     create-database` does, without a process: Foundation's `Process.run()` on Linux crashes now and
+    ///     then (it reads past a directory entry while listing its open descriptors), and a hundred tests
+    ///     starting processes at once made it crash a test run.
     ///   - body: the test, given the database.
     public static func with<Result>(citus: Bool = false, _ body: (TestDatabase) async throws -> Result)
         async throws -> Result
     {
         let name = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
-        let database: TestDatabase
-        if citus {
-            guard citusURL != nil else {
-                throw TestDatabaseError(message: "no Citus cluster: SYNC_CITUS_URL is not set (scripts/citus.sh start)")
-            }
-            let url = try script("citus.sh", ["create-database", name])
-            database = TestDatabase(url: try DatabaseURL(url), name: name)
-        } else {
-            try await admin("CREATE DATABASE \(name)")
-            database = TestDatabase(url: serverURL.with(database: name), name: name)
-        }
-        func drop() async throws {
-            if citus {
-                _ = try script("citus.sh", ["drop-database", name])
-            } else {
-                try await admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-            }
-        }
+        let servers = citus ? try await citusNodes() : [serverURL]
+        let database = TestDatabase(url: servers[0].with(database: name), name: name)
         do {
+            for server in servers { try await admin("CREATE DATABASE \(name)", on: server) }
+            if citus { try await joinCitusNodes(servers, database: name) }
             let result = try await body(database)
-            try await drop()
+            for server in servers { try await admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", on: server) }
             return result
         } catch {
-            try? await drop()
+            for server in servers { try? await admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", on: server) }
             throw error
         }
     }
 
-    /// The repository's `scripts/` folder.
-    static let scripts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("scripts")
-
-    /// Runs `scripts/<name> <arguments>`; its last line of output.
-    static func script(_ name: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = scripts.appendingPathComponent(name)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestDatabaseError(
-                message: "scripts/\(name) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+    /// The Citus cluster's nodes, the coordinator first, as its `pg_dist_node` lists them.
+    static func citusNodes() async throws -> [DatabaseURL] {
+        guard let coordinator = citusURL else {
+            throw TestDatabaseError(message: "no Citus cluster: SYNC_CITUS_URL is not set (scripts/citus.sh start)")
         }
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return String(text.split(separator: "\n").last ?? "")
+        let workers = try await connect(coordinator) { connection in
+            var found: [DatabaseURL] = []
+            let rows = try await connection.query(
+                "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid",
+                logger: logger)
+            for try await (host, port) in rows.decode((String, Int32).self) {
+                var worker = coordinator
+                worker.host = host
+                worker.port = Int(port)
+                found.append(worker)
+            }
+            return found
+        }
+        return [coordinator] + workers
+    }
+
+    /// Creates the Citus extension in the new database `name` of every node and adds the workers to the
+    /// coordinator's, one database at a time: adding a node updates catalogs that every database of the
+    /// worker shares (its roles), and two databases doing it at once fail with "tuple concurrently updated".
+    /// The lock is an advisory lock in the cluster's own database, which every test process shares.
+    static func joinCitusNodes(_ servers: [DatabaseURL], database name: String) async throws {
+        for server in servers {
+            _ = try await connect(server.with(database: name)) { connection in
+                try await connection.query("CREATE EXTENSION citus", logger: logger)
+            }
+        }
+        let lockKey: Int64 = 0x5359_4E43_7E57  // "SYNC" test
+        _ = try await connect(servers[0]) { lock in
+            try await lock.query("SELECT pg_advisory_lock(\(lockKey))", logger: logger)
+            do {
+                _ = try await connect(servers[0].with(database: name)) { connection in
+                    let coordinator = servers[0]
+                    try await connection.query(
+                        "SELECT citus_set_coordinator_host(\(coordinator.host), \(coordinator.port)::int)",
+                        logger: logger)
+                    for worker in servers.dropFirst() {
+                        try await connection.query(
+                            "SELECT citus_add_node(\(worker.host), \(worker.port)::int)", logger: logger)
+                    }
+                }
+                try await lock.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
+            } catch {
+                _ = try? await lock.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
+                throw error
+            }
+        }
     }
 
     /// Runs one statement on the server's maintenance database.
     public static func admin(_ sql: String) async throws {
-        _ = try await connect(serverURL.with(database: "postgres")) { connection in
+        try await admin(sql, on: serverURL)
+    }
+
+    /// Runs one statement on the maintenance database of `server`.
+    static func admin(_ sql: String, on server: DatabaseURL) async throws {
+        _ = try await connect(server.with(database: "postgres")) { connection in
             try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
         }
     }

@@ -133,6 +133,12 @@ public struct SyncServerApp: Sendable {
         { type in domain.isCommutative(type: type) || prefixes.contains { type.hasPrefix($0) } }
     }
 
+    /// Whether start-up should try again after `error`: not for a database that is there but not what the
+    /// configuration says (`SYNC_CITUS=true` without Citus), which waiting will not change.
+    static func isWorthRetrying(_ error: any Error) -> Bool {
+        !(error is ConfigurationError)
+    }
+
     /// Applies migrations, retrying while the database is not reachable yet (e.g. starting in parallel
     /// with it under docker-compose) for up to `timeoutSeconds`.
     static func migrate(_ migrator: Migrator, client: PostgresClient, timeoutSeconds: Int, logger: Logger) async throws
@@ -146,8 +152,7 @@ public struct SyncServerApp: Sendable {
                 logger.info("database ready", metadata: ["sync.migrations.applied": "\(applied.count)"])
                 return
             } catch {
-                // A database that is there but not what the configuration says (no Citus) will not change.
-                guard ContinuousClock.now < deadline, !(error is ConfigurationError) else { throw error }
+                guard ContinuousClock.now < deadline, Self.isWorthRetrying(error) else { throw error }
                 logger.warning(
                     "database not ready; retrying",
                     metadata: ["sync.startup.attempt": "\(attempt)", "error.type": "\(type(of: error))"])
