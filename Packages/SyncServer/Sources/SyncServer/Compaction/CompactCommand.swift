@@ -147,8 +147,13 @@ public struct CompactOptions: ParsableArguments {
         let report = try await SyncServerApp.compact(
             configuration: configuration, domain: domain, scopes: scopes.isEmpty ? nil : scopes, vacuum: vacuum,
             logger: logger)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        try printJSON(report)
     }
+}
+
+/// Prints a command's report as JSON, indented, keys sorted.
+func printJSON(_ report: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    print(String(decoding: try encoder.encode(report), as: UTF8.self))
 }

@@ -105,15 +105,8 @@ extension SyncServerApp {
             try await migrate(
                 migrator, client: client, timeoutSeconds: configuration.startupTimeoutSeconds, logger: logger)
             return try await client.withConnection { connection in
-                try await connection.checkedQuery("SELECT pg_advisory_lock(\(Migrator.lockKey))", logger: logger)
-                do {
-                    let report = try await CitusDistribution().distribute(on: connection, logger: logger)
-                    try await connection.checkedQuery("SELECT pg_advisory_unlock(\(Migrator.lockKey))", logger: logger)
-                    return report
-                } catch {
-                    _ = try? await connection.checkedQuery(
-                        "SELECT pg_advisory_unlock(\(Migrator.lockKey))", logger: logger)
-                    throw error
+                try await Migrator.locked(on: connection, logger: logger) {
+                    try await CitusDistribution().distribute(on: connection, logger: logger)
                 }
             }
         }
@@ -137,9 +130,6 @@ public struct DistributeOptions: ParsableArguments {
         if let databaseURL { configuration.databaseURL = databaseURL }
         var logger = Logger(label: "sync-server")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .notice
-        let report = try await SyncServerApp.distribute(configuration: configuration, domain: domain, logger: logger)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        try printJSON(try await SyncServerApp.distribute(configuration: configuration, domain: domain, logger: logger))
     }
 }

@@ -37,16 +37,26 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(_ client: PostgresClient, logger: Logger) async throws -> [String] {
         try await client.withConnection { connection in
-            try await connection.checkedQuery("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
-            do {
+            try await Self.locked(on: connection, logger: logger) {
                 let applied = try await apply(on: connection, logger: logger)
                 if distributeOnCitus { _ = try await CitusDistribution().distribute(on: connection, logger: logger) }
-                try await connection.checkedQuery("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return applied
-            } catch {
-                _ = try? await connection.checkedQuery("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
-                throw error
             }
+        }
+    }
+
+    /// Runs `body` holding the migrations' advisory lock on `connection`, released however `body` ends.
+    static func locked<Result>(
+        on connection: PostgresConnection, logger: Logger, _ body: () async throws -> Result
+    ) async throws -> Result {
+        try await connection.checkedQuery("SELECT pg_advisory_lock(\(lockKey))", logger: logger)
+        do {
+            let result = try await body()
+            try await connection.checkedQuery("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
+            return result
+        } catch {
+            _ = try? await connection.checkedQuery("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
+            throw error
         }
     }
 
