@@ -378,11 +378,10 @@ extension SyncEngine {
     private func applyFrameEvents(_ events: [Event], cursor: ScopeCursor, follows: String) async -> Bool {
         let response = SyncResponse(results: [], events: events, cursor: cursor.encoded, hasMore: false)
         let start = ContinuousClock.now
-        var chunk = max(1, events.count)
+        var budget = oneTransactionBudget()
         guard
-            let outcome = try? await apply(
-                response, pushed: [], markEvery: nil, chunk: &chunk, deferProjections: false, follows: follows
-            ).outcome, !outcome.rewound
+            let outcome = try? await apply(response, pushed: [], markEvery: nil, budget: &budget, follows: follows)
+                .outcome, !outcome.rewound
         else { return false }
         let applied = ContinuousClock.now - start
         let count = events.count

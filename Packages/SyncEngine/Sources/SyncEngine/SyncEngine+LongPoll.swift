@@ -77,49 +77,65 @@ extension SyncEngine {
         }
     }
 
-    /// Applies the long-poll pages waiting for the run loop, in order and in one transaction, when together
-    /// with the store they leave no hole. A page fits when in each scope either the store (as the pages
-    /// before it leave it) is at or past where the page starts (a cycle pulled part or all of it meanwhile:
-    /// only the events past the store are applied), or it is behind the page's start but at or past where
-    /// the page's chain of polls began (what lies between is this replica's own events); the cursor then
-    /// moves to the further of the two. When a page does not fit, or the store is bootstrapping, returns
-    /// false and a cycle syncs as usual. Runs on the run loop, so it is never a second writer beside a
-    /// cycle.
+    /// What long-poll pages come to on top of the store's cursor: a pure decision, which
+    /// `applyPolledPages` carries out.
+    enum PolledMerge: Sendable, Hashable {
+        /// A page does not fit: a cycle syncs as usual.
+        case cycle
+        /// Cycles already pulled all of it.
+        case known
+        /// Apply these events (in order, one transaction) and store this cursor.
+        case apply(events: [Event], cursor: ScopeCursor)
+    }
+
+    /// Merges `pages` (oldest first) onto the store's cursor `stored`. A page fits when in each scope either
+    /// the store (as the pages before it leave it) is at or past where the page starts (a cycle pulled part
+    /// or all of it meanwhile: only the events past the store are kept), or it is behind the page's start
+    /// but at or past where the page's chain of polls began (what lies between is this replica's own
+    /// events); the cursor then moves to the further of the two.
+    static func merge(_ pages: [PolledPage], onto stored: ScopeCursor) -> PolledMerge {
+        var next = stored
+        var events: [Event] = []
+        for polled in pages {
+            guard let end = try? ScopeCursor(encoded: polled.page.cursor) else { return .cycle }
+            let scopes = Set(next.positions.keys).union(polled.from.positions.keys)
+            for scope in scopes where next[scope] < polled.from[scope] && polled.base[scope] > next[scope] {
+                return .cycle
+            }
+            events += polled.page.events.filter { ($0.seq ?? 0) > next[$0.scope] }
+            for (scope, seq) in end.positions { next.advance(scope, to: seq) }
+        }
+        return events.isEmpty && next == stored ? .known : .apply(events: events, cursor: next)
+    }
+
+    /// Applies the long-poll pages waiting for the run loop as `merge` decides, in one transaction. When a
+    /// page does not fit, or the store is bootstrapping, returns false and a cycle syncs as usual. Runs on
+    /// the run loop, so it is never a second writer beside a cycle.
     func applyPolledPages() async -> Bool {
         let results = polled.withLock { results in
             defer { results = PollResults() }; return results
         }
         if results.needsCycle { return false }
         // An earlier trigger applied them.
-        guard !results.pages.isEmpty else { return true }
-        let pages = results.pages
+        guard let last = results.pages.last else { return true }
         guard let stored = try? ScopeCursor(encoded: try await store.cursor()),
             (try? await store.isBootstrapping()) == false
         else { return false }
-        var next = stored
-        var events: [Event] = []
-        for polled in pages {
-            guard let end = try? ScopeCursor(encoded: polled.page.cursor) else { return false }
-            let scopes = Set(next.positions.keys).union(polled.from.positions.keys)
-            for scope in scopes where next[scope] < polled.from[scope] && polled.base[scope] > next[scope] {
-                return false
-            }
-            events += polled.page.events.filter { ($0.seq ?? 0) > next[$0.scope] }
-            for (scope, seq) in end.positions { next.advance(scope, to: seq) }
+        let events: [Event]
+        let cursor: ScopeCursor
+        switch Self.merge(results.pages, onto: stored) {
+        case .cycle: return false
+        case .known: return true
+        case .apply(let merged, let next): (events, cursor) = (merged, next)
         }
-        // Cycles already pulled all of it.
-        if events.isEmpty && next == stored { return true }
-        let last = pages[pages.count - 1]
         let page = last.page
         let response = SyncResponse(
-            results: [], events: events, cursor: next.encoded, hasMore: false, remaining: page.remaining,
+            results: [], events: events, cursor: cursor.encoded, hasMore: false, remaining: page.remaining,
             stable: page.stable)
         let start = ContinuousClock.now
+        var budget = oneTransactionBudget()
         do {
-            var chunk = events.count
-            let outcome = try await apply(
-                response, pushed: [], markEvery: nil, chunk: &chunk, deferProjections: false
-            ).outcome
+            let outcome = try await apply(response, pushed: [], markEvery: nil, budget: &budget).outcome
             let applied = ContinuousClock.now - start
             let count = events.count
             await updateStatus {

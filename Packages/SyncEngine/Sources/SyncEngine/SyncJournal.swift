@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SyncEventStore
 import SyncModels
 import SyncStorage
 import Synchronization
@@ -86,6 +87,35 @@ public struct SyncJournal: Sendable {
         let now = now()
         // The journal must never break a sync: a failed write is dropped.
         try? await database.writer.write { [rows] db in try Self.insert(rows, db, bounds: bounds, now: now) }
+    }
+
+    /// The entries for one applied answer of the server: its push's, when `pushed`, each rejection's, and
+    /// its pull's, when `pulled`.
+    static func entries(for outcome: EventStore.SyncResponseOutcome, pushed: Bool, pulled: Bool)
+        -> [(kind: String, detail: String)]
+    {
+        var entries: [(kind: String, detail: String)] = []
+        if pushed {
+            entries.append(("push.ok", "\(outcome.acknowledged) acknowledged, \(outcome.rolledBack.count) rejected"))
+        }
+        for event in outcome.rolledBack {
+            let rejection = event.rejection
+            entries.append(
+                (
+                    "rejection",
+                    "\(event.event.id) \(event.event.type): \(rejection?.code ?? "") \(rejection?.message ?? "")"
+                ))
+        }
+        if pulled {
+            let result = outcome.pulled
+            let folded = result.folded > 0 ? " (\(result.folded) folded on arrival)" : ""
+            entries.append(
+                (
+                    "pull.ok",
+                    "\(result.inserted + result.folded) new\(folded), \(result.confirmedLocal + result.alreadyKnown) known"
+                ))
+        }
+        return entries
     }
 
     /// Records entries inside the caller's write transaction (the store's transaction for a server answer,
