@@ -57,7 +57,7 @@ public enum NoteEventType: String, Sendable, Hashable, CaseIterable, Codable {
 }
 
 /// A note's id; its stream is `note:<id>`.
-public struct NoteID: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+public struct NoteID: Hashable, Sendable, Comparable, LosslessStringConvertible, Codable {
     public let uuid: UUID
 
     public init(uuid: UUID = UUID()) { self.uuid = uuid }

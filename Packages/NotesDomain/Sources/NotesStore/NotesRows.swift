@@ -3,10 +3,11 @@ import GRDB
 import GRDBSQLite
 import NotesDomain
 import SyncCRDT
+import SyncEventStore
 import SyncModels
 import Synchronization
 
-/// A note's row as `NotesWorkingSet.save` writes it: the text and blob columns' bytes back to back in one
+/// A note's row as `NotesModel.writeRows` writes it: the text and blob columns' bytes back to back in one
 /// buffer (made on a worker thread, bound in place), and the numbers.
 struct SavedRow: Sendable {
     /// `id`, `scope`, `title`, `body`, `tags` and `checklist` (UTF-8), then `state`, back to back.
@@ -143,19 +144,18 @@ struct NotesRowInsert {
     }
 }
 
-/// Computes the rows of notes in a given order, in chunks, on worker threads, and hands them to the calling
-/// thread in order as chunks complete: the caller inserts one chunk's rows while the workers compute the
+/// Computes the rows of notes, in chunks, on worker threads, and hands them to the calling thread in order
+/// as chunks complete: the caller inserts one chunk's rows while the workers compute the
 /// next ones, and computes a chunk itself when the next one is not ready yet.
 ///
-/// `@unchecked Sendable`: the notes and the order are only read; each chunk's rows are written by the one
+/// `@unchecked Sendable`: the notes are only read; each chunk's rows are written by the one
 /// thread that took the chunk (an atomic counter hands each out once) and read by the caller only after
 /// that chunk's semaphore is signalled. The caller does not return before every worker is done.
 final class NotesRowProducer: @unchecked Sendable {
     /// Rows per chunk: small, so that inserting starts early and no thread waits long for the next one.
     static let chunkSize = 32
 
-    let notes: UnsafeBufferPointer<NotesWorkingSet.Note>
-    let order: UnsafeBufferPointer<Int>
+    let notes: UnsafeBufferPointer<StreamStateEntry<NoteID, NoteState>>
     let chunkCount: Int
     private let rows: UnsafeMutableBufferPointer<SavedRow?>
     /// Per chunk: whether its rows are computed (checked without a system call; a semaphore timed wait of
@@ -165,11 +165,10 @@ final class NotesRowProducer: @unchecked Sendable {
     private let ready: [DispatchSemaphore]
     private let nextChunk = Atomic<Int>(0)
 
-    init(notes: UnsafeBufferPointer<NotesWorkingSet.Note>, order: UnsafeBufferPointer<Int>) {
-        self.notes = notes
-        self.order = order
-        chunkCount = (order.count + Self.chunkSize - 1) / Self.chunkSize
-        rows = .allocate(capacity: order.count)
+    init(entries: UnsafeBufferPointer<StreamStateEntry<NoteID, NoteState>>) {
+        self.notes = entries
+        chunkCount = (entries.count + Self.chunkSize - 1) / Self.chunkSize
+        rows = .allocate(capacity: entries.count)
         rows.initialize(repeating: nil)
         done = .allocate(capacity: chunkCount)
         for chunk in 0..<chunkCount { (done + chunk).initialize(to: Atomic(false)) }
@@ -187,9 +186,9 @@ final class NotesRowProducer: @unchecked Sendable {
     private func computeNextChunk() -> Bool {
         let chunk = nextChunk.wrappingAdd(1, ordering: .relaxed).oldValue
         guard chunk < chunkCount else { return false }
-        for index in chunk * Self.chunkSize..<min((chunk + 1) * Self.chunkSize, order.count) {
-            let note = notes[order[index]]
-            rows[index] = NoteState.savedRow(of: &note.state, id: note.id, scope: note.scope ?? "")
+        for index in chunk * Self.chunkSize..<min((chunk + 1) * Self.chunkSize, notes.count) {
+            let note = notes[index]
+            rows[index] = NoteState.savedRow(of: &note.state, id: note.key.description, scope: note.scope ?? "")
         }
         done[chunk].store(true, ordering: .releasing)
         ready[chunk].signal()
@@ -199,7 +198,7 @@ final class NotesRowProducer: @unchecked Sendable {
     /// Calls `body` with every row, in order; `workers` threads, this one included, compute them.
     func produce(workers: Int, _ body: (SavedRow) throws -> Void) throws {
         let group = DispatchGroup()
-        let helpers = order.count < 2 * Self.chunkSize ? 0 : min(workers, 8) - 1
+        let helpers = notes.count < 2 * Self.chunkSize ? 0 : min(workers, 8) - 1
         for _ in 0..<helpers {
             DispatchQueue.global().async(group: group) { while self.computeNextChunk() {} }
         }
@@ -216,7 +215,7 @@ final class NotesRowProducer: @unchecked Sendable {
                     break
                 }
             }
-            for index in chunk * Self.chunkSize..<min((chunk + 1) * Self.chunkSize, order.count) {
+            for index in chunk * Self.chunkSize..<min((chunk + 1) * Self.chunkSize, notes.count) {
                 guard let row = rows[index] else { continue }
                 rows[index] = nil
                 try body(row)

@@ -1,27 +1,6 @@
 import GRDB
 import Synchronization
 
-/// One stream's state while events are applied: a class, so that the cache hands the writer the same object
-/// to change in place rather than a copy of the whole state.
-///
-/// `@unchecked Sendable`: an entry is changed only inside the store's write transaction (one at a time, on
-/// whichever thread GRDB runs it); the cache keeps it between transactions and drops it if one rolls back.
-final class StreamStateEntry<State: Sendable>: @unchecked Sendable {
-    let stream: String
-    var scope: String?
-    var state: State
-    /// Whether the stream's row is its own snapshot (`changed = 0`) or it has none, as of the last load or
-    /// write; nil when not known.
-    var rowIsSnapshot: Bool?
-
-    init(stream: String, scope: String?, state: State, rowIsSnapshot: Bool? = nil) {
-        self.stream = stream
-        self.scope = scope
-        self.state = state
-        self.rowIsSnapshot = rowIsSnapshot
-    }
-}
-
 /// Decoded states of streams as the last transaction of this store's writer left them, and the streams
 /// whose rows are behind them (buffered, see `StreamStateProjection.buffer`, or folded on arrival).
 ///
@@ -41,19 +20,19 @@ final class StreamStateEntry<State: Sendable>: @unchecked Sendable {
 /// Emptying it loses buffered states, never their events: the projection's checkpoint is still where the
 /// rows hold everything, and the store catches the rows up from there. Folded states dropped unwritten are a
 /// loss the store is told of (`foldedLoss`): the log does not hold their events.
-final class StreamStateCache<State: Sendable>: Sendable {
-    typealias Entry = StreamStateEntry<State>
+final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Sendable>: Sendable {
+    typealias Entry = StreamStateEntry<Key, State>
 
     private struct Storage: @unchecked Sendable {
         var dataVersion: Int64?
-        var entries: [String: Entry] = [:]
+        var entries: [Key: Entry] = [:]
         /// Streams whose rows are behind their state here.
-        var dirty: Set<String> = []
+        var dirty: Set<Key> = []
         /// The log position buffered states hold; nil when none is buffered.
         var heldThrough: Int64?
         /// Streams whose rows are behind their state here by folded events only: each row is its own
         /// snapshot and stays one when written.
-        var folded: Set<String> = []
+        var folded: Set<Key> = []
         /// Whether folded states were dropped unwritten since the store last dealt with it.
         var foldedLost = false
 
@@ -106,8 +85,8 @@ final class StreamStateCache<State: Sendable>: Sendable {
         db.afterNextTransaction(onCommit: { _ in }, onRollback: { [weak self] _ in self?.clear() })
     }
 
-    func entry(_ stream: String) -> Entry? {
-        storage.withLock { $0.entries[stream] }
+    func entry(_ key: Key) -> Entry? {
+        storage.withLock { $0.entries[key] }
     }
 
     /// Whether the states here and the rows together hold the log's state at `position`, the rows being at
@@ -125,7 +104,7 @@ final class StreamStateCache<State: Sendable>: Sendable {
         guard capacity > 0 else { return }
         storage.withLock { storage in
             guard entries.count <= capacity else { return }
-            for entry in entries { storage.entries[entry.stream] = entry }
+            for entry in entries { storage.entries[entry.key] = entry }
             storage.dropClean(toFit: capacity)
         }
     }
@@ -134,11 +113,11 @@ final class StreamStateCache<State: Sendable>: Sendable {
     /// would buffer more than `capacity` states.
     func markDirty(_ entries: [Entry], through last: Int64) -> Bool {
         storage.withLock { storage in
-            let added = entries.reduce(0) { $0 + (storage.dirty.contains($1.stream) ? 0 : 1) }
+            let added = entries.reduce(0) { $0 + (storage.dirty.contains($1.key) ? 0 : 1) }
             guard storage.dirty.count + storage.folded.count + added <= capacity else { return false }
             for entry in entries {
-                storage.entries[entry.stream] = entry
-                storage.dirty.insert(entry.stream)
+                storage.entries[entry.key] = entry
+                storage.dirty.insert(entry.key)
             }
             storage.heldThrough = last
             storage.dropClean(toFit: capacity)
@@ -153,8 +132,8 @@ final class StreamStateCache<State: Sendable>: Sendable {
         storage.withLock { storage in
             if let last { storage.heldThrough = last }
             for entry in entries {
-                storage.dirty.remove(entry.stream)
-                storage.entries[entry.stream] = entry
+                storage.dirty.remove(entry.key)
+                storage.entries[entry.key] = entry
             }
             storage.dropClean(toFit: capacity)
             guard storage.dirty.isEmpty, let held = storage.heldThrough else { return nil }
@@ -163,10 +142,10 @@ final class StreamStateCache<State: Sendable>: Sendable {
         }
     }
 
-    /// Up to `limit` buffered states (those among `streams` when given), in stream order.
-    func dirtyEntries(among streams: Set<String>?, limit: Int) -> [Entry] {
+    /// Up to `limit` buffered states (those among `keys` when given), in key order.
+    func dirtyEntries(among keys: Set<Key>?, limit: Int) -> [Entry] {
         storage.withLock { storage in
-            let candidates = streams.map { $0.intersection(storage.dirty) } ?? storage.dirty
+            let candidates = keys.map { $0.intersection(storage.dirty) } ?? storage.dirty
             return candidates.sorted().prefix(max(0, limit)).compactMap { storage.entries[$0] }
         }
     }
@@ -177,11 +156,11 @@ final class StreamStateCache<State: Sendable>: Sendable {
 
     // MARK: Folded states
 
-    func rowState(_ stream: String) -> RowState {
+    func rowState(_ key: Key) -> RowState {
         storage.withLock { storage in
-            if storage.dirty.contains(stream) { return .buffered }
-            if storage.folded.contains(stream) { return .snapshot }
-            switch storage.entries[stream]?.rowIsSnapshot {
+            if storage.dirty.contains(key) { return .buffered }
+            if storage.folded.contains(key) { return .snapshot }
+            switch storage.entries[key]?.rowIsSnapshot {
             case true?: return .snapshot
             case false?: return .changed
             case nil: return .unknown
@@ -195,18 +174,18 @@ final class StreamStateCache<State: Sendable>: Sendable {
 
     func clearFoldedLoss() { storage.withLock { $0.foldedLost = false } }
 
-    func isFolded(_ stream: String) -> Bool { storage.withLock { $0.folded.contains(stream) } }
+    func isFolded(_ key: Key) -> Bool { storage.withLock { $0.folded.contains(key) } }
 
     /// Marks `entries` as holding folded events not written; false, changing nothing, when that would hold
     /// more than `capacity` states unwritten.
     func markFolded(_ entries: [Entry]) -> Bool {
         guard capacity > 0 else { return false }
         return storage.withLock { storage in
-            let added = entries.reduce(0) { $0 + (storage.folded.contains($1.stream) ? 0 : 1) }
+            let added = entries.reduce(0) { $0 + (storage.folded.contains($1.key) ? 0 : 1) }
             guard storage.dirty.count + storage.folded.count + added <= capacity else { return false }
             for entry in entries {
-                storage.entries[entry.stream] = entry
-                storage.folded.insert(entry.stream)
+                storage.entries[entry.key] = entry
+                storage.folded.insert(entry.key)
             }
             storage.dropClean(toFit: capacity)
             return true
@@ -217,17 +196,17 @@ final class StreamStateCache<State: Sendable>: Sendable {
     func markFoldedWritten(_ entries: [Entry]) {
         storage.withLock { storage in
             for entry in entries {
-                storage.folded.remove(entry.stream)
-                if capacity > 0 { storage.entries[entry.stream] = entry }
+                storage.folded.remove(entry.key)
+                if capacity > 0 { storage.entries[entry.key] = entry }
             }
             storage.dropClean(toFit: capacity)
         }
     }
 
-    /// Up to `limit` states holding folded events (those among `streams` when given), in stream order.
-    func foldedEntries(among streams: Set<String>?, limit: Int) -> [Entry] {
+    /// Up to `limit` states holding folded events (those among `keys` when given), in key order.
+    func foldedEntries(among keys: Set<Key>?, limit: Int) -> [Entry] {
         storage.withLock { storage in
-            let candidates = streams.map { $0.intersection(storage.folded) } ?? storage.folded
+            let candidates = keys.map { $0.intersection(storage.folded) } ?? storage.folded
             return candidates.sorted().prefix(max(0, limit)).compactMap { storage.entries[$0] }
         }
     }

@@ -1,10 +1,17 @@
 import Foundation
 import GRDB
+import SyncModels
+import SyncStorage
 
 /// What a domain gives `StreamStateProjection`: the state of one stream (a CRDT value that folds the
 /// stream's events), how it is stored, and the read columns an app queries with SQL. Everything else (the
 /// working set, the cache of decoded states, write-behind during long pulls, folding on arrival, snapshots,
 /// rebuilds) the projection does.
+///
+/// A model writes five things: `key(ofStream:)` and `stream(of:)` (which streams are its records),
+/// `initialState()`, `apply(_:to:)`, `encode`/`decode`, and `columns` with `values(of:)`. The rest has
+/// defaults: a domain whose rows are expensive to write or whose replays are long overrides `writeRows` or
+/// conforms to `StreamStateReplayModel` (the Notes domain does both).
 ///
 /// Rules, relied on by the projection:
 /// - `apply` is **idempotent** (applying an event the state already holds changes nothing) and, for events
@@ -13,6 +20,8 @@ import GRDB
 /// - `decode(encode(state))` gives back `state`.
 /// - `values(of:)` and `isRetired` depend only on the state.
 public protocol StreamStateModel: Sendable {
+    /// A record's key: parsed from its stream's name, written in the key column as its `description`.
+    associatedtype Key: Hashable, Comparable, Sendable, LosslessStringConvertible
     associatedtype State: Sendable
 
     /// The projection's name: unique among the store's projections, the key of its checkpoint and the prefix
@@ -20,18 +29,29 @@ public protocol StreamStateModel: Sendable {
     var name: String { get }
     /// Bump when `apply` or the columns change meaning: the store rebuilds the projection at the next open.
     var version: Int { get }
-    /// The table of rows (one per stream, keyed by the stream's name in `stream`); its snapshot copies are in
-    /// `<table>_snapshot`.
+    /// The table of rows (one per record); its snapshot copies are in `<table>_snapshot`.
     var table: String { get }
-    /// The read columns besides `stream`, `scope`, `retired` and `state`, in the order `values(of:)` gives
-    /// them.
+    /// The table's primary key: the record's key as text. Default `stream`.
+    var keyColumn: String { get }
+    /// The read columns besides the key, `scope` and `state`, in the order `values(of:)` gives them.
     var columns: [StreamStateColumn] { get }
+    /// The column among `columns` that is 1 when `isRetired` (a stable purge deletes those rows); nil when
+    /// the model never retires a record (the default).
+    var retiredColumn: String? { get }
 
-    /// Whether events of `stream` are this model's; others are ignored.
-    func handles(stream: String) -> Bool
-    /// The state of a stream no event has touched.
+    /// The record a stream holds, or nil when the stream is not this model's (its events are ignored).
+    func key(ofStream stream: String) -> Key?
+    /// `key(ofStream:)` from the stream name's UTF-8 bytes, as a replay reads them; the default makes a
+    /// `String`.
+    func key(ofStreamBytes bytes: UnsafeRawBufferPointer) -> Key?
+    /// The stream of a record.
+    func stream(of key: Key) -> String
+    /// Whether events of `type` on this model's streams are its own (the default: all).
+    func accepts(type: String) -> Bool
+
+    /// The state of a record no event has touched.
     func initialState() -> State
-    /// Folds one event into its stream's state.
+    /// Folds one event into its record's state.
     func apply(_ event: StoredEvent, to state: inout State)
     /// The stored form of a state (the `state` column).
     func encode(_ state: State) -> Data
@@ -43,14 +63,57 @@ public protocol StreamStateModel: Sendable {
     /// (tombstones of removed elements); what the state shows does not change. Returns whether it changed
     /// anything. The default keeps everything.
     func compactStable(_ state: inout State) -> Bool
-    /// Whether the stream has ended for good (deleted): once every replica has seen that, a stable fold
-    /// drops its row and the store forgets the stream. The default: never.
+    /// `compactStable` for a state that also holds later events: drops only what `folded`, the state of the
+    /// history every replica has seen, no longer needs. The default keeps everything.
+    func compactStable(_ state: inout State, through folded: State) -> Bool
+    /// Whether the record has ended for good (deleted): once every replica has seen that, a stable fold
+    /// drops its row and the store forgets its stream. The default: never.
     func isRetired(_ state: State) -> Bool
+
+    /// Registers the table and its snapshot copy. The default creates them from `keyColumn` and `columns`
+    /// (`StreamStateTable.registerDefaultSchema`); a model whose table predates the projection registers
+    /// its own migrations, which must leave the same shape.
+    func registerMigrations(_ table: StreamStateTable, into migrations: inout SchemaMigrations)
+    /// Writes the rows of `entries` to `target`, in the order given. The default binds `values(of:)` into
+    /// one upsert per row (`StreamStateTable.writeRows`); a model whose rows are expensive to make computes
+    /// them on `workers` threads and binds them its own way.
+    func writeRows(
+        _ entries: [StreamStateEntry<Key, State>], to target: StreamStateRowTarget, table: StreamStateTable,
+        workers: Int, in db: Database) throws
+}
+
+/// A model that replays straight from the log's rows (rebuilds, catch-up), without decoding events: the
+/// projection then replays it on several threads, split by record.
+public protocol StreamStateReplayModel: StreamStateModel {
+    /// What an event type does, decided once per event from the type's bytes.
+    associatedtype Kind: Sendable
+    /// The kind of events of `type` (UTF-8), or nil when they are not this model's (they give no row).
+    func kind(ofType type: UnsafeRawBufferPointer) -> Kind?
+    /// Folds one replayed event into its record's state, as `apply(_:to:)` does with the decoded event.
+    func apply(_ kind: Kind, payload: UnsafeRawBufferPointer, hlc: HLCTimestamp, dot: Dot, to state: inout State)
 }
 
 extension StreamStateModel {
+    public var keyColumn: String { "stream" }
+    public var retiredColumn: String? { nil }
+    public func key(ofStreamBytes bytes: UnsafeRawBufferPointer) -> Key? {
+        key(ofStream: String(decoding: bytes, as: UTF8.self))
+    }
+    public func accepts(type: String) -> Bool { true }
     public func compactStable(_ state: inout State) -> Bool { false }
+    public func compactStable(_ state: inout State, through folded: State) -> Bool { false }
     public func isRetired(_ state: State) -> Bool { false }
+
+    public func registerMigrations(_ table: StreamStateTable, into migrations: inout SchemaMigrations) {
+        table.registerDefaultSchema(into: &migrations)
+    }
+
+    public func writeRows(
+        _ entries: [StreamStateEntry<Key, State>], to target: StreamStateRowTarget, table: StreamStateTable,
+        workers: Int, in db: Database
+    ) throws {
+        try table.writeRows(entries, of: self, to: target, in: db)
+    }
 }
 
 /// A read column of a `StreamStateModel`'s table.
@@ -62,5 +125,124 @@ public struct StreamStateColumn: Sendable, Hashable {
     public init(_ name: String, _ definition: String) {
         self.name = name
         self.definition = definition
+    }
+}
+
+/// Where `StreamStateModel.writeRows` writes.
+public enum StreamStateRowTarget: Sendable, Hashable {
+    /// The table, inserted or updated; `changed` false for a row that stays its own snapshot (it holds only
+    /// folded events since), true otherwise (its snapshot is copied first by the table's trigger).
+    case table(changed: Bool)
+    /// The snapshot copies (`<table>_snapshot`), replacing the record's copy.
+    case snapshot
+}
+
+/// One record's state while events are applied: a class, so that the cache hands the writer the same object
+/// to change in place rather than a copy of the whole state, and a replay's worker threads change it while
+/// the working set that owns it keeps growing.
+///
+/// `@unchecked Sendable`: an entry is changed only inside the store's write transaction (one at a time, on
+/// whichever thread GRDB runs it), or by one replay worker while the writer waits for it; the cache keeps it
+/// between transactions and drops it if one rolls back.
+public final class StreamStateEntry<Key: Hashable & Sendable, State: Sendable>: @unchecked Sendable {
+    public let key: Key
+    /// The scope of its events (nil until one is applied).
+    public var scope: String?
+    public var state: State
+    /// Whether the record's row is its own snapshot (`changed = 0`) or it has none, as of the last load or
+    /// write; nil when not known.
+    var rowIsSnapshot: Bool?
+
+    init(key: Key, scope: String?, state: State, rowIsSnapshot: Bool? = nil) {
+        self.key = key
+        self.scope = scope
+        self.state = state
+        self.rowIsSnapshot = rowIsSnapshot
+    }
+}
+
+/// The names of a `StreamStateProjection`'s tables and columns, for a model's migrations and row writers.
+public struct StreamStateTable: Sendable {
+    public let name: String
+    public let snapshot: String
+    public let keyColumn: String
+    /// Every column of a row but `changed`, in the order the default writer binds them: the key, `scope`,
+    /// `state`, then the model's columns.
+    public let columns: [String]
+    let modelColumns: [StreamStateColumn]
+    let projection: String
+
+    init(_ model: some StreamStateModel) {
+        name = model.table
+        snapshot = model.table + "_snapshot"
+        keyColumn = model.keyColumn
+        columns = [model.keyColumn, "scope", "state"] + model.columns.map(\.name)
+        modelColumns = model.columns
+        projection = model.name
+    }
+
+    /// `columns`, comma-separated.
+    public var columnList: String { columns.joined(separator: ", ") }
+
+    /// The table and its snapshot copy with `columns`, `changed` on the table, an index by scope, and the
+    /// copy-on-write triggers: the first change to a row that is its own snapshot (`changed` 0 to 1) or its
+    /// deletion copies it into the snapshot table.
+    public func registerDefaultSchema(into migrations: inout SchemaMigrations) {
+        let definitions = modelColumns.map { ",\n    \($0.name) \($0.definition)" }.joined()
+        let old = columns.map { "OLD." + $0 }.joined(separator: ", ")
+        let (name, snapshot, key, columnList) = (name, snapshot, keyColumn, columnList)
+        migrations.register("\(projection).stream-state.v1", derivedTables: [name, snapshot]) { db in
+            for (table, extra) in [(name, ",\n    changed INTEGER NOT NULL DEFAULT 1"), (snapshot, "")] {
+                try db.execute(
+                    sql: """
+                        CREATE TABLE \(table) (
+                            \(key) TEXT PRIMARY KEY,
+                            scope TEXT NOT NULL,
+                            state BLOB NOT NULL\(definitions)\(extra)
+                        )
+                        """)
+            }
+            try db.execute(
+                sql: """
+                    CREATE INDEX \(name)_by_scope ON \(name) (scope, changed);
+                    CREATE TRIGGER \(name)_copy_on_update BEFORE UPDATE ON \(name)
+                    WHEN OLD.changed = 0 AND NEW.changed = 1 BEGIN
+                        INSERT OR REPLACE INTO \(snapshot) (\(columnList)) VALUES (\(old));
+                    END;
+                    CREATE TRIGGER \(name)_copy_on_delete BEFORE DELETE ON \(name) WHEN OLD.changed = 0 BEGIN
+                        INSERT OR REPLACE INTO \(snapshot) (\(columnList)) VALUES (\(old));
+                    END;
+                    """)
+        }
+    }
+
+    /// The default row writer: the key, scope, `encode(state)` and `values(of:)` bound into one upsert.
+    public func writeRows<Model: StreamStateModel>(
+        _ entries: [StreamStateEntry<Model.Key, Model.State>], of model: Model, to target: StreamStateRowTarget,
+        in db: Database
+    ) throws {
+        let placeholders = databaseQuestionMarks(count: columns.count)
+        let statement: Statement
+        switch target {
+        case .table(let changed):
+            let flag = changed ? 1 : 0
+            let updates = columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+            statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO \(name) (\(columnList), changed) VALUES (\(placeholders), \(flag))
+                    ON CONFLICT (\(keyColumn)) DO UPDATE SET \(updates), changed = \(flag)
+                    """)
+        case .snapshot:
+            statement = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO \(snapshot) (\(columnList)) VALUES (\(placeholders))")
+        }
+        for entry in entries {
+            let values =
+                [
+                    entry.key.description.databaseValue, (entry.scope ?? "").databaseValue,
+                    model.encode(entry.state).databaseValue,
+                ] + model.values(of: entry.state)
+            try statement.execute(arguments: StatementArguments(values))
+        }
     }
 }

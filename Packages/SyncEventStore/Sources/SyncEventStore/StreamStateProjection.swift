@@ -1,11 +1,13 @@
+import Dispatch
 import Foundation
 import GRDB
 import SyncStorage
 
-/// A projection of one row per stream, each holding the stream's state as a `StreamStateModel` folds it:
-/// what a domain of CRDT records (notes, tasks, documents) needs, with every optimisation of the store's
-/// long pulls. A domain writes its state, its events and its columns; this gives it:
-/// - a **working set**: a batch of events loads each touched stream once, applies its events in memory and
+/// A projection of one row per record, each holding the record's state as a `StreamStateModel` folds it
+/// from the record's stream: what a domain of CRDT records (notes, tasks, documents) needs, with every
+/// optimisation of the store's long pulls. A domain writes its state, its events and its columns; this gives
+/// it:
+/// - a **working set**: a batch of events loads each touched record once, applies its events in memory and
 ///   writes its row once;
 /// - a **cache** of decoded states between transactions (`cachedStreams`), so that consecutive pages do not
 ///   decode the same states again;
@@ -16,63 +18,43 @@ import SyncStorage
 /// - **copy-on-write snapshots** (`StreamSnapshotProjection`): a row unchanged since the last snapshot is its
 ///   own snapshot; the first write to it copies it into `<table>_snapshot`, so the projection is held about
 ///   once, not twice, and a prune folds only the streams it deletes events of;
-/// - **stable purges**: once every replica has seen a stream's history, its state drops what no later event
-///   needs (`StreamStateModel.compactStable`) and retired streams go (`StreamStateModel.isRetired`).
+/// - **stable purges**: once every replica has seen a record's history, its state drops what no later event
+///   needs (`StreamStateModel.compactStable`) and retired records go (`StreamStateModel.retiredColumn`);
+/// - **parallel replays** for models that replay from the log's rows (`StreamStateReplayModel`).
 ///
-/// The table: `stream TEXT PRIMARY KEY, scope TEXT, retired INTEGER, state BLOB`, the model's columns, and
+/// The table: the key column (primary key), `scope`, `state` (the encoded state), the model's columns, and
 /// `changed` (whether the row differs from its snapshot).
 public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProjection {
+    public typealias Entry = StreamStateEntry<Model.Key, Model.State>
+
     public let model: Model
-    let cache: StreamStateCache<Model.State>
+    /// Threads long replays and large writes use; records are independent, so they are split by record.
+    public let workers: Int
+    let cache: StreamStateCache<Model.Key, Model.State>
+    let table: StreamStateTable
 
     public var name: String { model.name }
     public var version: Int { model.version }
-    /// States reach the same value in any order (the model's rule): log order is the cheapest to read.
+    /// States reach the same value in any order (the model's rule): log order is the cheapest to read, and
+    /// leaves a rebuilt record exactly as incremental application left it.
     public var replayOrder: ReplayOrder { .arrival }
 
-    /// - Parameter cachedStreams: decoded states kept between writes (0 turns the cache, and with it
-    ///   write-behind and folding in memory, off).
-    public init(_ model: Model, cachedStreams: Int = 20_000) {
+    /// - Parameters:
+    ///   - workers: threads for long replays and large writes; by default one per active processor, at
+    ///     most 8.
+    ///   - cachedStreams: decoded states kept between writes (0 turns the cache, and with it write-behind
+    ///     and folding in memory, off).
+    public init(
+        _ model: Model, workers: Int = ProcessInfo.processInfo.activeProcessorCount, cachedStreams: Int = 20_000
+    ) {
         self.model = model
+        self.workers = max(1, min(workers, 8))
         self.cache = StreamStateCache(capacity: cachedStreams)
+        self.table = StreamStateTable(model)
     }
 
-    var table: String { model.table }
-    var snapshotTable: String { model.table + "_snapshot" }
-    /// The columns of a row (in the table and its snapshot copy), in table order.
-    var columns: [String] { ["stream", "scope", "retired", "state"] + model.columns.map(\.name) }
-    var columnList: String { columns.joined(separator: ", ") }
-
     public func registerMigrations(into migrations: inout SchemaMigrations) {
-        let table = table
-        let snapshot = snapshotTable
-        let definitions = model.columns.map { ",\n    \($0.name) \($0.definition)" }.joined()
-        let columnList = columnList
-        let old = columns.map { "OLD." + $0 }.joined(separator: ", ")
-        migrations.register("\(name).v1", derivedTables: [table, snapshot]) { db in
-            for (name, extra) in [(table, ",\n    changed INTEGER NOT NULL DEFAULT 1"), (snapshot, "")] {
-                try db.execute(
-                    sql: """
-                        CREATE TABLE \(name) (
-                            stream TEXT PRIMARY KEY,
-                            scope TEXT NOT NULL,
-                            retired INTEGER NOT NULL DEFAULT 0,
-                            state BLOB NOT NULL\(definitions)\(extra)
-                        )
-                        """)
-            }
-            try db.execute(
-                sql: """
-                    CREATE INDEX \(table)_by_scope ON \(table) (scope, changed);
-                    CREATE TRIGGER \(table)_copy_on_update BEFORE UPDATE ON \(table)
-                    WHEN OLD.changed = 0 AND NEW.changed = 1 BEGIN
-                        INSERT OR REPLACE INTO \(snapshot) (\(columnList)) VALUES (\(old));
-                    END;
-                    CREATE TRIGGER \(table)_copy_on_delete BEFORE DELETE ON \(table) WHEN OLD.changed = 0 BEGIN
-                        INSERT OR REPLACE INTO \(snapshot) (\(columnList)) VALUES (\(old));
-                    END;
-                    """)
-        }
+        model.registerMigrations(table, into: &migrations)
     }
 
     public func apply(_ events: [StoredEvent], in db: Database) throws {
@@ -81,54 +63,65 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
         try set.load(for: events, self, db, cache: cache)
         try writeFolded(among: set, db)
         set.apply(events, model)
-        try set.save(self, db)
+        try save(set.entries, db)
         cache.store(set.entries)
     }
 
-    /// Writes, as their own snapshot, the streams of `set` that hold folded events in memory: before an event
+    /// Writes `entries` in key order, as changed rows or, `asSnapshot`, as rows that stay their own snapshot
+    /// (records holding only folded events since their snapshot); on `workers` threads when there are many.
+    func save(_ entries: [Entry], _ db: Database, asSnapshot: Bool = false, workers: Int = 1) throws {
+        guard !entries.isEmpty else { return }
+        for entry in entries { entry.rowIsSnapshot = asSnapshot }
+        try model.writeRows(
+            entries.sorted { $0.key < $1.key }, to: .table(changed: !asSnapshot), table: table,
+            workers: entries.count > 256 ? workers : 1, in: db)
+    }
+
+    /// Writes, as their own snapshot, the records of `set` that hold folded events in memory: before an event
     /// the log holds is applied to one, so that the snapshot its row's trigger copies holds them.
     func writeFolded(among set: WorkingSet, _ db: Database) throws {
         guard cache.holdsFolded else { return }
-        var folded = WorkingSet()
-        for entry in set.entries where cache.isFolded(entry.stream) { folded.add(entry) }
-        guard !folded.entries.isEmpty else { return }
-        try folded.save(self, db, asSnapshot: true)
-        cache.markFoldedWritten(folded.entries)
+        let folded = set.entries.filter { cache.isFolded($0.key) }
+        guard !folded.isEmpty else { return }
+        try save(folded, db, asSnapshot: true)
+        cache.markFoldedWritten(folded)
     }
 
     // MARK: - Folding on arrival
 
-    /// Streams whose row is their own snapshot (`changed = 0`) or that have none, and that hold no buffered
+    /// Records whose row is their own snapshot (`changed = 0`) or that have none, and that hold no buffered
     /// event the log holds; streams that are not the model's have nothing here.
     public func foldable(_ streams: Set<String>, in db: Database) throws -> Set<String> {
         try cache.begin(db)
         var foldable: Set<String> = []
-        var unknown: [String] = []
+        var unknown: [String: String] = [:]
         for stream in streams {
-            guard model.handles(stream: stream) else {
+            guard let key = model.key(ofStream: stream) else {
                 foldable.insert(stream)
                 continue
             }
-            switch cache.rowState(stream) {
+            switch cache.rowState(key) {
             case .buffered, .changed: continue
             case .snapshot: foldable.insert(stream)
-            case .unknown: unknown.append(stream)
+            case .unknown: unknown[key.description] = stream
             }
         }
-        for slice in unknown.chunked(500) {
+        for slice in Array(unknown.keys).chunked(500) {
             var changed: Set<String> = []
             let rows = try String.fetchCursor(
                 db,
-                sql:
-                    "SELECT stream FROM \(table) WHERE changed = 1 AND stream IN (\(databaseQuestionMarks(count: slice.count)))",
+                sql: """
+                    SELECT \(table.keyColumn) FROM \(table.name)
+                    WHERE changed = 1 AND \(table.keyColumn) IN (\(databaseQuestionMarks(count: slice.count)))
+                    """,
                 arguments: StatementArguments(slice))
-            while let stream = try rows.next() { changed.insert(stream) }
-            for stream in slice where !changed.contains(stream) { foldable.insert(stream) }
+            while let key = try rows.next() { changed.insert(key) }
+            for key in slice where !changed.contains(key) { foldable.insert(unknown[key]!) }
         }
         return foldable
     }
 
-    /// Applies folded events to the streams' state, which stays their snapshot: held in memory when
+    /// Applies folded events to the records' state, which stays their snapshot: held in memory when
     /// `deferSaves` and the cache has room, written at once (`changed = 0`) otherwise.
     public func applyFolded(_ events: [StoredEvent], deferSaves: Bool, in db: Database) throws -> Bool {
         try cache.begin(db)
@@ -136,7 +129,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
         try set.load(for: events, self, db, cache: cache)
         set.apply(events, model)
         if deferSaves, cache.markFolded(set.entries) { return true }
-        try set.save(self, db, asSnapshot: true)
+        try save(set.entries, db, asSnapshot: true, workers: workers)
         cache.markFoldedWritten(set.entries)
         return false
     }
@@ -148,13 +141,21 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     public func clearFoldedLoss() { cache.clearFoldedLoss() }
 
     public func snapshotStreams(scope: String, in db: Database) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT stream FROM \(table) WHERE scope = ? AND changed = 0", arguments: [scope])
+        var streams: [String] = []
+        let keys = try String.fetchCursor(
+            db, sql: "SELECT \(table.keyColumn) FROM \(table.name) WHERE scope = ? AND changed = 0",
+            arguments: [scope])
+        while let text = try keys.next() {
+            if let key = Model.Key(text) { streams.append(model.stream(of: key)) }
+        }
+        return streams
     }
 
     // MARK: - Write-behind
 
-    /// Applies a page to the cached states and marks them to be written later. Past `cachedStreams`
-    /// buffered states, the page's states are written at once instead.
+    /// Applies a page to the cached states and marks them to be written later: a long pull then encodes and
+    /// writes each record once per flush instead of once per page. Past `cachedStreams` buffered states, the
+    /// page's records are written at once instead.
     public func buffer(
         _ events: [StoredEvent], after position: Int64, through last: Int64, checkpoint: Int64, in db: Database
     ) throws -> Bool {
@@ -169,7 +170,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
         try writeFolded(among: set, db)
         set.apply(events, model)
         if !cache.markDirty(set.entries, through: last) {
-            try set.save(self, db)
+            try save(set.entries, db)
             cache.markClean(set.entries, through: last)
         }
         return true
@@ -177,20 +178,19 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
 
     public var bufferedThrough: Int64? { cache.bufferedThrough }
 
-    /// Buffered states first, then states holding folded events (written as their own snapshot), `limit` in
-    /// all.
+    /// Buffered records first, then records holding folded events (written as their own snapshot), `limit`
+    /// in all.
     public func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush {
         try cache.begin(db)
-        var dirty = WorkingSet()
-        for entry in cache.dirtyEntries(among: streams, limit: limit) { dirty.add(entry) }
-        try dirty.save(self, db)
-        let held = cache.markClean(dirty.entries, through: nil)
-        var folded = WorkingSet()
-        for entry in cache.foldedEntries(among: streams, limit: limit - dirty.entries.count) { folded.add(entry) }
-        try folded.save(self, db, asSnapshot: true)
-        cache.markFoldedWritten(folded.entries)
+        let keys = streams.map { Set($0.compactMap(model.key(ofStream:))) }
+        let dirty = cache.dirtyEntries(among: keys, limit: limit)
+        try save(dirty, db, workers: workers)
+        let held = cache.markClean(dirty, through: nil)
+        let folded = cache.foldedEntries(among: keys, limit: limit - dirty.count)
+        try save(folded, db, asSnapshot: true, workers: workers)
+        cache.markFoldedWritten(folded)
         return ProjectionFlush(
-            streams: Set(dirty.entries.map(\.stream) + folded.entries.map(\.stream)), heldThrough: held)
+            streams: Set((dirty + folded).map { model.stream(of: $0.key) }), heldThrough: held)
     }
 
     /// Keeps every touched state in memory for the whole replay and saves each once at the end.
@@ -203,41 +203,44 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
             try set.load(for: events, self, db)
             set.apply(events, model)
         }
-        try set.save(self, db)
+        try save(set.entries, db, workers: workers)
     }
 
     // MARK: - Snapshots
 
-    /// Rows changed since the snapshot go; the copies of their snapshot state come back (a stream absent from
+    /// Rows changed since the snapshot go; the copies of their snapshot state come back (a record absent from
     /// the snapshot has none, and stays gone); unchanged rows are their own snapshot and stay.
     public func restoreSnapshot(streams: Set<String>?, in db: Database) throws {
         cache.clear()
-        let slices: [[String]?] = streams.map { Array($0).chunked(500).map(Optional.some) } ?? [nil]
+        let key = table.keyColumn
+        var slices: [[String]?] = [nil]
+        if let streams {
+            slices = streams.compactMap { model.key(ofStream: $0)?.description }.chunked(500).map(Optional.some)
+        }
         for slice in slices {
             var filter = ""
             var arguments = StatementArguments()
             if let slice {
-                guard !slice.isEmpty else { continue }
-                filter = " AND stream IN (\(databaseQuestionMarks(count: slice.count)))"
+                filter = " AND \(key) IN (\(databaseQuestionMarks(count: slice.count)))"
                 arguments = StatementArguments(slice)
             }
-            try db.execute(sql: "DELETE FROM \(table) WHERE changed = 1\(filter)", arguments: arguments)
+            try db.execute(sql: "DELETE FROM \(table.name) WHERE changed = 1\(filter)", arguments: arguments)
             try db.execute(
                 sql: """
-                    INSERT INTO \(table) (\(columnList), changed) SELECT \(columnList), 0 FROM \(snapshotTable)
-                    WHERE 1\(filter)
+                    INSERT INTO \(table.name) (\(table.columnList), changed)
+                    SELECT \(table.columnList), 0 FROM \(table.snapshot) WHERE 1\(filter)
                     """, arguments: arguments)
-            try db.execute(sql: "DELETE FROM \(snapshotTable) WHERE 1\(filter)", arguments: arguments)
+            try db.execute(sql: "DELETE FROM \(table.snapshot) WHERE 1\(filter)", arguments: arguments)
         }
     }
 
     /// Every row becomes its own snapshot: nothing is copied until a row changes again.
     public func saveSnapshot(in db: Database) throws {
-        try db.execute(sql: "DELETE FROM \(snapshotTable)")
-        try db.execute(sql: "UPDATE \(table) SET changed = 0 WHERE changed = 1")
+        try db.execute(sql: "DELETE FROM \(table.snapshot)")
+        try db.execute(sql: "UPDATE \(table.name) SET changed = 0 WHERE changed = 1")
     }
 
-    /// A stable fold purges: retired streams go, and every other state is compacted
+    /// A stable fold purges: retired records go, and every other state is compacted
     /// (`StreamStateModel.compactStable`); what the rows show does not change.
     public func saveSnapshot(in db: Database, stable: Bool) throws {
         if stable {
@@ -248,96 +251,126 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     }
 
     /// The rows of `streams` become their own snapshot (their copies go); a stable fold first purges them as
-    /// `saveSnapshot(in:stable:)` does. Other streams' snapshots stay as they were.
+    /// `saveSnapshot(in:stable:)` does. Other records' snapshots stay as they were.
     public func saveSnapshot(streams: Set<String>, stable: Bool, in db: Database) throws {
         cache.clear()
-        for slice in streams.filter(model.handles(stream:)).sorted().chunked(500) {
-            let filter = " AND stream IN (\(databaseQuestionMarks(count: slice.count)))"
+        for slice in streams.compactMap({ model.key(ofStream: $0)?.description }).chunked(500) {
+            let filter = " AND \(table.keyColumn) IN (\(databaseQuestionMarks(count: slice.count)))"
             let arguments = StatementArguments(slice)
             if stable { try purgeStable(filter: filter, arguments, db) }
-            try db.execute(sql: "DELETE FROM \(snapshotTable) WHERE 1\(filter)", arguments: arguments)
-            try db.execute(sql: "UPDATE \(table) SET changed = 0 WHERE changed = 1\(filter)", arguments: arguments)
+            try db.execute(sql: "DELETE FROM \(table.snapshot) WHERE 1\(filter)", arguments: arguments)
+            try db.execute(
+                sql: "UPDATE \(table.name) SET changed = 0 WHERE changed = 1\(filter)", arguments: arguments)
         }
     }
 
-    /// The snapshot state of each stream of `streams` (its copy, or its row when unchanged since the
+    /// The snapshot state of each record of `streams` (its copy, or its row when unchanged since the
     /// snapshot, or none) takes `events`; the row is marked changed, so that it keeps its current state and
-    /// a restore returns to the new copy. A stable fold compacts the copy, and drops it when the stream is
-    /// retired.
+    /// a restore returns to the new copy. A stable fold compacts the copy (a retired record has none), and
+    /// the row of what the folded history no longer needs (`compactStable(_:through:)`).
     public func foldIntoSnapshot(_ events: [StoredEvent], streams: Set<String>, stable: Bool, in db: Database) throws {
-        let streams = streams.filter(model.handles(stream:)).sorted()
-        guard !streams.isEmpty else { return }
-        cache.clear()
-        let copy = try db.cachedStatement(sql: "SELECT scope, state FROM \(snapshotTable) WHERE stream = ?")
-        let row = try db.cachedStatement(sql: "SELECT scope, state FROM \(table) WHERE stream = ? AND changed = 0")
+        let keys = streams.compactMap(model.key(ofStream:)).sorted()
+        guard !keys.isEmpty else { return }
+        let key = table.keyColumn
+        let copy = try db.cachedStatement(sql: "SELECT scope, state FROM \(table.snapshot) WHERE \(key) = ?")
+        let row = try db.cachedStatement(
+            sql: "SELECT scope, state FROM \(table.name) WHERE \(key) = ? AND changed = 0")
         let markChanged = try db.cachedStatement(
-            sql: "UPDATE \(table) SET changed = 1 WHERE stream = ? AND changed = 0")
-        let dropCopy = try db.cachedStatement(sql: "DELETE FROM \(snapshotTable) WHERE stream = ?")
+            sql: "UPDATE \(table.name) SET changed = 1 WHERE \(key) = ? AND changed = 0")
+        let dropCopy = try db.cachedStatement(sql: "DELETE FROM \(table.snapshot) WHERE \(key) = ?")
         var set = WorkingSet()
-        for stream in streams {
-            let entry = StreamStateEntry(stream: stream, scope: nil, state: model.initialState())
-            if let stored = try Row.fetchOne(copy, arguments: [stream]) ?? Row.fetchOne(row, arguments: [stream]) {
+        for recordKey in keys {
+            let entry = Entry(key: recordKey, scope: nil, state: model.initialState())
+            let text = recordKey.description
+            if let stored = try Row.fetchOne(copy, arguments: [text]) ?? Row.fetchOne(row, arguments: [text]) {
                 entry.scope = stored[0]
-                entry.state = try model.decode(stored[1])
+                entry.state = try decode(stored, 1)
             }
             set.add(entry)
         }
         set.apply(events, model)
-        let insert = try db.cachedStatement(
-            sql: "INSERT OR REPLACE INTO \(snapshotTable) (\(columnList)) VALUES (\(placeholders))")
+        let current = try db.cachedStatement(sql: "SELECT state FROM \(table.name) WHERE \(key) = ?")
+        let compact = try db.cachedStatement(sql: "UPDATE \(table.name) SET state = ? WHERE \(key) = ?")
         for entry in set.entries {
+            let text = entry.key.description
             // The row's copy-on-write trigger copies the old snapshot state first; the new one replaces it.
-            try markChanged.execute(arguments: [entry.stream])
+            try markChanged.execute(arguments: [text])
             if stable {
+                // The row drops what the fold drops too, keeping what its later events need: what it shows
+                // does not change.
+                if let stored = try Row.fetchOne(current, arguments: [text]) {
+                    var state = try decode(stored, 0)
+                    if model.compactStable(&state, through: entry.state) {
+                        try compact.execute(arguments: [model.encode(state), text])
+                        cache.clear()
+                    }
+                }
                 _ = model.compactStable(&entry.state)
                 if model.isRetired(entry.state) {
-                    try dropCopy.execute(arguments: [entry.stream])
+                    try dropCopy.execute(arguments: [text])
                     continue
                 }
             }
-            guard let scope = entry.scope else {
-                // No event of the stream folded: nothing to keep.
-                try dropCopy.execute(arguments: [entry.stream])
+            guard entry.scope != nil else {
+                // No event of the record folded (none is the model's): nothing to keep.
+                try dropCopy.execute(arguments: [text])
                 continue
             }
-            try insert.execute(arguments: StatementArguments(rowValues(of: entry, scope: scope)))
+            try model.writeRows([entry], to: .snapshot, table: table, workers: 1, in: db)
         }
     }
 
-    /// Deletes the retired streams among those `filter` selects (` AND …`), and compacts the others' states
+    /// Deletes the retired records among those `filter` selects (` AND …`), and compacts the others' states
     /// (`StreamStateModel.compactStable`).
     func purgeStable(filter: String, _ arguments: StatementArguments, _ db: Database) throws {
-        try db.execute(sql: "DELETE FROM \(table) WHERE retired = 1\(filter)", arguments: arguments)
+        if let retired = model.retiredColumn {
+            try db.execute(sql: "DELETE FROM \(table.name) WHERE \(retired) = 1\(filter)", arguments: arguments)
+        }
         let rows = try Row.fetchCursor(
-            db, sql: "SELECT stream, scope, state, changed FROM \(table) WHERE 1\(filter)", arguments: arguments)
-        var compacted: [StreamStateEntry<Model.State>] = []
+            db, sql: "SELECT \(table.keyColumn), state FROM \(table.name) WHERE 1\(filter)", arguments: arguments)
+        var compacted: [(String, Data)] = []
         while let row = try rows.next() {
-            var state = try model.decode(row[2])
-            if model.compactStable(&state) {
-                compacted.append(StreamStateEntry(stream: row[0], scope: row[1], state: state))
-            }
+            var state = try decode(row, 1)
+            if model.compactStable(&state) { compacted.append((row[0], model.encode(state))) }
         }
-        // Written in place, `changed` as it was: a row that is its own snapshot stays one (its trigger fires
-        // only when `changed` goes from 0 to 1), compacted alike.
-        let assignments = columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")
-        let update = try db.cachedStatement(sql: "UPDATE \(table) SET \(assignments) WHERE stream = ?")
-        for entry in compacted {
-            let values = rowValues(of: entry, scope: entry.scope ?? "").dropFirst()
-            try update.execute(arguments: StatementArguments(Array(values) + [entry.stream.databaseValue]))
+        // Each compacted row moves to the end of the table (deleted, then inserted again with a new rowid)
+        // instead of shrinking in place: shrunk rows left a third of the pages they were on unused, while the
+        // pages a move empties go back to the file at the next incremental vacuum.
+        let all = table.columnList + ", changed"
+        let read = try db.cachedStatement(sql: "SELECT \(all) FROM \(table.name) WHERE \(table.keyColumn) = ?")
+        let delete = try db.cachedStatement(sql: "DELETE FROM \(table.name) WHERE \(table.keyColumn) = ?")
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO \(table.name) (\(all)) VALUES (\(databaseQuestionMarks(count: table.columns.count + 1)))")
+        for (key, state) in compacted {
+            guard let row = try Row.fetchOne(read, arguments: [key]) else { continue }
+            var values = Array(row.databaseValues)
+            values[2] = state.databaseValue
+            try delete.execute(arguments: [key])
+            try insert.execute(arguments: StatementArguments(values))
         }
     }
 
-    /// Retired streams: a stable fold purges them, and no event can follow an end every replica has seen.
+    /// Retired records: a stable fold purges them, and no event can follow an end every replica has seen.
     public func retiredStreams(in db: Database) throws -> Set<String> {
-        Set(try String.fetchAll(db, sql: "SELECT stream FROM \(table) WHERE retired = 1"))
+        guard let retired = model.retiredColumn else { return [] }
+        var streams: Set<String> = []
+        let keys = try String.fetchCursor(
+            db, sql: "SELECT \(table.keyColumn) FROM \(table.name) WHERE \(retired) = 1")
+        while let text = try keys.next() {
+            if let key = Model.Key(text) { streams.insert(model.stream(of: key)) }
+        }
+        return streams
     }
 
-    /// The retired streams among `streams`, each looked up by its key.
+    /// The retired records among `streams`, each looked up by its key.
     public func retiredStreams(among streams: Set<String>, in db: Database) throws -> Set<String> {
-        let retired = try db.cachedStatement(sql: "SELECT retired FROM \(table) WHERE stream = ?")
+        guard let retired = model.retiredColumn else { return [] }
+        let lookup = try db.cachedStatement(
+            sql: "SELECT \(retired) FROM \(table.name) WHERE \(table.keyColumn) = ?")
         var found: Set<String> = []
-        for stream in streams where model.handles(stream: stream) {
-            if try Bool.fetchOne(retired, arguments: [stream]) == true { found.insert(stream) }
+        for stream in streams {
+            guard let key = model.key(ofStream: stream) else { continue }
+            if try Bool.fetchOne(lookup, arguments: [key.description]) == true { found.insert(stream) }
         }
         return found
     }
@@ -345,112 +378,150 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     public func discardSnapshot(in db: Database) throws {
         cache.clear()
         // Marking rows changed copies them into the snapshot table first (the trigger); then none is kept.
-        try db.execute(sql: "UPDATE \(table) SET changed = 1 WHERE changed = 0")
-        try db.execute(sql: "DELETE FROM \(snapshotTable)")
+        try db.execute(sql: "UPDATE \(table.name) SET changed = 1 WHERE changed = 0")
+        try db.execute(sql: "DELETE FROM \(table.snapshot)")
     }
 
     // MARK: - Reading
 
-    /// The state of `stream`, or nil when no event of it was applied.
-    public func state(of stream: String, in db: Database) throws -> Model.State? {
-        guard let data = try Data.fetchOne(db, sql: "SELECT state FROM \(table) WHERE stream = ?", arguments: [stream])
+    /// The state of the record `key`, or nil when no event of it was applied.
+    public func state(of key: Model.Key, in db: Database) throws -> Model.State? {
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT state FROM \(table.name) WHERE \(table.keyColumn) = ?", arguments: [key.description])
         else { return nil }
-        return try model.decode(data)
+        return try decode(row, 0)
     }
 
-    // MARK: - Rows
-
-    var placeholders: String { databaseQuestionMarks(count: columns.count) }
-
-    /// A row's values, in `columns` order.
-    func rowValues(of entry: StreamStateEntry<Model.State>, scope: String) -> [DatabaseValue] {
-        [
-            entry.stream.databaseValue, scope.databaseValue, model.isRetired(entry.state).databaseValue,
-            model.encode(entry.state).databaseValue,
-        ] + model.values(of: entry.state)
+    /// The state in column `index` of `row`, decoded from SQLite's bytes in place.
+    func decode(_ row: Row, _ index: Int) throws -> Model.State {
+        try row.withUnsafeData(atIndex: index) { data in try model.decode(data ?? Data()) }
     }
 
-    /// The streams a batch of events touches, loaded once and saved once.
+    // MARK: - The working set
+
+    /// The records a batch of events touches, loaded once and saved once.
     struct WorkingSet {
-        typealias Entry = StreamStateEntry<Model.State>
-
         var entries: [Entry] = []
-        var slots: [String: Int] = [:]
+        var slots: [Model.Key: Int] = [:]
+        /// Whether the table held no row when first asked (a rebuild without snapshot): then no record needs
+        /// loading. Rows this working set saves come only at the end.
+        var tableEmpty: Bool?
 
-        mutating func add(_ entry: Entry) {
-            slots[entry.stream] = entries.count
+        @discardableResult
+        mutating func add(_ entry: Entry) -> Int {
+            slots[entry.key] = entries.count
             entries.append(entry)
+            return entries.count - 1
         }
 
-        /// Loads, in a few queries, the stored state of the streams `events` touch that are not loaded yet
+        /// Loads, in a few queries, the stored state of the records `events` touch that are not loaded yet
         /// (from `cache` when it holds them).
         mutating func load(
             for events: [StoredEvent], _ projection: StreamStateProjection, _ db: Database,
-            cache: StreamStateCache<Model.State>? = nil
+            cache: StreamStateCache<Model.Key, Model.State>? = nil
         ) throws {
-            var missing: [String] = []
-            var seen: Set<String> = []
-            for stored in events {
-                let stream = stored.event.stream
-                guard slots[stream] == nil, !seen.contains(stream), projection.model.handles(stream: stream)
-                else { continue }
-                if let cached = cache?.entry(stream) {
+            let model = projection.model
+            var missing: [String: Model.Key] = [:]
+            for stored in events where model.accepts(type: stored.event.type) {
+                guard let key = model.key(ofStream: stored.event.stream), slots[key] == nil else { continue }
+                let text = key.description
+                guard missing[text] == nil else { continue }
+                if let cached = cache?.entry(key) {
                     add(cached)
                 } else {
-                    seen.insert(stream)
-                    missing.append(stream)
+                    missing[text] = key
                 }
             }
+            guard !missing.isEmpty else { return }
+            let table = projection.table
             var loaded: [String: (scope: String, state: Model.State, changed: Bool)] = [:]
-            for slice in missing.chunked(500) {
+            for slice in Array(missing.keys).chunked(500) {
                 let rows = try Row.fetchCursor(
                     db,
                     sql: """
-                        SELECT stream, scope, state, changed FROM \(projection.table)
-                        WHERE stream IN (\(databaseQuestionMarks(count: slice.count)))
+                        SELECT \(table.keyColumn), scope, state, changed FROM \(table.name)
+                        WHERE \(table.keyColumn) IN (\(databaseQuestionMarks(count: slice.count)))
                         """,
                     arguments: StatementArguments(slice))
                 while let row = try rows.next() {
-                    loaded[row[0]] = (row[1], try projection.model.decode(row[2]), row[3])
+                    loaded[row[0]] = (row[1], try projection.decode(row, 2), row[3])
                 }
             }
-            for stream in missing {
-                let found = loaded[stream]
+            for (text, key) in missing {
+                let found = loaded[text]
                 add(
                     Entry(
-                        stream: stream, scope: found?.scope, state: found?.state ?? projection.model.initialState(),
+                        key: key, scope: found?.scope, state: found?.state ?? model.initialState(),
                         rowIsSnapshot: !(found?.changed ?? false)))
             }
         }
 
-        /// Applies events whose streams `load` loaded.
+        /// The slot of a replayed event's record, loading its stored state on first sight; nil for streams
+        /// that are not the model's.
+        mutating func slot(of event: ReplayedEvent, _ projection: StreamStateProjection, _ db: Database) throws
+            -> Int?
+        {
+            guard let key = projection.model.key(ofStreamBytes: event.streamBytes) else { return nil }
+            if let slot = slots[key] { return slot }
+            let entry = Entry(key: key, scope: event.scope, state: projection.model.initialState())
+            let table = projection.table
+            if tableEmpty == nil {
+                tableEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(table.name))") ?? false)
+            }
+            if tableEmpty == false,
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT scope, state FROM \(table.name) WHERE \(table.keyColumn) = ?"),
+                    arguments: [key.description])
+            {
+                entry.scope = row[0] as String? ?? entry.scope
+                entry.state = try projection.decode(row, 1)
+            }
+            return add(entry)
+        }
+
+        /// Applies events whose records `load` loaded.
         func apply(_ events: [StoredEvent], _ model: Model) {
-            for stored in events {
-                guard let slot = slots[stored.event.stream] else { continue }
+            for stored in events where model.accepts(type: stored.event.type) {
+                guard let key = model.key(ofStream: stored.event.stream), let slot = slots[key] else { continue }
                 let entry = entries[slot]
                 if entry.scope == nil { entry.scope = stored.event.scope.name }
                 model.apply(stored, to: &entry.state)
             }
         }
+    }
+}
 
-        /// Writes every row of the working set, in stream order. With `asSnapshot`, the rows stay their own
-        /// snapshot (`changed = 0`): for streams holding only folded events since their snapshot.
-        func save(_ projection: StreamStateProjection, _ db: Database, asSnapshot: Bool = false) throws {
-            guard !entries.isEmpty else { return }
-            let changed = asSnapshot ? 0 : 1
-            let updates = projection.columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
-            let upsert = try db.cachedStatement(
-                sql: """
-                    INSERT INTO \(projection.table) (\(projection.columnList), changed)
-                    VALUES (\(projection.placeholders), \(changed))
-                    ON CONFLICT (stream) DO UPDATE SET \(updates), changed = \(changed)
-                    """)
-            for entry in entries.sorted(by: { $0.stream < $1.stream }) {
-                entry.rowIsSnapshot = asSnapshot
-                guard let scope = entry.scope else { continue }
-                try upsert.execute(arguments: StatementArguments(projection.rowValues(of: entry, scope: scope)))
-            }
+extension StreamStateProjection: RowReplayingProjection where Model: StreamStateReplayModel {
+    /// Rebuilds and catch-up: every row's payload read from its bytes, each record loaded on first sight and
+    /// saved once at the end. Rows are gathered in batches that `workers` threads apply, split by record,
+    /// while this thread reads the next batch (`StreamStateReplayPipeline`).
+    public func replay(
+        _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database
+    ) throws {
+        cache.clear()
+        var set = WorkingSet()
+        let pipeline = StreamStateReplayPipeline<Model>(model: model, workers: workers)
+        defer {
+            // Batches refer to the entries without owning them: the working set must outlive every batch.
+            pipeline.finish()
+            withExtendedLifetime(set) {}
         }
+        var batch = pipeline.firstBatch()
+        try rows { event in
+            guard let kind = model.kind(ofType: event.typeBytes), let slot = try set.slot(of: event, self, db)
+            else { return }
+            batch.append(set.entries[slot], slot: slot, kind: kind, event)
+            if batch.isFull { batch = pipeline.submit(batch) }
+        }
+        _ = pipeline.submit(batch, last: true)
+        pipeline.finish()
+        try save(set.entries, db, workers: workers)
+        // Freeing thousands of states takes a while: another thread does it while this one commits. Nothing
+        // refers to the entries any more (the pipeline is finished, the rows are written).
+        nonisolated(unsafe) let retired = set
+        set = WorkingSet()
+        DispatchQueue.global().async { withExtendedLifetime(retired) {} }
     }
 }
 

@@ -7,7 +7,7 @@ import SyncModels
 /// (last writer wins by HLC), a counter (each `label.counted` event adds once, by its dot), tags (added
 /// only) and a delete that retires the label. Its state is a CRDT: any order of the same events, and any
 /// repetition, gives the same state.
-public struct LabelModel: StreamStateModel {
+public struct LabelModel: StreamStateReplayModel {
     public struct State: Sendable, Hashable, Codable {
         public var name = ""
         /// The HLC of the assignment `name` holds.
@@ -34,24 +34,52 @@ public struct LabelModel: StreamStateModel {
             StreamStateColumn("name", "TEXT NOT NULL DEFAULT ''"),
             StreamStateColumn("count", "INTEGER NOT NULL DEFAULT 0"),
             StreamStateColumn("tags", "TEXT NOT NULL DEFAULT '[]'"),
+            StreamStateColumn("deleted", "INTEGER NOT NULL DEFAULT 0"),
         ]
     }
+    public var retiredColumn: String? { "deleted" }
 
-    public func handles(stream: String) -> Bool { stream.hasPrefix("label:") }
+    /// A label's key is its stream's name.
+    public func key(ofStream stream: String) -> String? { stream.hasPrefix("label:") ? stream : nil }
+
+    public func stream(of key: String) -> String { key }
 
     public func initialState() -> State { State() }
 
     public func apply(_ event: StoredEvent, to state: inout State) {
-        let payload = event.event.payload
-        switch event.event.type {
+        Self.apply(type: event.event.type, event.event.payload, hlc: event.event.hlc, dot: event.event.dot, to: &state)
+    }
+
+    /// A replay's events, by type.
+    public enum Kind: Sendable {
+        case named, counted, tagged, deleted
+    }
+
+    public func kind(ofType type: UnsafeRawBufferPointer) -> Kind? {
+        switch String(decoding: type, as: UTF8.self) {
+        case "label.named": .named
+        case "label.counted": .counted
+        case "label.tagged": .tagged
+        case "label.deleted": .deleted
+        default: nil
+        }
+    }
+
+    public func apply(_ kind: Kind, payload: UnsafeRawBufferPointer, hlc: HLCTimestamp, dot: Dot, to state: inout State)
+    {
+        let type = "label.\(kind)"
+        Self.apply(type: type, (try? JSONValue(parsing: payload)) ?? .object([:]), hlc: hlc, dot: dot, to: &state)
+    }
+
+    static func apply(type: String, _ payload: JSONValue, hlc: HLCTimestamp, dot: Dot, to state: inout State) {
+        switch type {
         case "label.named":
-            let hlc = event.event.hlc
             if hlc > state.named, let name = payload["name"]?.stringValue {
                 state.name = name
                 state.named = hlc
             }
         case "label.counted":
-            state.counts[event.event.dot.description] = payload["by"]?.intValue ?? 1
+            state.counts[dot.description] = payload["by"]?.intValue ?? 1
         case "label.tagged":
             if let tag = payload["tag"]?.stringValue { state.tags.insert(tag) }
         case "label.deleted":
@@ -87,7 +115,10 @@ public struct LabelModel: StreamStateModel {
 
     public func values(of state: State) -> [DatabaseValue] {
         let tags = (try? JSONEncoder().encode(state.tags.sorted())).map { String(decoding: $0, as: UTF8.self) }
-        return [state.name.databaseValue, state.count.databaseValue, (tags ?? "[]").databaseValue]
+        return [
+            state.name.databaseValue, state.count.databaseValue, (tags ?? "[]").databaseValue,
+            state.deleted.databaseValue,
+        ]
     }
 
     /// Counts every replica has seen are added into `base`: their dots are no longer needed.
@@ -100,12 +131,12 @@ public struct LabelModel: StreamStateModel {
 
     public func isRetired(_ state: State) -> Bool { state.deleted }
 
-    /// The rows of `table` (stream, scope, retired, state and the read columns), as text, in stream order:
+    /// The rows of `table` (stream, scope, state and the read columns), as text, in stream order:
     /// what two stores that hold the same labels show alike, byte for byte.
     public static func rows(_ store: EventStore, table: String = "labels") async throws -> [String] {
         try await store.database.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT stream, scope, retired, hex(state), name, count, tags FROM \(table) ORDER BY stream"
+                db, sql: "SELECT stream, scope, hex(state), name, count, tags, deleted FROM \(table) ORDER BY stream"
             ).map { $0.description }
         }
     }

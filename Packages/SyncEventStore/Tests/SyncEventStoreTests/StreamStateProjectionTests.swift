@@ -12,10 +12,12 @@ import Testing
 @Suite struct StreamStateProjectionTests {
     struct InjectedFault: Error {}
 
-    static func open(_ directory: TemporaryDirectory, _ name: String, cached: Int = 20_000) throws -> EventStore {
+    static func open(_ directory: TemporaryDirectory, _ name: String, cached: Int = 20_000, workers: Int = 2) throws
+        -> EventStore
+    {
         try EventStore(
             path: directory.path("\(name).sqlite"),
-            projections: [StreamStateProjection(LabelModel(), cachedStreams: cached)])
+            projections: [StreamStateProjection(LabelModel(), workers: workers, cachedStreams: cached)])
     }
 
     /// The table with `changed`, then the snapshot copies: everything the projection stores.
@@ -109,6 +111,12 @@ import Testing
         _ = local
         try await store.rebuildAll()
         #expect(try await LabelModel.rows(store) == incremental)
+        // Replayed from the log's rows on one thread and on several, split by record: the same rows.
+        for workers in [1, 4] {
+            let copy = try Self.open(directory, "a", workers: workers)
+            try await copy.rebuildAll()
+            #expect(try await LabelModel.rows(copy) == incremental)
+        }
     }
 
     /// A crash at every step of a page's transaction (and a rollback there, with the same process going on)
