@@ -20,6 +20,7 @@ import Synchronization
 /// Emptying it loses buffered states, never their events: the projection's checkpoint is still where the
 /// rows hold everything, and the store catches the rows up from there. Folded states dropped unwritten are a
 /// loss the store is told of (`foldedLoss`): the log does not hold their events.
+@usableFromInline
 final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Sendable>: Sendable {
     typealias Entry = StreamStateEntry<Key, State>
 
@@ -150,6 +151,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         }
     }
 
+    @usableFromInline
     func clear() {
         storage.withLock { $0.empty() }
     }

@@ -91,6 +91,11 @@ public protocol StreamStateReplayModel: StreamStateModel {
     func kind(ofType type: UnsafeRawBufferPointer) -> Kind?
     /// Folds one replayed event into its record's state, as `apply(_:to:)` does with the decoded event.
     func apply(_ kind: Kind, payload: UnsafeRawBufferPointer, hlc: HLCTimestamp, dot: Dot, to state: inout State)
+    /// Replays the log's rows into `projection` (rebuilds, catch-up). Leave it to the default: declared
+    /// here so that the model's own module compiles the default's loop for the model's types.
+    func replay(
+        _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, projection: StreamStateProjection<Self>,
+        in db: Database) throws
 }
 
 extension StreamStateModel {
@@ -151,8 +156,9 @@ public final class StreamStateEntry<Key: Hashable & Sendable, State: Sendable>: 
     public var state: State
     /// Whether the record's row is its own snapshot (`changed = 0`) or it has none, as of the last load or
     /// write; nil when not known.
-    var rowIsSnapshot: Bool?
+    @usableFromInline var rowIsSnapshot: Bool?
 
+    @usableFromInline
     init(key: Key, scope: String?, state: State, rowIsSnapshot: Bool? = nil) {
         self.key = key
         self.scope = scope

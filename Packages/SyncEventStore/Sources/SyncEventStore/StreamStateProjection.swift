@@ -30,8 +30,8 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     public let model: Model
     /// Threads long replays and large writes use; records are independent, so they are split by record.
     public let workers: Int
-    let cache: StreamStateCache<Model.Key, Model.State>
-    let table: StreamStateTable
+    @usableFromInline let cache: StreamStateCache<Model.Key, Model.State>
+    @usableFromInline let table: StreamStateTable
 
     public var name: String { model.name }
     public var version: Int { model.version }
@@ -69,6 +69,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
 
     /// Writes `entries` in key order, as changed rows or, `asSnapshot`, as rows that stay their own snapshot
     /// (records holding only folded events since their snapshot); on `workers` threads when there are many.
+    @usableFromInline
     func save(_ entries: [Entry], _ db: Database, asSnapshot: Bool = false, workers: Int = 1) throws {
         guard !entries.isEmpty else { return }
         for entry in entries { entry.rowIsSnapshot = asSnapshot }
@@ -394,6 +395,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     }
 
     /// The state in column `index` of `row`, decoded from SQLite's bytes in place.
+    @inlinable
     func decode(_ row: Row, _ index: Int) throws -> Model.State {
         try row.withUnsafeData(atIndex: index) { data in try model.decode(data ?? Data()) }
     }
@@ -401,14 +403,18 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     // MARK: - The working set
 
     /// The records a batch of events touches, loaded once and saved once.
+    @usableFromInline
     struct WorkingSet {
-        var entries: [Entry] = []
-        var slots: [Model.Key: Int] = [:]
+        @usableFromInline var entries: [Entry] = []
+        @usableFromInline var slots: [Model.Key: Int] = [:]
         /// Whether the table held no row when first asked (a rebuild without snapshot): then no record needs
         /// loading. Rows this working set saves come only at the end.
-        var tableEmpty: Bool?
+        @usableFromInline var tableEmpty: Bool?
 
-        @discardableResult
+        @inlinable
+        init() {}
+
+        @inlinable @discardableResult
         mutating func add(_ entry: Entry) -> Int {
             slots[entry.key] = entries.count
             entries.append(entry)
@@ -459,6 +465,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
 
         /// The slot of a replayed event's record, loading its stored state on first sight; nil for streams
         /// that are not the model's.
+        @inlinable
         mutating func slot(of event: ReplayedEvent, _ projection: StreamStateProjection, _ db: Database) throws
             -> Int?
         {
@@ -493,15 +500,27 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
 }
 
 extension StreamStateProjection: RowReplayingProjection where Model: StreamStateReplayModel {
-    /// Rebuilds and catch-up: every row's payload read from its bytes, each record loaded on first sight and
-    /// saved once at the end. Rows are gathered in batches that `workers` threads apply, split by record,
-    /// while this thread reads the next batch (`StreamStateReplayPipeline`).
+    /// Rebuilds and catch-up: the model's `replay(_:projection:in:)`, which its own module compiles for its
+    /// own types (the default is inlinable): a replay's loop runs once per event of the log.
     public func replay(
         _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database
     ) throws {
-        cache.clear()
-        var set = WorkingSet()
-        let pipeline = StreamStateReplayPipeline<Model>(model: model, workers: workers)
+        try model.replay(rows, projection: self, in: db)
+    }
+}
+
+extension StreamStateReplayModel {
+    /// Every row's payload read from its bytes, each record loaded on first sight and saved once at the end.
+    /// Rows are gathered in batches that `workers` threads apply, split by record, while this thread reads
+    /// the next batch (`StreamStateReplayPipeline`).
+    @inlinable
+    public func replay(
+        _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, projection: StreamStateProjection<Self>,
+        in db: Database
+    ) throws {
+        projection.cache.clear()
+        var set = StreamStateProjection<Self>.WorkingSet()
+        let pipeline = StreamStateReplayPipeline<Self>(model: self, workers: projection.workers)
         defer {
             // Batches refer to the entries without owning them: the working set must outlive every batch.
             pipeline.finish()
@@ -509,18 +528,18 @@ extension StreamStateProjection: RowReplayingProjection where Model: StreamState
         }
         var batch = pipeline.firstBatch()
         try rows { event in
-            guard let kind = model.kind(ofType: event.typeBytes), let slot = try set.slot(of: event, self, db)
+            guard let kind = kind(ofType: event.typeBytes), let slot = try set.slot(of: event, projection, db)
             else { return }
             batch.append(set.entries[slot], slot: slot, kind: kind, event)
             if batch.isFull { batch = pipeline.submit(batch) }
         }
         _ = pipeline.submit(batch, last: true)
         pipeline.finish()
-        try save(set.entries, db, workers: workers)
+        try projection.save(set.entries, db, workers: projection.workers)
         // Freeing thousands of states takes a while: another thread does it while this one commits. Nothing
         // refers to the entries any more (the pipeline is finished, the rows are written).
         nonisolated(unsafe) let retired = set
-        set = WorkingSet()
+        set = StreamStateProjection<Self>.WorkingSet()
         DispatchQueue.global().async { withExtendedLifetime(retired) {} }
     }
 }

@@ -13,31 +13,49 @@ import SyncModels
 /// thread that filled the batch does not touch it, nor the state of any entry in it, until
 /// `StreamStateReplayPipeline` has waited for every worker to finish, and (3) the batch's own arrays are only
 /// read by the workers.
+@usableFromInline
 struct StreamStateReplayBatch<Model: StreamStateReplayModel>: @unchecked Sendable {
+    @usableFromInline
     struct Entry {
         /// Not retained (a retain and a release per event, on two threads, showed in profiles): the working
         /// set that made the batch owns every entry and outlives it (`StreamStateProjection.replay` finishes
         /// the pipeline before the working set goes).
-        unowned(unsafe) var entry: StreamStateEntry<Model.Key, Model.State>
-        var slot: Int
-        var kind: Model.Kind
-        var hlc: HLCTimestamp
-        var dot: Dot
-        var payloadStart: Int
-        var payloadCount: Int
+        @usableFromInline unowned(unsafe) var entry: StreamStateEntry<Model.Key, Model.State>
+        @usableFromInline var slot: Int
+        @usableFromInline var kind: Model.Kind
+        @usableFromInline var hlc: HLCTimestamp
+        @usableFromInline var dot: Dot
+        @usableFromInline var payloadStart: Int
+        @usableFromInline var payloadCount: Int
+
+        @inlinable
+        init(
+            entry: StreamStateEntry<Model.Key, Model.State>, slot: Int, kind: Model.Kind, hlc: HLCTimestamp,
+            dot: Dot, payloadStart: Int, payloadCount: Int
+        ) {
+            self.entry = entry
+            self.slot = slot
+            self.kind = kind
+            self.hlc = hlc
+            self.dot = dot
+            self.payloadStart = payloadStart
+            self.payloadCount = payloadCount
+        }
     }
 
     /// Events per batch, at most, before it is applied. Large, so that a record has several events in a batch
     /// to apply together (65,536 measured 12% faster than 8,192 on a 1M-event rebuild); two batches, about
     /// 15 MB each, are alive at a time.
+    @inlinable
     static var maximumCapacity: Int { 65536 }
 
-    private(set) var entries: [Entry] = []
-    private var payloads: [UInt8] = []
+    @usableFromInline var entries: [Entry] = []
+    @usableFromInline var payloads: [UInt8] = []
     /// Events this batch takes before it is applied (`StreamStateReplayPipeline` starts small and grows it).
-    var capacity: Int
-    let model: Model
+    @usableFromInline var capacity: Int
+    @usableFromInline let model: Model
 
+    @inlinable
     init(model: Model, capacity: Int = Self.maximumCapacity) {
         self.model = model
         self.capacity = capacity
@@ -46,9 +64,12 @@ struct StreamStateReplayBatch<Model: StreamStateReplayModel>: @unchecked Sendabl
         payloads.reserveCapacity(min(capacity, 1024) * 128)
     }
 
+    @inlinable
     var count: Int { entries.count }
+    @inlinable
     var isFull: Bool { entries.count >= capacity }
 
+    @inlinable
     mutating func append(
         _ entry: StreamStateEntry<Model.Key, Model.State>, slot: Int, kind: Model.Kind, _ event: ReplayedEvent
     ) {
@@ -59,6 +80,7 @@ struct StreamStateReplayBatch<Model: StreamStateReplayModel>: @unchecked Sendabl
         payloads.append(contentsOf: event.payload)
     }
 
+    @inlinable
     mutating func removeAll() {
         entries.removeAll(keepingCapacity: true)
         payloads.removeAll(keepingCapacity: true)
@@ -68,6 +90,7 @@ struct StreamStateReplayBatch<Model: StreamStateReplayModel>: @unchecked Sendabl
     /// events in batch order, all of one record before the next. A state is often many separate allocations,
     /// and events of random records in a row miss the cache on every one of them; a record's events together
     /// find it warm.
+    @inlinable
     func apply(worker: Int, of workers: Int) {
         // Slot in the high half, batch index in the low half: sorted, the keys group by record and keep each
         // record's order.
@@ -99,24 +122,28 @@ struct StreamStateReplayBatch<Model: StreamStateReplayModel>: @unchecked Sendabl
 /// at most about a fifth of any replay.
 ///
 /// Owned by one replaying thread; `finish()` must be called before the states are read or saved.
+@usableFromInline
 final class StreamStateReplayPipeline<Model: StreamStateReplayModel> {
-    typealias Batch = StreamStateReplayBatch<Model>
+    @usableFromInline typealias Batch = StreamStateReplayBatch<Model>
 
     /// Below this many events a batch is applied on the calling thread: waking workers costs more.
+    @inlinable
     static var parallelThreshold: Int { 1024 }
     /// Parts each batch is split into per worker thread.
+    @inlinable
     static var partsPerWorker: Int { 4 }
 
-    let model: Model
-    let workers: Int
-    private let group = DispatchGroup()
+    @usableFromInline let model: Model
+    @usableFromInline let workers: Int
+    @usableFromInline let group = DispatchGroup()
     /// The batch being applied in the background, kept to be reused once it is done.
-    private var inFlight: Batch?
+    @usableFromInline var inFlight: Batch?
     /// The capacity of the next batch.
-    private var nextCapacity: Int
+    @usableFromInline var nextCapacity: Int
     /// Events submitted so far.
-    private var submitted = 0
+    @usableFromInline var submitted = 0
 
+    @inlinable
     init(model: Model, workers: Int) {
         self.model = model
         self.workers = max(1, workers)
@@ -125,6 +152,7 @@ final class StreamStateReplayPipeline<Model: StreamStateReplayModel> {
     }
 
     /// The first batch to fill.
+    @inlinable
     func firstBatch() -> Batch {
         Batch(model: model, capacity: nextCapacity)
     }
@@ -132,11 +160,13 @@ final class StreamStateReplayPipeline<Model: StreamStateReplayModel> {
     /// Batches smaller than this, while the log is still being read, are applied on one thread fewer than
     /// `workers`: the reading thread, which every batch waits for, keeps a core to itself. (Larger batches
     /// come once a replay is long, where applying is most of the work and takes every core.)
+    @inlinable
     static var sharedCoreThreshold: Int { 8192 }
 
     /// Waits for the batch in flight, then starts applying `batch` (in the background when it is large
     /// enough and there is more than one worker), and returns an empty batch to fill next. `last`: no batch
     /// follows (the reading is done).
+    @inlinable
     func submit(_ batch: Batch, last: Bool = false) -> Batch {
         group.wait()
         var spare = inFlight ?? Batch(model: model)
@@ -167,6 +197,7 @@ final class StreamStateReplayPipeline<Model: StreamStateReplayModel> {
     }
 
     /// Waits until every submitted batch is applied.
+    @inlinable
     func finish() {
         group.wait()
         inFlight = nil
