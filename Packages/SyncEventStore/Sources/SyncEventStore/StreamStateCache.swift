@@ -22,27 +22,33 @@ import Synchronization
 /// loss the store is told of (`foldedLoss`): the log does not hold their events.
 @usableFromInline
 final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Sendable>: Sendable {
-    typealias Entry = StreamStateEntry<Key, State>
+    @usableFromInline typealias Entry = StreamStateEntry<Key, State>
 
-    private struct Storage: @unchecked Sendable {
-        var dataVersion: Int64?
-        var entries: [Key: Entry] = [:]
+    @usableFromInline
+    struct Storage: @unchecked Sendable {
+        @usableFromInline var dataVersion: Int64?
+        @usableFromInline var entries: [Key: Entry] = [:]
         /// Streams whose rows are behind their state here.
-        var dirty: Set<Key> = []
+        @usableFromInline var dirty: Set<Key> = []
         /// The log position buffered states hold; nil when none is buffered.
-        var heldThrough: Int64?
+        @usableFromInline var heldThrough: Int64?
         /// Streams whose rows are behind their state here by folded events only: each row is its own
         /// snapshot and stays one when written.
-        var folded: Set<Key> = []
+        @usableFromInline var folded: Set<Key> = []
         /// Whether folded states were dropped unwritten since the store last dealt with it.
-        var foldedLost = false
+        @usableFromInline var foldedLost = false
 
+        @inlinable
+        init() {}
+
+        @inlinable
         mutating func dropClean(toFit capacity: Int) {
             guard entries.count > capacity else { return }
             entries = entries.filter { dirty.contains($0.key) || folded.contains($0.key) }
         }
 
         /// Empties the cache, keeping `dataVersion`; folded states dropped unwritten are a loss.
+        @inlinable
         mutating func empty() {
             let version = dataVersion
             let lost = foldedLost || !folded.isEmpty
@@ -64,8 +70,8 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         case unknown
     }
 
-    let capacity: Int
-    private let storage = Mutex(Storage())
+    @usableFromInline let capacity: Int
+    @usableFromInline let storage = Mutex(Storage())
 
     init(capacity: Int) {
         self.capacity = max(0, capacity)
@@ -74,6 +80,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     /// Called at the start of each apply, buffer and flush, inside the writer's transaction: drops everything
     /// if another connection committed since the cache was filled, and empties the cache if this transaction
     /// rolls back.
+    @inlinable
     func begin(_ db: Database) throws {
         guard capacity > 0 else { return }
         let version = try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0
@@ -86,12 +93,14 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         db.afterNextTransaction(onCommit: { _ in }, onRollback: { [weak self] _ in self?.clear() })
     }
 
+    @inlinable
     func entry(_ key: Key) -> Entry? {
         storage.withLock { $0.entries[key] }
     }
 
     /// Whether the states here and the rows together hold the log's state at `position`, the rows being at
     /// `checkpoint`.
+    @inlinable
     func holds(position: Int64, checkpoint: Int64) -> Bool {
         storage.withLock { $0.dirty.isEmpty ? checkpoint == position : $0.heldThrough == position }
     }
@@ -101,6 +110,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     }
 
     /// Keeps the states just saved.
+    @inlinable
     func store(_ entries: [Entry]) {
         guard capacity > 0 else { return }
         storage.withLock { storage in
@@ -112,6 +122,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
 
     /// Marks `entries`, which hold the log's state at `last`, as buffered; false, changing nothing, when that
     /// would buffer more than `capacity` states.
+    @inlinable
     func markDirty(_ entries: [Entry], through last: Int64) -> Bool {
         storage.withLock { storage in
             let added = entries.reduce(0) { $0 + (storage.dirty.contains($1.key) ? 0 : 1) }
@@ -128,7 +139,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
 
     /// Marks `entries`, just written, as clean; when `last` is given, the log position every state here
     /// holds now. Returns the position the rows hold in full when no buffered state remains.
-    @discardableResult
+    @discardableResult @inlinable
     func markClean(_ entries: [Entry], through last: Int64?) -> Int64? {
         storage.withLock { storage in
             if let last { storage.heldThrough = last }
@@ -143,15 +154,17 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         }
     }
 
-    /// Up to `limit` buffered states (those among `keys` when given), in key order.
-    func dirtyEntries(among keys: Set<Key>?, limit: Int) -> [Entry] {
+    /// The buffered states (those among `keys` when given), in no order: the caller, compiled for its
+    /// model, sorts them.
+    @inlinable
+    func dirtyEntries(among keys: Set<Key>?) -> [Entry] {
         storage.withLock { storage in
             let candidates = keys.map { $0.intersection(storage.dirty) } ?? storage.dirty
-            return candidates.sorted().prefix(max(0, limit)).compactMap { storage.entries[$0] }
+            return candidates.compactMap { storage.entries[$0] }
         }
     }
 
-    @usableFromInline
+    @inlinable
     func clear() {
         storage.withLock { $0.empty() }
     }
@@ -170,16 +183,19 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         }
     }
 
+    @inlinable
     var holdsFolded: Bool { storage.withLock { !$0.folded.isEmpty } }
 
     var foldedLoss: Bool { storage.withLock { $0.foldedLost } }
 
     func clearFoldedLoss() { storage.withLock { $0.foldedLost = false } }
 
+    @inlinable
     func isFolded(_ key: Key) -> Bool { storage.withLock { $0.folded.contains(key) } }
 
     /// Marks `entries` as holding folded events not written; false, changing nothing, when that would hold
     /// more than `capacity` states unwritten.
+    @inlinable
     func markFolded(_ entries: [Entry]) -> Bool {
         guard capacity > 0 else { return false }
         return storage.withLock { storage in
@@ -195,6 +211,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     }
 
     /// Marks `entries`, just written as their own snapshot, as clean.
+    @inlinable
     func markFoldedWritten(_ entries: [Entry]) {
         storage.withLock { storage in
             for entry in entries {
@@ -205,11 +222,12 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         }
     }
 
-    /// Up to `limit` states holding folded events (those among `keys` when given), in key order.
-    func foldedEntries(among keys: Set<Key>?, limit: Int) -> [Entry] {
+    /// The states holding folded events (those among `keys` when given), in no order.
+    @inlinable
+    func foldedEntries(among keys: Set<Key>?) -> [Entry] {
         storage.withLock { storage in
             let candidates = keys.map { $0.intersection(storage.folded) } ?? storage.folded
-            return candidates.sorted().prefix(max(0, limit)).compactMap { storage.entries[$0] }
+            return candidates.compactMap { storage.entries[$0] }
         }
     }
 }

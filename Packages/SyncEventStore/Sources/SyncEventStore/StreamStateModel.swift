@@ -80,6 +80,21 @@ public protocol StreamStateModel: Sendable {
     func writeRows(
         _ entries: [StreamStateEntry<Key, State>], to target: StreamStateRowTarget, table: StreamStateTable,
         workers: Int, in db: Database) throws
+
+    /// The projection's work on a page: applying it, buffering it, folding it, and writing what it buffered.
+    /// Leave them to the defaults:
+    /// they are declared here so that the model's own module compiles their per-event loops for the
+    /// model's types (unspecialized, generic code cost a long pull about a tenth more time).
+    func applyPage(_ events: [StoredEvent], projection: StreamStateProjection<Self>, in db: Database) throws
+    func bufferPage(
+        _ events: [StoredEvent], after position: Int64, through last: Int64, checkpoint: Int64,
+        projection: StreamStateProjection<Self>, in db: Database
+    ) throws -> Bool
+    func foldPage(
+        _ events: [StoredEvent], deferSaves: Bool, projection: StreamStateProjection<Self>, in db: Database
+    ) throws -> Bool
+    func flushPage(streams: Set<String>?, limit: Int, projection: StreamStateProjection<Self>, in db: Database)
+        throws -> ProjectionFlush
 }
 
 /// A model that replays straight from the log's rows (rebuilds, catch-up), without decoding events: the

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GRDB
+import SyncModels
 import SyncStorage
 
 /// A projection of one row per record, each holding the record's state as a `StreamStateModel` folds it
@@ -58,18 +59,12 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     }
 
     public func apply(_ events: [StoredEvent], in db: Database) throws {
-        try cache.begin(db)
-        var set = WorkingSet()
-        try set.load(for: events, self, db, cache: cache)
-        try writeFolded(among: set, db)
-        set.apply(events, model)
-        try save(set.entries, db)
-        cache.store(set.entries)
+        try model.applyPage(events, projection: self, in: db)
     }
 
     /// Writes `entries` in key order, as changed rows or, `asSnapshot`, as rows that stay their own snapshot
     /// (records holding only folded events since their snapshot); on `workers` threads when there are many.
-    @usableFromInline
+    @inlinable
     func save(_ entries: [Entry], _ db: Database, asSnapshot: Bool = false, workers: Int = 1) throws {
         guard !entries.isEmpty else { return }
         for entry in entries { entry.rowIsSnapshot = asSnapshot }
@@ -80,6 +75,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
 
     /// Writes, as their own snapshot, the records of `set` that hold folded events in memory: before an event
     /// the log holds is applied to one, so that the snapshot its row's trigger copies holds them.
+    @usableFromInline
     func writeFolded(among set: WorkingSet, _ db: Database) throws {
         guard cache.holdsFolded else { return }
         let folded = set.entries.filter { cache.isFolded($0.key) }
@@ -125,14 +121,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     /// Applies folded events to the records' state, which stays their snapshot: held in memory when
     /// `deferSaves` and the cache has room, written at once (`changed = 0`) otherwise.
     public func applyFolded(_ events: [StoredEvent], deferSaves: Bool, in db: Database) throws -> Bool {
-        try cache.begin(db)
-        var set = WorkingSet()
-        try set.load(for: events, self, db, cache: cache)
-        set.apply(events, model)
-        if deferSaves, cache.markFolded(set.entries) { return true }
-        try save(set.entries, db, asSnapshot: true, workers: workers)
-        cache.markFoldedWritten(set.entries)
-        return false
+        try model.foldPage(events, deferSaves: deferSaves, projection: self, in: db)
     }
 
     public var holdsFolded: Bool { cache.holdsFolded }
@@ -160,21 +149,8 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     public func buffer(
         _ events: [StoredEvent], after position: Int64, through last: Int64, checkpoint: Int64, in db: Database
     ) throws -> Bool {
-        guard cache.capacity > 0 else { return false }
-        try cache.begin(db)
-        guard cache.holds(position: position, checkpoint: checkpoint) else {
-            cache.clear()
-            return false
-        }
-        var set = WorkingSet()
-        try set.load(for: events, self, db, cache: cache)
-        try writeFolded(among: set, db)
-        set.apply(events, model)
-        if !cache.markDirty(set.entries, through: last) {
-            try save(set.entries, db)
-            cache.markClean(set.entries, through: last)
-        }
-        return true
+        try model.bufferPage(
+            events, after: position, through: last, checkpoint: checkpoint, projection: self, in: db)
     }
 
     public var bufferedThrough: Int64? { cache.bufferedThrough }
@@ -182,16 +158,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     /// Buffered records first, then records holding folded events (written as their own snapshot), `limit`
     /// in all.
     public func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush {
-        try cache.begin(db)
-        let keys = streams.map { Set($0.compactMap(model.key(ofStream:))) }
-        let dirty = cache.dirtyEntries(among: keys, limit: limit)
-        try save(dirty, db, workers: workers)
-        let held = cache.markClean(dirty, through: nil)
-        let folded = cache.foldedEntries(among: keys, limit: limit - dirty.count)
-        try save(folded, db, asSnapshot: true, workers: workers)
-        cache.markFoldedWritten(folded)
-        return ProjectionFlush(
-            streams: Set((dirty + folded).map { model.stream(of: $0.key) }), heldThrough: held)
+        try model.flushPage(streams: streams, limit: limit, projection: self, in: db)
     }
 
     /// Keeps every touched state in memory for the whole replay and saves each once at the end.
@@ -423,6 +390,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
 
         /// Loads, in a few queries, the stored state of the records `events` touch that are not loaded yet
         /// (from `cache` when it holds them).
+        @inlinable
         mutating func load(
             for events: [StoredEvent], _ projection: StreamStateProjection, _ db: Database,
             cache: StreamStateCache<Model.Key, Model.State>? = nil
@@ -488,6 +456,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
         }
 
         /// Applies events whose records `load` loaded.
+        @inlinable
         func apply(_ events: [StoredEvent], _ model: Model) {
             for stored in events where model.accepts(type: stored.event.type) {
                 guard let key = model.key(ofStream: stored.event.stream), let slot = slots[key] else { continue }
@@ -506,6 +475,84 @@ extension StreamStateProjection: RowReplayingProjection where Model: StreamState
         _ rows: (_ consume: (ReplayedEvent) throws -> Void) throws -> Void, in db: Database
     ) throws {
         try model.replay(rows, projection: self, in: db)
+    }
+}
+
+extension StreamStateModel {
+    /// `StreamStateProjection.apply`: the page's records loaded (from the cache when it holds them), the
+    /// events applied in memory, each record written once.
+    @inlinable
+    public func applyPage(_ events: [StoredEvent], projection: StreamStateProjection<Self>, in db: Database) throws {
+        try projection.cache.begin(db)
+        var set = StreamStateProjection<Self>.WorkingSet()
+        try set.load(for: events, projection, db, cache: projection.cache)
+        try projection.writeFolded(among: set, db)
+        set.apply(events, self)
+        try projection.save(set.entries, db)
+        projection.cache.store(set.entries)
+    }
+
+    /// `StreamStateProjection.buffer`: the page applied to the cached states, which are marked to be written
+    /// later; past the cache's capacity, written with the page.
+    @inlinable
+    public func bufferPage(
+        _ events: [StoredEvent], after position: Int64, through last: Int64, checkpoint: Int64,
+        projection: StreamStateProjection<Self>, in db: Database
+    ) throws -> Bool {
+        let cache = projection.cache
+        guard cache.capacity > 0 else { return false }
+        try cache.begin(db)
+        guard cache.holds(position: position, checkpoint: checkpoint) else {
+            cache.clear()
+            return false
+        }
+        var set = StreamStateProjection<Self>.WorkingSet()
+        try set.load(for: events, projection, db, cache: cache)
+        try projection.writeFolded(among: set, db)
+        set.apply(events, self)
+        if !cache.markDirty(set.entries, through: last) {
+            try projection.save(set.entries, db)
+            cache.markClean(set.entries, through: last)
+        }
+        return true
+    }
+
+    /// `StreamStateProjection.applyFolded`: folded events applied to the records' state, which stays their
+    /// snapshot, held in memory or written at once.
+    @inlinable
+    public func foldPage(
+        _ events: [StoredEvent], deferSaves: Bool, projection: StreamStateProjection<Self>, in db: Database
+    ) throws -> Bool {
+        let cache = projection.cache
+        try cache.begin(db)
+        var set = StreamStateProjection<Self>.WorkingSet()
+        try set.load(for: events, projection, db, cache: cache)
+        set.apply(events, self)
+        if deferSaves, cache.markFolded(set.entries) { return true }
+        try projection.save(set.entries, db, asSnapshot: true, workers: projection.workers)
+        cache.markFoldedWritten(set.entries)
+        return false
+    }
+}
+
+extension StreamStateModel {
+    /// `StreamStateProjection.flush`: buffered records first, then records holding folded events (written as
+    /// their own snapshot), `limit` in all, each kind in key order.
+    @inlinable
+    public func flushPage(streams: Set<String>?, limit: Int, projection: StreamStateProjection<Self>, in db: Database)
+        throws -> ProjectionFlush
+    {
+        let cache = projection.cache
+        try cache.begin(db)
+        let keys = streams.map { Set($0.compactMap(key(ofStream:))) }
+        let dirty = Array(cache.dirtyEntries(among: keys).sorted { $0.key < $1.key }.prefix(max(0, limit)))
+        try projection.save(dirty, db, workers: projection.workers)
+        let held = cache.markClean(dirty, through: nil)
+        let folded = Array(
+            cache.foldedEntries(among: keys).sorted { $0.key < $1.key }.prefix(max(0, limit - dirty.count)))
+        try projection.save(folded, db, asSnapshot: true, workers: projection.workers)
+        cache.markFoldedWritten(folded)
+        return ProjectionFlush(streams: Set((dirty + folded).map { stream(of: $0.key) }), heldThrough: held)
     }
 }
 
@@ -546,6 +593,7 @@ extension StreamStateReplayModel {
 
 extension Array {
     /// The array in consecutive slices of at most `size` elements.
+    @inlinable
     func chunked(_ size: Int) -> [[Element]] {
         stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
     }
