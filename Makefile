@@ -1,7 +1,7 @@
 # The commands a user needs. `make run` starts the stack locally; `make test` runs every test of every
 # package with a throwaway PostgreSQL started and stopped around it.
 SWIFT ?= swift
-SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift
+SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift Examples/Tasks/Package.swift Examples/Tasks/Sources Examples/Tasks/Tests
 
 .PHONY: test citus run load chaos bench bench-quick build release docs lint format bootstrap postgres-start postgres-stop clean
 

@@ -6,7 +6,9 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 if [ -z "${SYNC_DATABASE_URL:-}" ]; then
-    trap '"$root/scripts/postgres.sh" stop' EXIT INT TERM
+    # Stopped as the cluster this script started: with SYNC_DATABASE_URL set, postgres.sh takes it for the
+    # user's own server and leaves it running.
+    trap 'SYNC_DATABASE_URL= "$root/scripts/postgres.sh" stop' EXIT INT TERM
     SYNC_DATABASE_URL="$("$root/scripts/postgres.sh" start)"
     export SYNC_DATABASE_URL
 fi

@@ -207,7 +207,7 @@ import Testing
             contentsOf: Self.root.appendingPathComponent("scripts/bootstrap.sh"), encoding: .utf8)
         let minimum = try #require(
             bootstrap.split(separator: "\n").first { $0.hasPrefix("minimum_swift=") }?.split(separator: "=").last)
-        var manifests = ["Package.swift", "Tests/EndToEndTests/Consumer/Package.swift"]
+        var manifests = ["Package.swift", "Examples/Tasks/Package.swift"]
         manifests += try Self.packageNames().map { "Packages/\($0)/Package.swift" }
         for path in manifests {
             let text = try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)

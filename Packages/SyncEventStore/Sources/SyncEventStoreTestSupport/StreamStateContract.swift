@@ -114,7 +114,7 @@ public struct StreamStateContract: Sendable {
         }
         var head: [Scope: Int64] = [:]
         for event in pages.joined() { head[event.scope] = max(head[event.scope] ?? 0, event.seq ?? 0) }
-        try await logged.prune(stablePoints: head)
+        _ = try await logged.prune(stablePoints: head)
         let pruned = try await rows(logged)
         for deferring in [true, false] {
             let folded = try store("folded-\(deferring)")
