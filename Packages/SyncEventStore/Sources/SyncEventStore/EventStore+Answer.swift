@@ -115,6 +115,8 @@ public struct ApplyBudget: Sendable {
     var bufferedSince: ContinuousClock.Instant?
 
     /// - Parameters:
+    ///   - transaction: how long one transaction may take.
+    ///   - writeBehind: how long projections may hold a long pull's pages in memory (zero: not at all).
     ///   - events: the first and the bounds of the events per transaction of a marked page.
     public init(transaction: Duration, writeBehind: Duration, events: TransactionSize) {
         self.transaction = transaction

@@ -41,6 +41,7 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     public var replayOrder: ReplayOrder { .arrival }
 
     /// - Parameters:
+    ///   - model: what the domain gives: its records' state, stored form and columns.
     ///   - workers: threads for long replays and large writes; by default one per active processor, at
     ///     most 8.
     ///   - cachedStreams: decoded states kept between writes (0 turns the cache, and with it write-behind
