@@ -384,9 +384,7 @@ let package = Package(
                 "SyncModels",
                 "SyncTestSupport",
             ],
-            path: "Tests/EndToEndTests",
-            // An app outside the repository, built by ConsumerPackageTests against a copy of it.
-            exclude: ["Consumer"]
+            path: "Tests/EndToEndTests"
         ),
 
         // sync-server: the generic SyncServer library with the Notes domain plugged in.
