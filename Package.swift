@@ -304,6 +304,7 @@ let package = Package(
             name: "sync-agent",
             dependencies: [
                 "NotesDomain",
+                "NotesDomain",
                 "NotesStore",
                 "SyncEngine",
                 "SyncEngineHTTPClient",
@@ -381,8 +382,10 @@ let package = Package(
                 "NotesStore",
                 "SyncEngine",
                 "SyncEngineHTTPClient",
+                "SyncEventStore",
                 "SyncModels",
                 "SyncTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/EndToEndTests"
         ),

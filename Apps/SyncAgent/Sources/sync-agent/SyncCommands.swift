@@ -159,6 +159,34 @@ struct StatusCommand: AsyncParsableCommand {
     }
 }
 
+/// `sync-agent verify`: sync, then compare each scope's checksums with the server's and, unless
+/// `--no-repair`, repair what differs (`SyncEngine.verify`); print what was found as JSON. Exits 1 when a
+/// scope still differs.
+struct VerifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Sync, then check each scope against the server's checksums and repair what differs; print JSON.")
+    @OptionGroup var options: AgentOptions
+    @Flag(name: .customLong("repair"), inversion: .prefixedNo, help: "Repair the ranges that differ (the default).")
+    var repair = true
+    @Flag(help: "Compare the sums only, without recomputing every row's checksum (finds lost rows, not altered ones).")
+    var quick = false
+
+    func run() async throws {
+        let client = try options.client()
+        let engine = try options.engine(for: client)
+        do {
+            try await engine.syncNow()
+        } catch {
+            report("sync failed: \(error)")
+            throw ExitCode(1)
+        }
+        let results = try await engine.verify(repair: repair, deep: !quick)
+        try printJSON(results)
+        if results.contains(where: { $0.outcome == .mismatched }) { throw ExitCode(1) }
+    }
+}
+
 /// `sync-agent compact`: sync (which brings the server's stable points), then fold the confirmed history at
 /// or below them into the projections' snapshots, delete it and give the space back.
 struct CompactCommand: AsyncParsableCommand {

@@ -30,6 +30,10 @@ public struct EngineStatus: Sendable, Hashable, Codable {
     /// Each pulled scope's stable point as the server last said (`SyncResponse.stable`): history at or
     /// below it may be pruned here.
     public var stablePoints: [String: Int64] = [:]
+    /// When the device last verified its scopes against the server's checksums (`SyncEngine.verify`).
+    public var lastVerified: Date?
+    /// Ranges repaired (and resets made) by verification since the engine started.
+    public var repairs = 0
 
     public init() {}
 }

@@ -212,6 +212,14 @@ public final class HTTPTransport: SyncTransport {
         }
     }
 
+    public func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse {
+        var components = URLComponents(
+            url: baseURL.appendingPathComponent("v1/checksum"), resolvingAgainstBaseURL: false)!
+        components.queryItems = request.queryItems.map { URLQueryItem(name: $0.name, value: $0.value) }
+        let (status, retryAfter, data) = try await send(URLRequest(url: components.url!))
+        return try Self.answer(ChecksumResponse.self, status: status, retryAfter: retryAfter, body: data).value
+    }
+
     public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {
         var urlRequest = URLRequest(url: Self.pullURL(base: baseURL, request))
         // A long-poll lasts up to `wait` seconds before the server answers.

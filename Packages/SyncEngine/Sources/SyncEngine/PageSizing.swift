@@ -59,6 +59,6 @@ extension SyncAnswer {
             pushedPositions: Dictionary(batch.map { ($0.event.id, $0.position) }, uniquingKeysWith: { a, _ in a }),
             events: response.events, payloads: response.events.indices.map { response.canonicalPayloads[$0] },
             cursor: response.cursor, marks: response.marks ?? [], markEvery: markEvery, hasMore: response.hasMore,
-            foldThrough: foldThrough, follows: follows)
+            foldThrough: foldThrough, follows: follows, purged: SyncEngine.points(response.purged))
     }
 }

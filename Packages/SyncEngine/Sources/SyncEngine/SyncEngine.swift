@@ -117,6 +117,12 @@ public final class SyncEngine: Sendable {
             // A failed prune leaves the store as it was (one transaction); the next sync tries again.
             _ = try? await compact()
         }
+        if let interval = configuration.verifyInterval,
+            status.lastVerified.map({ Date().timeIntervalSince($0) >= Double(interval.components.seconds) }) ?? true
+        {
+            // A failed verification is journaled and tried again at the next interval; the sync succeeded.
+            _ = try? await verify()
+        }
         await updateStatus { status in
             status.lastSuccess = Date()
             status.lastError = nil

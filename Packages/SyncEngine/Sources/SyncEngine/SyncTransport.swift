@@ -23,6 +23,12 @@ public protocol SyncTransport: Sendable {
     /// without the route must be reported (404 or 405): the engine then long-polls.
     /// - Throws: the `SyncFailure` of an answer other than 200, as for a pull.
     func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages
+
+    /// One `GET /v1/checksum`: the server's checksum of a scope up to a position, or of a range
+    /// (`SyncEngine.verify`). Transports without it keep the default, which throws
+    /// `SyncFailure.transportUnsupported`; verification then reports the scope unavailable.
+    /// - Throws: the `SyncFailure` of an answer other than 200 (`checksum.unavailable` is permanent).
+    func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse
 }
 
 /// The messages of one live stream (`SyncTransport.live`). It throws when the connection breaks.
@@ -35,6 +41,10 @@ extension SyncTransport {
 
     public func live(_ request: PullRequest) async throws(SyncFailure) -> LiveMessages {
         throw .permanent(code: SyncFailure.transportUnsupported, message: "this transport has no live stream")
+    }
+
+    public func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse {
+        throw .permanent(code: SyncFailure.transportUnsupported, message: "this transport has no checksums")
     }
 }
 

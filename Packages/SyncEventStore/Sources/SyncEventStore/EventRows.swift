@@ -17,11 +17,13 @@ struct EventRowInsert {
     private var lastReceived: (Date, String)?
     /// The current row's text columns (see `callAsFunction`).
     private var text: [UInt8] = []
+    /// The checksum written with the last row (`EventChecksum.contribution`): what it adds to its scope's.
+    private(set) var lastChecksum: Int64 = 0
 
     static let sql = """
         INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
-            dot_replica, dot_counter, status, seq, received_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            dot_replica, dot_counter, status, seq, received_at, checksum, carries)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     static let sqlIfNew = sql + " ON CONFLICT (scope, event_id) DO NOTHING"
 
@@ -29,7 +31,7 @@ struct EventRowInsert {
     /// constraint still throws).
     init(_ db: Database, ifNew: Bool) throws {
         statement = try db.cachedStatement(sql: ifNew ? Self.sqlIfNew : Self.sql)
-        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 13)))
+        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 15)))
     }
 
     /// Inserts `event`'s row with `payload` (its payload's bytes, `PayloadCodec.encode`) as the payload.
@@ -61,6 +63,8 @@ struct EventRowInsert {
         // A pointer for an empty value too (a nil one would bind NULL).
         text.append(0)
         let handle = statement.sqliteStatement
+        let checksum = EventChecksum.contribution(of: event, payload: payload)
+        lastChecksum = checksum
         try text.withUnsafeBytes { text in
             try payload.withUnsafeBytes { payload in
                 sqlite3_reset(handle)
@@ -87,6 +91,8 @@ struct EventRowInsert {
                 bind(11, ends.5, ends.6)
                 if let seq = event.seq { sqlite3_bind_int64(handle, 12, seq) }
                 if event.receivedAt != nil { bind(13, ends.6, ends.7) }
+                sqlite3_bind_int64(handle, 14, checksum)
+                if let carries = event.carries { sqlite3_bind_int64(handle, 15, carries) }
                 try statement.execute()
             }
         }

@@ -34,13 +34,17 @@ public struct SyncAnswer: Sendable {
     /// The cursor the page was asked from (empty for none): a transaction whose store holds another one
     /// applies nothing of the page and the outcome says `rewound`. Nil: not checked.
     public var follows: String?
+    /// Per scope read from position 0, what the server's compaction purged carried (`PullResponse.purged`):
+    /// added to the scope's checksums with the first transaction.
+    public var purged: [Scope: Int64]
 
     public init(
         acknowledged: [EventID: Int64] = [:], rejected: [EventID: StoredEvent.Rejection] = [:],
         pushedPositions: [EventID: Int64] = [:], events: [Event] = [], payloads: [Data?] = [],
         cursor: String? = nil, marks: [String] = [], markEvery: Int? = nil, hasMore: Bool = false,
-        foldThrough: [Scope: Int64] = [:], follows: String? = nil
+        foldThrough: [Scope: Int64] = [:], follows: String? = nil, purged: [Scope: Int64] = [:]
     ) {
+        self.purged = purged
         self.acknowledged = acknowledged
         self.rejected = rejected
         self.pushedPositions = pushedPositions
@@ -213,7 +217,7 @@ extension EventStore {
                 pulled: Array(answer.events[range]),
                 payloads: range.map { $0 < answer.payloads.count ? answer.payloads[$0] : nil }, cursor: cursor,
                 deferProjections: last ? deferring : budget.writeBehind > .zero, positions: answer.pushedPositions,
-                foldThrough: answer.foldThrough, follows: follows
+                foldThrough: answer.foldThrough, follows: follows, purged: first ? answer.purged : [:]
             ) { outcome, db in
                 try also?(AnswerTransaction(isFirst: first, isLast: last, total: before + outcome), db)
             }

@@ -93,6 +93,7 @@ extension EventStore {
             try Self.meta(Self.deferredVersionsKey, db) == nil
         else { return }
         try Self.removeMeta(Self.foldedCursorKey, db)
+        try Self.removeMeta(Self.foldedChecksumsKey, db)
     }
 
     /// When folded events held in memory were lost, moves the cursor back to before them and returns true
@@ -114,7 +115,11 @@ extension EventStore {
     /// Moves the cursor back to `cursor` (none when empty) and forgets the folded cursor. The streams' versions
     /// waiting in memory are written from the log (those of the folded events come again with them).
     func rewindFolded(to cursor: String, _ db: Database) throws {
+        // The folded events come again: what they added to the sums goes with them.
+        try Self.unapplyFoldedChecksums(db)
         if cursor.isEmpty {
+            // From the start again: the first answer says what was purged again.
+            try Self.unapplyPurgedChecksums(db)
             try Self.removeMeta("cursor", db)
         } else {
             try Self.setMeta("cursor", cursor, db)

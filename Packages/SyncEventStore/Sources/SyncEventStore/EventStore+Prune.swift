@@ -200,6 +200,8 @@ extension EventStore {
             try projection.foldIntoSnapshot(foldedOfMixed, streams: mixed, stable: true, in: db)
         }
         try Self.forEachChunk(of: positions) { marks, arguments in
+            try Self.notePruned(
+                where: "position IN (\(marks)) \(filter)", arguments: arguments + [scope, stable], db)
             try db.execute(
                 sql: "DELETE FROM events WHERE position IN (\(marks)) \(filter)",
                 arguments: arguments + [scope, stable])
@@ -263,6 +265,7 @@ extension EventStore {
                 if stable { retired.formUnion(try projection.retiredStreams(in: db)) }
                 try projection.saveSnapshot(in: db, stable: stable)
             }
+            try Self.notePruned(where: foldable, arguments: filterArguments, db)
             try db.execute(sql: "DELETE FROM events WHERE \(foldable)", arguments: filterArguments)
             try Self.forgetVersions(of: retired, db)
             for projection in self.projections { try self.rebuild(projection, db) }

@@ -70,6 +70,10 @@ extension EventStore {
             let confirmed = try Int.fetchOne(db, sql: "SELECT n FROM event_counts WHERE status = 'confirmed'") ?? 0
             let pending = try Int.fetchOne(db, sql: "SELECT n FROM event_counts WHERE status = 'pending'") ?? 0
             try db.execute(sql: "DELETE FROM events WHERE status = 'confirmed'")
+            // Nothing the server sent is held any more: nothing of it was applied.
+            try db.execute(sql: "DELETE FROM scope_checksums")
+            try Self.removeMeta(Self.foldedChecksumsKey, db)
+            try Self.removeMeta(Self.purgedChecksumsKey, db)
             try db.execute(sql: "DELETE FROM store_meta WHERE key = 'cursor'")
             // What was folded on arrival goes with the rest of what the server sent.
             try Self.removeMeta(Self.foldedCursorKey, db)

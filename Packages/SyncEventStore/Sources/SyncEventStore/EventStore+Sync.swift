@@ -83,6 +83,9 @@ extension EventStore {
     /// would leave them (see `EventStore+FoldOnArrival.swift`). Call `purgeFolded()` once the pull has
     /// reached the head.
     ///
+    /// `purged` (from an answer to a read from position 0) is added to the scopes' checksums (see
+    /// `PullResponse.purged`).
+    ///
     /// `follows`, when given, is the cursor the page was asked from (empty for none): when the stored cursor
     /// is another one (folded events held in memory were lost and the cursor went back to before them), the
     /// page is not applied and the outcome says `rewound`.
@@ -92,7 +95,7 @@ extension EventStore {
     public func applySyncResponse(
         acknowledged: [EventID: Int64], rejected: [EventID: StoredEvent.Rejection], pulled: [Event],
         payloads: [Data?] = [], cursor: String?, deferProjections: Bool = false, positions: [EventID: Int64] = [:],
-        foldThrough: [Scope: Int64] = [:], follows: String? = nil,
+        foldThrough: [Scope: Int64] = [:], follows: String? = nil, purged: [Scope: Int64] = [:],
         also: (@Sendable (SyncResponseOutcome, Database) throws -> Void)? = nil
     ) async throws -> SyncResponseOutcome {
         // Read here, in the caller's task: GRDB runs the closure on its writer queue, where task locals are
@@ -111,6 +114,7 @@ extension EventStore {
                 try also?(outcome, db)
                 return (outcome, [StoredEvent]())
             }
+            try Self.applyPurgedChecksums(purged, db)
             let (pulledResult, inserted) = try self.applyConfirmed(
                 pulled, payloads: payloads, cursor: cursor, db, deferSaves: deferProjections, foldThrough: foldThrough,
                 fault: fault)
@@ -188,6 +192,7 @@ extension EventStore {
         let foldIndices = try foldableIndices(of: page, through: foldThrough, db)
         var folded: [StoredEvent] = []
         var insert = try EventRowInsert(db, ifNew: true)
+        var checksums: [String: ChecksumDelta] = [:]
         for (index, event) in page.enumerated() {
             guard let seq = event.seq else {
                 throw EventStoreError(code: "event.invalid", message: "a confirmed event has no seq")
@@ -201,12 +206,20 @@ extension EventStore {
             let given = index < payloads.count ? payloads[index] : nil
             let payload = given ?? PayloadCodec.encode(event)
             if foldIndices.contains(index) {
+                // Into the snapshot, never the log: applied, and pruned at once.
+                let checksum = EventChecksum.contribution(of: event, payload: payload)
+                checksums[event.scope.name, default: ChecksumDelta()].applied &+= checksum
+                checksums[event.scope.name, default: ChecksumDelta()].pruned &+= checksum
+                checksums[event.scope.name, default: ChecksumDelta()].prunedThrough = max(
+                    checksums[event.scope.name, default: ChecksumDelta()].prunedThrough, seq)
                 folded.append(StoredEvent(position: 0, event: event, status: .confirmed, payloadBytes: payload))
                 raise(event)
                 result.folded += 1
                 continue
             }
             if let position = try insert(event, payload: payload, status: .confirmed, db) {
+                checksums[event.scope.name, default: ChecksumDelta()].applied &+= insert.lastChecksum
+                checksums[event.scope.name, default: ChecksumDelta()].held &+= insert.lastChecksum
                 inserted.append(
                     StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))
                 raise(event)
@@ -257,6 +270,7 @@ extension EventStore {
             }
         }
         try Self.count(.confirmed, result.inserted, db)
+        try Self.addChecksums(checksums, db)
         try fault?(.pulledInserted)
         if let newest = page.map(\.hlc).max() {
             clock.receive(newest)
@@ -265,6 +279,7 @@ extension EventStore {
         // Folded first: a stream's logged events come after its folded ones in the page, and applying those
         // copies the state that holds the folded ones into the snapshot.
         try applyFolded(folded, deferSaves: deferSaves, cursorBefore: try Self.meta("cursor", db), db)
+        try Self.holdFoldedChecksums(checksums.filter { $0.value.pruned != 0 }.mapValues(\.pruned), db)
         try applyToProjections(inserted, after: positionBefore, db, deferSaves: deferSaves)
         try replay(streams: restoredStreams, db)
         try fault?(.beforeCursor)

@@ -38,6 +38,10 @@ import SyncStorage
 ///   the end of its scope's part of the index, where it landed among the ids of every scope pulled before,
 ///   a random place of an index that grew with the log (it was written about as many pages as the rows
 ///   themselves by the end of a 1,000,000-event pull).
+/// - Migration `eventstore.v8.checksums` adds each row's checksum (`EventChecksum`; what a folded row
+///   carries for a snapshot) and `scope_checksums`, each scope's sums (`ScopeChecksum`), kept in the
+///   transactions that change them: by the store for what it applies and prunes, by triggers for rows
+///   confirmed by status or deleted. Rows already in the log get their checksum computed once.
 enum EventStoreSchema {
     static func register(into migrations: inout SchemaMigrations) {
         migrations.register("eventstore.v1") { db in
@@ -221,6 +225,9 @@ enum EventStoreSchema {
             if let issued {
                 try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", arguments: [issued])
             }
+        }
+        migrations.register("eventstore.v8.checksums") { db in
+            try EventStore.createChecksums(db)
         }
     }
 }

@@ -33,6 +33,10 @@ public struct Event: Hashable, Sendable, Codable {
     public var seq: Int64?
     /// When the server committed the event.
     public var receivedAt: Date?
+    /// For a folded row (a snapshot the server's compaction wrote): the sum of the checksums of the events
+    /// it replaced (`EventChecksum`), which it adds to its scope's checksum in their place. Absent for an
+    /// ordinary event, whose checksum anyone computes from its fields. Not part of equality.
+    public var carries: Int64?
 
     public init(
         id: EventID, scope: Scope, stream: String, streamVersion: Int64, type: String, schemaVersion: Int = 1,
@@ -140,7 +144,7 @@ extension Event {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case id, scope, stream, streamVersion, type, schemaVersion, hlc, dot, payload, seq, receivedAt
+        case id, scope, stream, streamVersion, type, schemaVersion, hlc, dot, payload, seq, receivedAt, carries
     }
 
     public init(from decoder: any Decoder) throws {
@@ -157,6 +161,7 @@ extension Event {
             payload: try container.decode(JSONValue.self, forKey: .payload),
             seq: try container.decodeIfPresent(Int64.self, forKey: .seq),
             receivedAt: try container.decodeIfPresent(Date.self, forKey: .receivedAt))
+        carries = try container.decodeIfPresent(Int64.self, forKey: .carries)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -172,5 +177,6 @@ extension Event {
         try container.encode(payload, forKey: .payload)
         try container.encodeIfPresent(seq, forKey: .seq)
         try container.encodeIfPresent(receivedAt, forKey: .receivedAt)
+        try container.encodeIfPresent(carries, forKey: .carries)
     }
 }

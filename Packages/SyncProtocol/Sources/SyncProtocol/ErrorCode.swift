@@ -51,6 +51,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let methodNotAllowed: ErrorCode = "route.methodNotAllowed"
     /// 410: the cursor is older than the scope's retained history; bootstrap from a snapshot.
     public static let resetRequired: ErrorCode = "reset.required"
+    /// 409: the checksum asked for cannot be given: the range reaches into folded history (below the
+    /// scope's `compactedThrough`) or into events stored before the server kept checksums (an addition).
+    public static let checksumUnavailable: ErrorCode = "checksum.unavailable"
     /// 429: too many requests at once for this token; retry after `Retry-After` seconds.
     public static let rateLimited: ErrorCode = "rate.limited"
     /// 503: the database is unreachable or saturated; retry with backoff.
@@ -71,7 +74,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let requestCodes: [ErrorCode] = [
         .authMissing, .authInvalid, .authExpired, .scopeForbidden, .requestMalformed, .requestInvalid,
         .requestTooLarge, .requestUnsupportedEncoding, .routeNotFound, .methodNotAllowed, .resetRequired, .rateLimited,
-        .serverUnavailable, .serverInternal,
+        .serverUnavailable, .serverInternal, .checksumUnavailable,
     ]
 
     /// Every code a push result may carry.
@@ -90,6 +93,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
         case .routeNotFound: 404
         case .methodNotAllowed: 405
         case .resetRequired: 410
+        case .checksumUnavailable: 409
         case .rateLimited: 429
         case .serverUnavailable: 503
         case .serverInternal: 500

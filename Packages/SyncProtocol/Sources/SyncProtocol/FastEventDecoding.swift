@@ -287,6 +287,7 @@ private struct BodyDecoder {
         var stable: [String: Int64]?
         var othersStable: [String: Int64]?
         var marks: [String]?
+        var purged: [String: Int64]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "marks": marks = try decoder.marks(&reader)
@@ -296,6 +297,7 @@ private struct BodyDecoder {
             case "remaining": remaining = try decoder.int64(&reader, "remaining")
             case "stable": stable = try decoder.stablePoints(&reader)
             case "othersStable": othersStable = try decoder.stablePoints(&reader, "othersStable")
+            case "purged": purged = try decoder.stablePoints(&reader, "purged")
             default: return false
             }
             return true
@@ -305,7 +307,7 @@ private struct BodyDecoder {
         guard let hasMore else { throw missing("hasMore") }
         return PullResponse(
             events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) }, stable: stable,
-            othersStable: othersStable, marks: marks)
+            othersStable: othersStable, marks: marks, purged: purged)
     }
 
     mutating func liveFrame(_ reader: inout JSONReader) throws(Bail) -> LiveFrame {
@@ -340,6 +342,7 @@ private struct BodyDecoder {
         var stable: [String: Int64]?
         var othersStable: [String: Int64]?
         var marks: [String]?
+        var purged: [String: Int64]?
         try object(&reader, "the body") { decoder, reader, key throws(Bail) in
             switch key {
             case "marks": marks = try decoder.marks(&reader)
@@ -353,6 +356,7 @@ private struct BodyDecoder {
             case "remaining": remaining = try decoder.int64(&reader, "remaining")
             case "stable": stable = try decoder.stablePoints(&reader)
             case "othersStable": othersStable = try decoder.stablePoints(&reader, "othersStable")
+            case "purged": purged = try decoder.stablePoints(&reader, "purged")
             default: return false
             }
             return true
@@ -363,7 +367,7 @@ private struct BodyDecoder {
         guard let hasMore else { throw missing("hasMore") }
         var response = SyncResponse(
             results: results, events: events, cursor: cursor, hasMore: hasMore, remaining: remaining.map { Int($0) },
-            stable: stable, othersStable: othersStable, marks: marks)
+            stable: stable, othersStable: othersStable, marks: marks, purged: purged)
         response.canonicalPayloads = payloads
         return response
     }
@@ -440,6 +444,7 @@ private struct BodyDecoder {
         var canonical: Data?
         var seq: Int64?
         var receivedAt: Date?
+        var carries: Int64?
         try object(&reader, "events[\(index)]") { decoder, reader, key throws(Bail) in
             switch key {
             case "id": id = try decoder.parsed(&reader, "events[\(index)].id") { try EventID(utf8: $0) }
@@ -470,6 +475,10 @@ private struct BodyDecoder {
                 seq = try decoder.optional(&reader) { decoder, reader throws(Bail) in
                     try decoder.int64(&reader, "events[\(index)].seq")
                 }
+            case "carries":
+                carries = try decoder.optional(&reader) { decoder, reader throws(Bail) in
+                    try decoder.int64(&reader, "events[\(index)].carries")
+                }
             case "receivedAt":
                 receivedAt = try decoder.optional(&reader) { decoder, reader throws(Bail) in
                     let text = try decoder.string(&reader, "events[\(index)].receivedAt")
@@ -490,18 +499,22 @@ private struct BodyDecoder {
         guard let schemaVersion else { throw missing("events[\(index)].schemaVersion") }
         guard let hlc else { throw missing("events[\(index)].hlc") }
         guard let dot else { throw missing("events[\(index)].dot") }
+        var event: Event
         if let canonical {
             canonicalPayload = canonical
-            return Event(
+            event = Event(
                 id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,
                 schemaVersion: schemaVersion, hlc: hlc, dot: dot, canonicalPayload: canonical, seq: seq,
                 receivedAt: receivedAt)
+        } else {
+            canonicalPayload = nil
+            guard let payload else { throw missing("events[\(index)].payload") }
+            event = Event(
+                id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,
+                schemaVersion: schemaVersion, hlc: hlc, dot: dot, payload: payload, seq: seq, receivedAt: receivedAt)
         }
-        canonicalPayload = nil
-        guard let payload else { throw missing("events[\(index)].payload") }
-        return Event(
-            id: id, scope: scope, stream: stream, streamVersion: streamVersion, type: type,
-            schemaVersion: schemaVersion, hlc: hlc, dot: dot, payload: payload, seq: seq, receivedAt: receivedAt)
+        event.carries = carries
+        return event
     }
 
     private mutating func dot(_ reader: inout JSONReader, _ index: Int) throws(Bail) -> Dot {

@@ -6,8 +6,8 @@
 public enum OpenAPIDocument {
     /// The paths the document describes, with their methods, as `"METHOD /path"`.
     public static let operations: [String] = [
-        "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /v1/live", "GET /healthz", "GET /readyz",
-        "GET /metrics", "GET /openapi.json",
+        "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /v1/live", "GET /v1/checksum", "GET /healthz",
+        "GET /readyz", "GET /metrics", "GET /openapi.json",
     ]
 
     /// The methods a path is served with (from `operations`), or nil for a path the API does not have: a
@@ -131,6 +131,30 @@ public enum OpenAPIDocument {
                 }
               }
             },
+            "/v1/checksum": {
+              "get": {
+                "operationId": "checksum",
+                "summary": "The checksum of a scope's events up to a position, or in a range (an addition).",
+                "description": "The sum of the 32-bit checksums of the scope's events in (after, through], each computed from the event's id, stream, type, schemaVersion, hlc, dot and canonical payload bytes (docs/PROTOCOL.md, Checksums); a folded row carries the sum of the events it replaced (carries). Without after: the whole prefix up to through, which a device compares with the sum it kept. With after: a range, which a device bisects with to find rows it lost or damaged. A range starting below the scope's compactedThrough, or a scope holding events stored before the server kept checksums, is 409 checksum.unavailable.",
+                "parameters": [
+                  {"name": "scope", "in": "query", "required": true, "description": "The scope; it must be in the token.", "schema": {"$ref": "#/components/schemas/Scope"}},
+                  {"name": "through", "in": "query", "required": true, "description": "The position the sum ends at (inclusive), at most the scope's head.", "schema": {"type": "integer", "minimum": 0}},
+                  {"name": "after", "in": "query", "required": false, "description": "The position the range starts after; absent for the whole prefix.", "schema": {"type": "integer", "minimum": 0}}
+                ],
+                "responses": {
+                  "200": {
+                    "description": "The checksum.",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChecksumResponse"}}}
+                  },
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "403": {"$ref": "#/components/responses/Forbidden"},
+                  "409": {"$ref": "#/components/responses/ChecksumUnavailable"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
             "/healthz": {
               "get": {
                 "operationId": "healthz",
@@ -178,6 +202,7 @@ public enum OpenAPIDocument {
               "ResetRequired": {"description": "reset.required: this replica is behind history compaction purged (its cursor, or on push its acknowledged position, is below the scope's retained history, and it has not pulled from position 0 since): drop what the server sent, pull from position 0, re-base pending events. Also for a cursor ahead of the scope's history.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "TooLarge": {"description": "request.tooLarge: a body, decompressed body, event count or payload past its limit.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "UnsupportedEncoding": {"description": "request.unsupportedEncoding: a Content-Encoding other than gzip or identity.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "ChecksumUnavailable": {"description": "checksum.unavailable: the range reaches into folded history (below the scope's compactedThrough) or into events stored before the server kept checksums.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "RateLimited": {"description": "rate.limited: too many concurrent requests for this token; see Retry-After.", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "Unavailable": {"description": "server.unavailable: the database is unreachable or saturated; retry after Retry-After (1 to 3 seconds, random, so refused clients spread out).", "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1, "maximum": 3}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
             },
@@ -190,7 +215,7 @@ public enum OpenAPIDocument {
                     "type": "object",
                     "required": ["code", "message"],
                     "properties": {
-                      "code": {"type": "string", "enum": ["auth.missing", "auth.invalid", "auth.expired", "scope.forbidden", "request.malformed", "request.invalid", "request.tooLarge", "request.unsupportedEncoding", "route.notFound", "route.methodNotAllowed", "reset.required", "rate.limited", "server.unavailable", "server.internal"]},
+                      "code": {"type": "string", "enum": ["auth.missing", "auth.invalid", "auth.expired", "scope.forbidden", "request.malformed", "request.invalid", "request.tooLarge", "request.unsupportedEncoding", "route.notFound", "route.methodNotAllowed", "reset.required", "rate.limited", "server.unavailable", "server.internal", "checksum.unavailable"]},
                       "message": {"type": "string"}
                     }
                   }
@@ -230,10 +255,24 @@ public enum OpenAPIDocument {
                     "required": ["seq", "receivedAt"],
                     "properties": {
                       "seq": {"type": "integer", "minimum": 1, "description": "Position in the scope: gap-free, in commit order."},
-                      "receivedAt": {"type": "string", "format": "date-time"}
+                      "receivedAt": {"type": "string", "format": "date-time"},
+                      "carries": {"type": "integer", "description": "Only on a folded row (a snapshot compaction wrote): the sum of the checksums of the events it replaced, which it adds to its scope's checksum in their place (an addition)."}
                     }
                   }
                 ]
+              },
+              "ChecksumResponse": {
+                "type": "object",
+                "required": ["scope", "after", "through", "checksum", "head", "compactedThrough"],
+                "properties": {
+                  "scope": {"$ref": "#/components/schemas/Scope"},
+                  "after": {"type": "integer", "description": "The range's start (exclusive); 0 for a whole prefix."},
+                  "through": {"type": "integer", "description": "The range's end (inclusive)."},
+                  "checksum": {"type": "integer", "description": "The sum of the checksums of the scope's events in (after, through]."},
+                  "events": {"type": "integer", "description": "For a range: how many events it holds."},
+                  "head": {"type": "integer", "description": "The scope's head when the answer was read."},
+                  "compactedThrough": {"type": "integer", "description": "How far the server has folded the scope; a range must start at or above it."}
+                }
               },
               "PushRequest": {
                 "type": "object",

@@ -151,11 +151,16 @@ public struct PullResponse: Codable, Hashable, Sendable {
     /// left out. Storing one and pulling from it later reads exactly the events after it. A protocol
     /// addition: absent from older servers and when not asked for.
     public var marks: [String]?
+    /// For each scope read from position 0 (a bootstrap) whose compaction purged streams: the sum of the
+    /// checksums of the purged events (docs/PROTOCOL.md, "Checksums"), which the replica adds to its own sum
+    /// in their place. A protocol addition: absent from older servers and when there is none.
+    public var purged: [String: Int64]?
 
     public init(
         events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil, stable: [String: Int64]? = nil,
-        othersStable: [String: Int64]? = nil, marks: [String]? = nil
+        othersStable: [String: Int64]? = nil, marks: [String]? = nil, purged: [String: Int64]? = nil
     ) {
+        self.purged = purged
         self.marks = marks
         self.othersStable = othersStable
         self.events = events

@@ -81,18 +81,22 @@ public struct SyncResponse: Codable, Hashable, Sendable {
     public var othersStable: [String: Int64]?
     /// As `PullResponse.marks`.
     public var marks: [String]?
+    /// As `PullResponse.purged`.
+    public var purged: [String: Int64]?
     /// Not on the wire: each event's payload bytes as they came, when already canonical (see
     /// `CanonicalPayloads`).
     public var canonicalPayloads = CanonicalPayloads()
 
     enum CodingKeys: String, CodingKey {
-        case results, events, cursor, hasMore, remaining, stable, othersStable, marks
+        case results, events, cursor, hasMore, remaining, stable, othersStable, marks, purged
     }
 
     public init(
         results: [PushResult], events: [Event], cursor: String, hasMore: Bool, remaining: Int? = nil,
-        stable: [String: Int64]? = nil, othersStable: [String: Int64]? = nil, marks: [String]? = nil
+        stable: [String: Int64]? = nil, othersStable: [String: Int64]? = nil, marks: [String]? = nil,
+        purged: [String: Int64]? = nil
     ) {
+        self.purged = purged
         self.marks = marks
         self.othersStable = othersStable
         self.results = results

@@ -246,7 +246,7 @@ public struct Compactor: Sendable {
             for try await row in try await connection.checkedQuery(
                 """
                 SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                       payload, received_at
+                       payload, received_at, carries
                 FROM folded_events WHERE scope = \(scope) AND stream = ANY(\(order)::text[])
                 """, logger: logger)
             {
@@ -262,6 +262,8 @@ public struct Compactor: Sendable {
             var unfoldable = 0
             // The last seq of a stream whose fold purged tombstones: cursors below it must reset.
             var purgedThrough: Int64 = 0
+            // What the dropped streams carried (their checksums; unknown ones, from before checksums, as 0).
+            var purgedChecksum: Int64 = 0
             var ids = EventIDGenerator()
             let wall = UInt64(Date().timeIntervalSince1970 * 1000)
             for stream in order {
@@ -273,7 +275,8 @@ public struct Compactor: Sendable {
                     // A stream's first and only event: its folded row as it is.
                     rows.append(
                         EventRepository.NewEvent(
-                            event: try newest.event(scope: scope), seq: newest.seq, payloadJSON: newest.payloadJSON))
+                            event: try newest.event(scope: scope), seq: newest.seq, payloadJSON: newest.payloadJSON,
+                            checksum: newest.checksum))
                     deleted.append(newest.seq)
                     continue
                 }
@@ -281,6 +284,7 @@ public struct Compactor: Sendable {
                 do {
                     switch try folder.foldStable(try history.map { try $0.event(scope: scope) }) {
                     case .drop:
+                        purgedChecksum += history.reduce(0) { $0 + ($1.checksum ?? 0) }
                         deleted += events.map(\.seq)
                         folded += history.count
                         dropped.append(stream)
@@ -306,14 +310,18 @@ public struct Compactor: Sendable {
                     schemaVersion: Int(newest.schemaVersion), hlc: try HLCTimestamp(newest.hlc),
                     dot: Dot(replica: try ReplicaID(newest.dotReplica), counter: UInt64(bitPattern: newest.dotCounter)),
                     payload: payload, seq: newest.seq, receivedAt: newest.receivedAt)
+                // The snapshot carries what its history did: the earlier folded row's sum and each event's
+                // checksum (unknown when one of them is, an event stored before checksums).
+                let carries = history.reduce(Int64?(0)) { sum, row in sum.flatMap { s in row.checksum.map { s + $0 } } }
                 rows.append(
                     EventRepository.NewEvent(
                         event: snapshot, seq: newest.seq,
-                        payloadJSON: String(decoding: payload.canonicalData(), as: UTF8.self)))
+                        payloadJSON: String(decoding: payload.canonicalData(), as: UTF8.self), checksum: carries))
             }
             try await Self.replace(
                 scope: scope, deleting: deleted, with: rows, dropping: dropped, on: connection, logger: logger)
-            try await Self.advance(scope, to: through, folded: folded - snapshots, on: connection, logger: logger)
+            try await Self.advance(
+                scope, to: through, folded: folded - snapshots, purged: purgedChecksum, on: connection, logger: logger)
             if purgedThrough > 0 {
                 // Last: it waits for a push holding the scope's row, and then holds that row until the commit.
                 try await connection.checkedQuery(
@@ -358,37 +366,41 @@ public struct Compactor: Sendable {
         let counters = rows.map { Int64(bitPattern: $0.event.dot.counter) }
         let payloads = rows.map { FoldedPayload.bytes(of: $0.payloadJSON) }
         let received = rows.map { $0.event.receivedAt ?? Date() }
+        // Text, '' for unknown: PostgresNIO binds no arrays of optionals.
+        let carries = rows.map { $0.checksum.map(String.init) ?? "" }
         try await connection.checkedQuery(
             """
             INSERT INTO folded_events (scope, stream, seq, event_id, stream_version, type, schema_version, hlc,
-                                       dot_replica, dot_counter, payload, received_at)
+                                       dot_replica, dot_counter, payload, received_at, carries)
             SELECT \(scope), r.stream, r.seq, r.event_id, r.stream_version, r.type, r.schema_version, r.hlc,
-                   r.dot_replica, r.dot_counter, r.payload, r.received_at
+                   r.dot_replica, r.dot_counter, r.payload, r.received_at, NULLIF(r.carries, '')::int8
             FROM unnest(\(streams)::text[], \(seqs)::int8[], \(ids)::uuid[], \(versions)::int8[], \(types)::text[],
                         \(schemaVersions)::int4[], \(hlcs)::text[], \(replicas)::text[], \(counters)::int8[],
-                        \(payloads)::bytea[], \(received)::timestamptz[])
+                        \(payloads)::bytea[], \(received)::timestamptz[], \(carries)::text[])
               AS r(stream, seq, event_id, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                   payload, received_at)
+                   payload, received_at, carries)
             ON CONFLICT (scope, stream) DO UPDATE
             SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, stream_version = EXCLUDED.stream_version,
                 type = EXCLUDED.type, schema_version = EXCLUDED.schema_version, hlc = EXCLUDED.hlc,
                 dot_replica = EXCLUDED.dot_replica, dot_counter = EXCLUDED.dot_counter, payload = EXCLUDED.payload,
-                received_at = EXCLUDED.received_at
+                received_at = EXCLUDED.received_at, carries = EXCLUDED.carries
             """, logger: logger)
     }
 
     /// Moves the scope's `compacted_through` and adds to its counters.
     static func advance(
-        _ scope: String, to through: Int64, folded: Int, on connection: PostgresConnection, logger: Logger
+        _ scope: String, to through: Int64, folded: Int, purged: Int64 = 0, on connection: PostgresConnection,
+        logger: Logger
     ) async throws {
         try await connection.checkedQuery(
             """
-            INSERT INTO scope_compaction (scope, compacted_through, removed_events, compacted_at)
-            VALUES (\(scope), \(through), \(Int64(folded)), now())
+            INSERT INTO scope_compaction (scope, compacted_through, removed_events, compacted_at, purged_checksum)
+            VALUES (\(scope), \(through), \(Int64(folded)), now(), \(purged))
             ON CONFLICT (scope) DO UPDATE
             SET compacted_through = GREATEST(scope_compaction.compacted_through, EXCLUDED.compacted_through),
                 removed_events = scope_compaction.removed_events + EXCLUDED.removed_events,
-                compacted_at = EXCLUDED.compacted_at
+                compacted_at = EXCLUDED.compacted_at,
+                purged_checksum = scope_compaction.purged_checksum + EXCLUDED.purged_checksum
             """, logger: logger)
     }
 
@@ -403,7 +415,7 @@ public struct Compactor: Sendable {
         let query = PostgresQuery(
             unsafeSQL: """
                 SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                       payload::text, received_at
+                       payload::text, received_at, checksum
                 FROM events WHERE scope = $1 AND \(filter)
                 """, binds: bindings)
         let named = try Scope(scope)

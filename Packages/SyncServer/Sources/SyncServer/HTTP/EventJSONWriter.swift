@@ -35,14 +35,15 @@ struct EventJSONWriter {
     /// is given.
     static func page(
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64] = [:],
-        othersStable: [Scope: Int64]? = nil, results: [PushResult]? = nil, marks: [String]? = nil
+        othersStable: [Scope: Int64]? = nil, results: [PushResult]? = nil, marks: [String]? = nil,
+        purged: [Scope: Int64] = [:]
     ) -> [UInt8] {
         var writer = EventJSONWriter(capacity: 256 + (results?.count ?? 0) * 80 + capacity(events))
         writer.raw("{")
         if let results { writer.resultsField(results) }
         writer.tail(
             events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable,
-            othersStable: othersStable, marks: marks)
+            othersStable: othersStable, marks: marks, purged: purged)
         return writer.bytes
     }
 
@@ -50,12 +51,12 @@ struct EventJSONWriter {
     /// answer that does not depend on what the request pushed, written ahead of time by `ReadAhead`.
     static func pageTail(
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64],
-        othersStable: [Scope: Int64]?, marks: [String]?
+        othersStable: [Scope: Int64]?, marks: [String]?, purged: [Scope: Int64] = [:]
     ) -> [UInt8] {
         var writer = EventJSONWriter(capacity: 256 + capacity(events))
         writer.tail(
             events: events, cursor: cursor, hasMore: hasMore, remaining: remaining, stable: stable,
-            othersStable: othersStable, marks: marks)
+            othersStable: othersStable, marks: marks, purged: purged)
         return writer.bytes
     }
 
@@ -97,7 +98,7 @@ struct EventJSONWriter {
 
     private mutating func tail(
         events: [StoredEvent], cursor: String, hasMore: Bool, remaining: Int64, stable: [Scope: Int64],
-        othersStable: [Scope: Int64]?, marks: [String]?
+        othersStable: [Scope: Int64]?, marks: [String]?, purged: [Scope: Int64]
     ) {
         raw("\"events\":[")
         for (index, event) in events.enumerated() {
@@ -124,6 +125,10 @@ struct EventJSONWriter {
             }
             raw("]")
         }
+        if !purged.isEmpty {
+            raw(",\"purged\":")
+            points(purged)
+        }
         raw("}")
     }
 
@@ -140,7 +145,13 @@ struct EventJSONWriter {
     }
 
     mutating func event(_ event: StoredEvent) {
-        raw("{\"dot\":{\"counter\":")
+        if event.isFolded, let carries = event.checksum {
+            raw("{\"carries\":")
+            writer.int(carries)
+            raw(",\"dot\":{\"counter\":")
+        } else {
+            raw("{\"dot\":{\"counter\":")
+        }
         writer.int(UInt64(bitPattern: event.dotCounter))
         raw(",\"replica\":")
         string(event.dotReplica)

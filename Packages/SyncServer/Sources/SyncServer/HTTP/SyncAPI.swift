@@ -28,6 +28,7 @@ struct SyncAPI: Sendable {
         router.get("/v1/pull") { request, context in try await self.handlePull(request, context: context) }
         router.post("/v1/sync") { request, context in try await self.handleSync(request, context: context) }
         router.get("/v1/live") { request, context in try await self.handleLive(request, context: context) }
+        router.get("/v1/checksum") { request, context in try await self.handleChecksum(request, context: context) }
         router.get("/healthz") { _, _ in Self.json(Data(#"{"status":"ok"}"#.utf8)) }
         router.get("/readyz") { _, context in try await self.handleReady(context: context) }
         router.get("/metrics") { _, _ in self.handleMetrics() }
@@ -63,7 +64,7 @@ struct SyncAPI: Sendable {
                     EventJSONWriter.page(
                         events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
                         remaining: page.remaining, stable: page.stable, othersStable: page.othersStable,
-                        marks: marks))
+                        marks: marks, purged: page.purged))
             }
             // A page many waiters get unchanged is encoded and compressed once (marks are the asker's own).
             guard let shared = page.body, marks == nil else { return try respond(build(), to: request) }
@@ -116,8 +117,19 @@ struct SyncAPI: Sendable {
             let bytes = EventJSONWriter.page(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore,
                 remaining: page.remaining, stable: page.stable, othersStable: page.othersStable, results: results,
-                marks: Self.marks(of: page, after: pullRequest.cursor, every: pullRequest.markEvery))
+                marks: Self.marks(of: page, after: pullRequest.cursor, every: pullRequest.markEvery),
+                purged: page.purged)
             return try respond(Data(bytes), to: request)
+        }
+    }
+
+    func handleChecksum(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try await tokens.identity(authorization: request.headers[.authorization])
+        return try await limiter.withSlot(for: identity.subject) {
+            let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
+            let checksumRequest = try ChecksumRequest(query: query)
+            let answer = try await pull.checksum(checksumRequest, identity: identity, logger: context.logger)
+            return try respond(try codec.encode(answer), to: request)
         }
     }
 
@@ -138,7 +150,7 @@ struct SyncAPI: Sendable {
             let tail = EventJSONWriter.pageTail(
                 events: page.events, cursor: page.cursor.encoded, hasMore: page.hasMore, remaining: page.remaining,
                 stable: page.stable, othersStable: page.othersStable,
-                marks: Self.marks(of: page, after: next.cursor, every: next.markEvery))
+                marks: Self.marks(of: page, after: next.cursor, every: next.markEvery), purged: page.purged)
             // Compressed as `respond` would compress the whole answer (the head is a few bytes per result).
             let segment =
                 next.gzip && tail.count >= codec.limits.compressionThresholdBytes

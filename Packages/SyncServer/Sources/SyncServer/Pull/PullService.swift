@@ -41,6 +41,9 @@ struct PullService: Sendable {
         /// Each scope's `retained_from_seq` as read with the heads, before the events: what a replica that read
         /// a scope from position 0 has its state based on (see `read`).
         var retainedFrom: [Scope: Int64] = [:]
+        /// For each scope read from position 0 whose compaction purged streams, the sum of what they carried
+        /// (see `PullResponse.purged`).
+        var purged: [Scope: Int64] = [:]
         /// The answer's bodies, shared by everyone this page goes to unchanged (see `ReadCollapser`).
         var body: SharedBody? = nil
 
@@ -280,10 +283,14 @@ struct PullService: Sendable {
                     othersStable?[scope] = min(floor?.excluding(replica.description) ?? head, head)
                 }
             }
+            var purged: [Scope: Int64] = [:]
+            for scope in scopes where cursor[scope] == 0 {
+                if let sum = heads[scope]?.purgedChecksum, sum != 0 { purged[scope] = sum }
+            }
             return Page(
                 events: events, cursor: next, hasMore: hasMore, remaining: left, stable: stable,
                 othersStable: othersStable, foldedThrough: heads.mapValues(\.compactedThrough),
-                retainedFrom: retainedFrom)
+                retainedFrom: retainedFrom, purged: purged)
         }
     }
 

@@ -25,6 +25,9 @@ struct EventRepository: Sendable {
         /// How far compaction has folded the scope (`scope_compaction`): at or below it, seqs have gaps.
         /// Read by `selectHeads`; 0 from `lockScopes`.
         var compactedThrough: Int64 = 0
+        /// The sum of the checksums of the events compaction purged (`scope_compaction.purged_checksum`).
+        /// Read by `selectHeads`; 0 from `lockScopes`.
+        var purgedChecksum: Int64 = 0
     }
 
     /// One row to insert.
@@ -32,6 +35,26 @@ struct EventRepository: Sendable {
         var event: Event
         var seq: Int64
         var payloadJSON: String
+        /// The event's checksum (`EventChecksum`), or, for a folded row, what it carries; nil when unknown.
+        var checksum: Int64?
+
+        /// A row whose checksum is the event's own, computed from its fields and payload text.
+        init(event: Event, seq: Int64, payloadJSON: String) {
+            var text = payloadJSON
+            let checksum = text.withUTF8 { bytes in
+                EventChecksum.of(
+                    id: event.id.uuid, stream: event.stream, type: event.type, schemaVersion: event.schemaVersion,
+                    hlc: event.hlc, dot: event.dot, payload: UnsafeRawBufferPointer(bytes))
+            }
+            self.init(event: event, seq: seq, payloadJSON: text, checksum: checksum)
+        }
+
+        init(event: Event, seq: Int64, payloadJSON: String, checksum: Int64?) {
+            self.event = event
+            self.seq = seq
+            self.payloadJSON = payloadJSON
+            self.checksum = checksum
+        }
     }
 
     /// Locks the head rows of `scopes` (sorted, the lock order that rules out deadlocks), creating the
@@ -56,14 +79,18 @@ struct EventRepository: Sendable {
     {
         let rows = try await connection.checkedQuery(
             """
-            SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0)
+            SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0),
+                   coalesce(c.purged_checksum, 0)
             FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
             WHERE s.scope = ANY(\(names)::text[])
             """,
             logger: logger)
         var heads: [Scope: ScopeHead] = [:]
-        for try await (scope, head, retained, through) in rows.decode((String, Int64, Int64, Int64).self) {
-            heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained, compactedThrough: through)
+        for try await (scope, head, retained, through, purged) in rows.decode(
+            (String, Int64, Int64, Int64, Int64).self)
+        {
+            heads[try Scope(scope)] = ScopeHead(
+                head: head, retainedFromSeq: retained, compactedThrough: through, purgedChecksum: purged)
         }
         return heads
     }
@@ -171,18 +198,21 @@ struct EventRepository: Sendable {
                 RETURNING 1
                 """
         }
+        var sums: [Scope: Int64] = [:]
+        for row in rows { sums[row.event.scope, default: 0] += row.checksum ?? 0 }
         let headScopes = try bind(heads.keys.map(\.name))
         let headValues = try bind(heads.keys.map { heads[$0]! })
+        let headSums = try bind(heads.keys.map { sums[$0] ?? 0 })
         let sql = """
             WITH inserted AS (
                 INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
-                                    dot_replica, dot_counter, payload)
+                                    dot_replica, dot_counter, payload, checksum)
                 \(events)
                 ON CONFLICT (scope, event_id) DO NOTHING
                 RETURNING 1
             ), moved AS (
-                UPDATE scopes SET head = h.head
-                FROM unnest(\(headScopes)::text[], \(headValues)::int8[]) AS h(scope, head)
+                UPDATE scopes SET head = h.head, checksum = scopes.checksum + h.added
+                FROM unnest(\(headScopes)::text[], \(headValues)::int8[], \(headSums)::int8[]) AS h(scope, head, added)
                 WHERE scopes.scope = h.scope AND scopes.scope = ANY(\(headScopes)::text[])
                 RETURNING 1
             ), versions AS (
@@ -214,6 +244,7 @@ struct EventRepository: Sendable {
                 try bind(event.streamVersion), try bind(event.type), try bind(Int32(clamping: event.schemaVersion)),
                 try bind(event.hlc.description), try bind(event.dot.replica.description),
                 try bind(Int64(bitPattern: event.dot.counter)), "\(try bind(row.payloadJSON))::json",
+                try bind(row.checksum ?? 0),
             ]
             values.append("(" + fields.joined(separator: ", ") + ")")
         }
@@ -233,6 +264,8 @@ struct EventRepository: Sendable {
         var replicas: [String] = []
         var counters: [Int64] = []
         var payloads: [String] = []
+        var checksums: [Int64] = []
+        checksums.reserveCapacity(rows.count)
         scopes.reserveCapacity(rows.count)
         seqs.reserveCapacity(rows.count)
         ids.reserveCapacity(rows.count)
@@ -256,16 +289,17 @@ struct EventRepository: Sendable {
             replicas.append(row.event.dot.replica.description)
             counters.append(Int64(bitPattern: row.event.dot.counter))
             payloads.append(row.payloadJSON)
+            checksums.append(row.checksum ?? 0)
         }
         return """
             SELECT r.scope, r.seq, r.event_id, r.stream, r.stream_version, r.type, r.schema_version, r.hlc,
-                   r.dot_replica, r.dot_counter, r.payload::json
+                   r.dot_replica, r.dot_counter, r.payload::json, r.checksum
             FROM unnest(\(try bind(scopes))::text[], \(try bind(seqs))::int8[], \(try bind(ids))::uuid[],
                         \(try bind(streamNames))::text[], \(try bind(streamVersions))::int8[], \(try bind(types))::text[],
                         \(try bind(schemaVersions))::int4[], \(try bind(hlcs))::text[], \(try bind(replicas))::text[],
-                        \(try bind(counters))::int8[], \(try bind(payloads))::text[])
+                        \(try bind(counters))::int8[], \(try bind(payloads))::text[], \(try bind(checksums))::int8[])
               AS r(scope, seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica,
-                   dot_counter, payload)
+                   dot_counter, payload, checksum)
             """
     }
 
@@ -281,7 +315,7 @@ struct EventRepository: Sendable {
         let rows = try await connection.checkedQuery(
             """
             SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                   payload::text, received_at
+                   payload::text, received_at, checksum
             FROM events WHERE scope = \(scope.name) AND seq > \(after)
                 AND (dot_replica <> \(replica) OR seq <= \(excludedThrough))
             ORDER BY seq LIMIT \(Int64(limit))
@@ -295,7 +329,7 @@ struct EventRepository: Sendable {
         let folded = try await connection.checkedQuery(
             """
             SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                   payload, received_at
+                   payload, received_at, carries
             FROM folded_events WHERE scope = \(scope.name) AND seq > \(after)
             ORDER BY seq LIMIT \(Int64(limit))
             """, logger: logger)

@@ -172,8 +172,28 @@ extension Migration {
             """
         ])
 
+    /// Per-scope checksums (docs/PROTOCOL.md, "Checksums"): each event's checksum (`EventChecksum`, computed
+    /// by the push that writes it), what each folded row carries (the sum of the checksums of the events it
+    /// replaced), each scope's running sum up to its head, which a push moves with the head, and the sum of
+    /// what compaction purged. Adding
+    /// nullable columns does not rewrite the tables. Events stored before this migration have no checksum: a
+    /// scope that held any (`checksum_from`, its head now) answers checksums only above it.
+    static let checksums = Migration(
+        id: "0008-checksums",
+        statements: [
+            "ALTER TABLE events ADD COLUMN checksum bigint",
+            "ALTER TABLE folded_events ADD COLUMN carries bigint",
+            "ALTER TABLE scopes ADD COLUMN checksum bigint NOT NULL DEFAULT 0",
+            "ALTER TABLE scopes ADD COLUMN checksum_from bigint NOT NULL DEFAULT 0",
+            "UPDATE scopes SET checksum_from = head WHERE head > 0",
+            // What purged streams carried: a replica that bootstraps never gets their rows, so its answer
+            // from position 0 says it (`purged`).
+            "ALTER TABLE scope_compaction ADD COLUMN purged_checksum bigint NOT NULL DEFAULT 0",
+        ])
+
     /// The generic server's migrations, in order.
     static let generic: [Migration] = [
         core, canonicalPayloads, progressByScope, compaction, eventIDPerScope, foldedEvents, lockScopesFunction,
+        checksums,
     ]
 }

@@ -18,12 +18,17 @@ struct StoredEvent: Sendable {
     var dotCounter: Int64
     var payloadJSON: String
     var receivedAt: Date
+    /// An event row's checksum (`EventChecksum`; nil for rows stored before checksums), or what a folded
+    /// row carries: the sum of the checksums of the events it replaced.
+    var checksum: Int64? = nil
+    /// Whether the row is a folded one (`folded_events`), whose checksum the wire carries (`carries`).
+    var isFolded = false
 }
 
 extension StoredEvent {
     /// A row of the pull's query and of compaction's windows (`EventRepository.events`, `Compactor.rows`:
     /// seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-    /// payload::text, received_at), read cell by cell with each column's type written out. `rows.decode((Int64, UUID, …).self)` took the variadic generic path, which
+    /// payload::text, received_at, and optionally checksum last), read cell by cell with each column's type written out. `rows.decode((Int64, UUID, …).self)` took the variadic generic path, which
     /// looked up generic and tuple metadata for every row: 18 % of the server's CPU while it served a
     /// bootstrap, about half of it the lookups.
     init(pulled row: PostgresRow, scope: Scope) throws {
@@ -53,6 +58,9 @@ extension StoredEvent {
             payloadJSON: folded
                 ? try FoldedPayload.json(of: try cell().decode(ByteBuffer.self)) : try cell().decode(String.self),
             receivedAt: try cell().decode(Date.self))
+        // The checksum column, when the query selected one (`checksum` or `carries`, last).
+        checksum = try cells.next()?.decode(Int64?.self)
+        isFolded = folded
     }
 }
 

@@ -1,0 +1,227 @@
+import Foundation
+import SyncEventStore
+import SyncModels
+import SyncProtocol
+
+/// What verifying one scope found (`SyncEngine.verify`).
+public struct ScopeVerification: Sendable, Hashable, Codable {
+    public enum Outcome: String, Sendable, Hashable, Codable {
+        /// The device's sums equal the server's checksum at the device's cursor.
+        case matched
+        /// They differed; the bad ranges were pulled again and replaced, and they now match.
+        case repaired
+        /// They differed and no range repair made them match: the device dropped what the server sent and
+        /// pulled it again (its pending events kept).
+        case reset
+        /// They differ (`verify(repair: false)`, or a repair that did not make them match).
+        case mismatched
+        /// The server cannot give the checksum (folded history below the cursor, events from before
+        /// checksums, or a transport without them).
+        case unavailable
+    }
+
+    public var scope: String
+    /// The device's cursor in the scope: the position compared.
+    public var through: Int64
+    /// The device's sums before anything was repaired.
+    public var device: ScopeChecksum
+    /// The server's checksum at `through`, when it gave one.
+    public var server: Int64?
+    public var outcome: Outcome
+    /// The ranges replaced, first bad range first.
+    public var repairs: [RangeRepair]
+    /// Events pulled again for the repairs.
+    public var downloaded: Int
+    /// What happened, for people.
+    public var detail: String
+
+    public init(
+        scope: String, through: Int64, device: ScopeChecksum, server: Int64?, outcome: Outcome,
+        repairs: [RangeRepair] = [], downloaded: Int = 0, detail: String = ""
+    ) {
+        self.scope = scope
+        self.through = through
+        self.device = device
+        self.server = server
+        self.outcome = outcome
+        self.repairs = repairs
+        self.downloaded = downloaded
+        self.detail = detail
+    }
+}
+
+extension SyncEngine {
+    /// Ranges are bisected down to this many of the server's events before they are pulled again.
+    static let repairRangeEvents: Int64 = 1_000
+    /// The most ranges one scope's verification repairs before it falls back to a reset.
+    static let maxRangeRepairs = 16
+
+    /// Verifies every scope the device holds against the server's checksums (docs/PROTOCOL.md,
+    /// "Checksums"): the device's sum of what it applied (`ScopeChecksum.applied`) must equal the server's
+    /// checksum at the device's cursor, and the log must add up to it (`isConsistent`).
+    ///
+    /// On a mismatch, with `repair`, it finds the first bad range above what either side folded by
+    /// bisecting with range checksums (the device's recomputed from its rows), pulls that range again,
+    /// replaces the confirmed rows it holds there (pending events are never touched), and goes on until the
+    /// ranges agree; then it rebuilds the projections and compares again. When the sums still differ (the
+    /// damage is in history either side folded), it resets: drops what the server sent and pulls it again,
+    /// re-basing the pending events. Every step is journaled (`verify`, `verify.repair`, `verify.reset`).
+    ///
+    /// The sums alone find rows lost or added, and sums gone wrong, at the cost of one small request per
+    /// scope. `deep` also recomputes the checksum of every row the device holds above what either side
+    /// folded and compares the range with the server's: that finds a row damaged in place (an altered
+    /// payload), at the cost of reading the log.
+    @discardableResult
+    public func verify(repair: Bool = true, deep: Bool = false) async throws(SyncFailure) -> [ScopeVerification] {
+        let cursor: ScopeCursor
+        let sums: [String: ScopeChecksum]
+        do {
+            cursor = try ScopeCursor(encoded: try await store.cursor())
+            sums = try await store.scopeChecksums()
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        var results: [ScopeVerification] = []
+        var needsReset = false
+        var repaired = false
+        for scope in cursor.positions.keys.sorted() {
+            let through = cursor[scope]
+            let device = sums[scope.name] ?? ScopeChecksum(scope: scope.name)
+            var result = ScopeVerification(
+                scope: scope.name, through: through, device: device, server: nil, outcome: .unavailable)
+            let server: ChecksumResponse
+            do {
+                server = try await transport.checksum(ChecksumRequest(scope: scope, through: through))
+            } catch {
+                guard case .permanent(let code, let message) = error else { throw error }
+                result.detail = "\(code): \(message)"
+                results.append(result)
+                continue
+            }
+            result.server = server.checksum
+            let floor = max(server.compactedThrough, device.prunedThrough)
+            var agrees = device.isConsistent && device.applied == server.checksum
+            if agrees && deep { agrees = try await rangeAgrees(scope, after: floor, through: through) }
+            if agrees {
+                result.outcome = .matched
+                results.append(result)
+                continue
+            }
+            result.outcome = .mismatched
+            result.detail =
+                "device applied \(device.applied) (log \(device.held) + pruned \(device.pruned)), server \(server.checksum)"
+            guard repair else {
+                results.append(result)
+                continue
+            }
+            for _ in 0..<Self.maxRangeRepairs {
+                guard let range = try await firstBadRange(scope, after: floor, through: through) else { break }
+                let (fixed, pulled) = try await repairRange(scope, after: range.after, through: range.through)
+                result.repairs.append(fixed)
+                result.downloaded += pulled
+                await journal.record(
+                    "verify.repair",
+                    "\(scope.name): (\(fixed.after), \(fixed.through)] replaced, \(fixed.removed) rows removed, \(fixed.written) written"
+                )
+            }
+            repaired = repaired || !result.repairs.isEmpty
+            let after: ScopeChecksum
+            do {
+                // The rows above the floor agree now: what they add up to is what was applied (sums gone
+                // wrong on their own are counted again here).
+                after = try await store.recountChecksums(scope: scope.name)
+            } catch {
+                throw Self.storeFailure(error)
+            }
+            if after.isConsistent && after.applied == server.checksum {
+                result.outcome = .repaired
+            } else {
+                result.outcome = .reset
+                needsReset = true
+            }
+            results.append(result)
+        }
+        if repaired {
+            do {
+                _ = try await store.rebuildAll()
+            } catch {
+                throw Self.storeFailure(error)
+            }
+        }
+        for result in results {
+            await journal.record(
+                "verify", "\(result.scope) at \(result.through): \(result.outcome.rawValue) \(result.detail)")
+        }
+        if needsReset {
+            // The last resort: what the server sent, dropped and pulled again; pending events are re-based.
+            await recordFailure(.resetRequired)
+            await journal.record("verify.reset", "sums still differ after range repairs: pulling from the start")
+            try await syncNow()
+        }
+        let count = results.reduce(0) { $0 + $1.repairs.count + ($1.outcome == .reset ? 1 : 0) }
+        await updateStatus { status in
+            status.lastVerified = Date()
+            status.repairs += count
+        }
+        return results
+    }
+
+    /// The first range of at most `repairRangeEvents` server events in `(after, through]` whose device and
+    /// server checksums differ (or where the device holds a damaged row), by bisection; nil when the whole
+    /// range agrees.
+    func firstBadRange(_ scope: Scope, after: Int64, through: Int64) async throws(SyncFailure)
+        -> (after: Int64, through: Int64)?
+    {
+        guard through > after, try await !rangeAgrees(scope, after: after, through: through) else { return nil }
+        var low = after
+        var high = through
+        while high - low > Self.repairRangeEvents {
+            let middle = low + (high - low) / 2
+            if try await rangeAgrees(scope, after: low, through: middle) {
+                low = middle
+            } else {
+                high = middle
+            }
+        }
+        return (low, high)
+    }
+
+    /// Whether the device's rows in `(after, through]` add up to the server's checksum of that range, in
+    /// number too, with no row damaged in place.
+    func rangeAgrees(_ scope: Scope, after: Int64, through: Int64) async throws(SyncFailure) -> Bool {
+        let server = try await transport.checksum(ChecksumRequest(scope: scope, after: after, through: through))
+        let device: RangeChecksum
+        do {
+            device = try await store.rangeChecksum(scope: scope.name, after: after, through: through)
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        return device.damaged.isEmpty && device.checksum == server.checksum
+            && Int64(device.events) == (server.events ?? Int64(device.events))
+    }
+
+    /// Pulls `scope`'s events in `(after, through]` again (every replica's, this one's too) and replaces
+    /// the device's confirmed rows there with them. Returns the repair and the events pulled.
+    func repairRange(_ scope: Scope, after: Int64, through: Int64) async throws(SyncFailure) -> (RangeRepair, Int) {
+        var events: [Event] = []
+        var position = after
+        while position < through {
+            let page = try await transport.pull(
+                PullRequest(
+                    cursor: ScopeCursor([scope: position]), scopes: [scope],
+                    limit: Int(min(through - position, 5_000))))
+            let inRange = page.events.filter { ($0.seq ?? 0) <= through }
+            events += inRange
+            guard let last = inRange.last?.seq, last > position, page.events.count == inRange.count else { break }
+            position = last
+            if !page.hasMore { break }
+        }
+        do {
+            let repair = try await store.replaceConfirmed(
+                scope: scope.name, after: after, through: through, with: events)
+            return (repair, events.count)
+        } catch {
+            throw Self.storeFailure(error)
+        }
+    }
+}
