@@ -141,6 +141,11 @@ final class FaultyTransport: SyncTransport {
             throw error
         }
     }
+
+    func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse {
+        guard isOnline else { throw .retryable(reason: "network: offline", retryAfter: nil) }
+        return try await requests.checksum(request)
+    }
 }
 
 extension FaultyTransport {

@@ -213,11 +213,22 @@ public final class HTTPTransport: SyncTransport {
     }
 
     public func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse {
-        var components = URLComponents(
-            url: baseURL.appendingPathComponent("v1/checksum"), resolvingAgainstBaseURL: false)!
+        let (status, retryAfter, data) = try await send(URLRequest(url: Self.checksumURL(base: baseURL, request)))
+        return try Self.checksumResponse(status: status, retryAfter: retryAfter, body: data)
+    }
+
+    /// The URL of `GET /v1/checksum` for `request`.
+    public static func checksumURL(base: URL, _ request: ChecksumRequest) -> URL {
+        var components = URLComponents(url: base.appendingPathComponent("v1/checksum"), resolvingAgainstBaseURL: false)!
         components.queryItems = request.queryItems.map { URLQueryItem(name: $0.name, value: $0.value) }
-        let (status, retryAfter, data) = try await send(URLRequest(url: components.url!))
-        return try Self.answer(ChecksumResponse.self, status: status, retryAfter: retryAfter, body: data).value
+        return components.url!
+    }
+
+    /// Classifies and decodes an answer to `GET /v1/checksum` (`checksum.unavailable` is permanent).
+    public static func checksumResponse(status: Int, retryAfter: String?, body data: Data) throws(SyncFailure)
+        -> ChecksumResponse
+    {
+        try answer(ChecksumResponse.self, status: status, retryAfter: retryAfter, body: data).value
     }
 
     public func pull(_ request: PullRequest) async throws(SyncFailure) -> PullResponse {

@@ -106,6 +106,14 @@ public final class HTTPClientTransport: SyncTransport {
         return response
     }
 
+    public func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse {
+        var outgoing = HTTPClientRequest(url: HTTPTransport.checksumURL(base: baseURL, request).absoluteString)
+        outgoing.headers.add(name: "Accept-Encoding", value: "gzip")
+        if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let (status, retryAfter, data) = try await execute(outgoing, timeout: timeout)
+        return try HTTPTransport.checksumResponse(status: status, retryAfter: retryAfter, body: data)
+    }
+
     /// Sends one request and collects its answer; a failure to get one is a retryable network failure.
     private func execute(_ outgoing: HTTPClientRequest, timeout: TimeAmount) async throws(SyncFailure)
         -> (status: Int, retryAfter: String?, body: Data)

@@ -168,7 +168,7 @@ import Testing
                     applied.sorted() == [
                         "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "0004-compaction",
                         "0005-event-id-per-scope", "0006-folded-events", "0007-lock-scopes-function",
-                        "test-rule-0001",
+                        "0008-checksums", "test-rule-0001",
                     ])
             }
             let again = try await TestServer.withClient(database) {
@@ -176,7 +176,7 @@ import Testing
             }
             #expect(again.isEmpty)
             let recorded = try await database.integers("SELECT count(*) FROM schema_migrations")
-            #expect(recorded == [8])
+            #expect(recorded == [9])
         }
     }
 }
