@@ -81,6 +81,8 @@ extension SyncEngine {
         } catch {
             throw Self.storeFailure(error)
         }
+        // Marked first: the reset below syncs, and a sync that finds verification due must not start another.
+        await updateStatus { $0.lastVerified = Date() }
         var results: [ScopeVerification] = []
         var needsReset = false
         var repaired = false
@@ -123,6 +125,8 @@ extension SyncEngine {
                     "verify.repair",
                     "\(scope.name): (\(fixed.after), \(fixed.through)] replaced, \(fixed.removed) rows removed, \(fixed.written) written"
                 )
+                // The server lacks events of this range: pulling it again cannot make it agree.
+                if fixed.kept > 0 { break }
             }
             repaired = repaired || !result.repairs.isEmpty
             let after: ScopeChecksum
@@ -133,8 +137,14 @@ extension SyncEngine {
             } catch {
                 throw Self.storeFailure(error)
             }
+            let serverLacks = result.repairs.reduce(0) { $0 + $1.kept }
             if after.isConsistent && after.applied == server.checksum {
                 result.outcome = .repaired
+            } else if serverLacks > 0 {
+                // The server lost events this device holds: nothing here is wrong, and a reset would drop
+                // them. Reported for an operator.
+                result.outcome = .mismatched
+                result.detail = "the server lacks \(serverLacks) events this device holds; kept"
             } else {
                 result.outcome = .reset
                 needsReset = true

@@ -57,13 +57,17 @@ public struct RangeRepair: Sendable, Hashable, Codable {
     public var removed: Int
     /// Rows written from the server's answer.
     public var written: Int
+    /// Confirmed rows kept because the server's answer does not have their event: the server lost them
+    /// (a repair never drops what only this device holds).
+    public var kept: Int
 
-    public init(scope: String, after: Int64, through: Int64, removed: Int, written: Int) {
+    public init(scope: String, after: Int64, through: Int64, removed: Int, written: Int, kept: Int = 0) {
         self.scope = scope
         self.after = after
         self.through = through
         self.removed = removed
         self.written = written
+        self.kept = kept
     }
 }
 
@@ -282,20 +286,36 @@ extension EventStore {
     /// Replaces `scope`'s confirmed rows with a seq in `(after, through]` by `events` (the server's rows of
     /// that range, with `payloads`, their canonical bytes when known), in one transaction, and counts the
     /// scope's `held` sum again from its rows. Pending and rejected events are never touched: a pending event
-    /// the server holds in the range is confirmed instead. The caller rebuilds the projections.
+    /// the server holds in the range is confirmed instead. A confirmed row whose event the answer does not
+    /// have, at a seq no row of the answer takes, is kept (`RangeRepair.kept`): the server lost it, and a
+    /// repair never drops what only this device holds. The caller rebuilds the projections.
     public func replaceConfirmed(
         scope: String, after: Int64, through: Int64, with events: [Event], payloads: [Data?] = []
     ) async throws -> RangeRepair {
         try await database.writer.write { db in
-            let removed =
-                try Int.fetchOne(
-                    db,
-                    sql:
-                        "SELECT count(*) FROM events WHERE status = 'confirmed' AND scope = ? AND seq > ? AND seq <= ?",
-                    arguments: [scope, after, through]) ?? 0
-            try db.execute(
-                sql: "DELETE FROM events WHERE status = 'confirmed' AND scope = ? AND seq > ? AND seq <= ?",
+            let incoming = events.filter {
+                $0.scope.name == scope && ($0.seq ?? 0) > after && ($0.seq ?? 0) <= through
+            }
+            let ids = Set(incoming.map(\.id.description))
+            let seqs = Set(incoming.compactMap(\.seq))
+            var removed = 0
+            var kept = 0
+            let held = try Row.fetchAll(
+                db,
+                sql:
+                    "SELECT position, event_id, seq FROM events WHERE status = 'confirmed' AND scope = ? AND seq > ? AND seq <= ?",
                 arguments: [scope, after, through])
+            for row in held {
+                let id: String = row[1]
+                let seq: Int64 = row[2]
+                guard ids.contains(id) || seqs.contains(seq) else {
+                    kept += 1
+                    continue
+                }
+                let position: Int64 = row[0]
+                try db.execute(sql: "DELETE FROM events WHERE position = ?", arguments: [position])
+                removed += 1
+            }
             var insert = try EventRowInsert(db, ifNew: true)
             var written = 0
             var inserted = 0
@@ -317,7 +337,8 @@ extension EventStore {
             }
             try Self.count(.confirmed, inserted, db)
             try Self.recountHeld(scope: scope, db)
-            return RangeRepair(scope: scope, after: after, through: through, removed: removed, written: written)
+            return RangeRepair(
+                scope: scope, after: after, through: through, removed: removed, written: written, kept: kept)
         }
     }
 
