@@ -29,10 +29,10 @@ public struct NoteConflict: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey { case note, field, values, winner }
 
-    /// `{"note", "field", "values": [{"value", "replica", "hlc", "dot"}], "winner": {…}}`.
+    /// `{"note": "<id>", "field", "values": [{"value", "replica", "hlc", "dot"}], "winner": {…}}`.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(note, forKey: .note)
+        try container.encode(note.description, forKey: .note)
         try container.encode(field, forKey: .field)
         try container.encode(values, forKey: .values)
         try container.encode(winner, forKey: .winner)
@@ -40,7 +40,10 @@ public struct NoteConflict: Sendable, Codable, Hashable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        note = try container.decode(NoteID.self, forKey: .note)
+        guard let note = NoteID(try container.decode(String.self, forKey: .note)) else {
+            throw DecodingError.dataCorruptedError(forKey: .note, in: container, debugDescription: "not a note id")
+        }
+        self.note = note
         field = try container.decode(Field.self, forKey: .field)
         values = try container.decode([NoteView.ConflictValue].self, forKey: .values)
         guard !values.isEmpty else {
