@@ -37,6 +37,12 @@ import Testing
         try a("sync")
         try b("sync")
         try a("sync")
+        for agent in [a, b] {
+            // Journaled by the engine that pulled the other title, and counted.
+            let status = try agent.status()
+            #expect(status.openConflicts == 1)
+            #expect(status.journal.contains { $0.kind == "conflict.open" && $0.detail == "note:\(note)" })
+        }
         try b("sync")  // acknowledges what the last syncs brought: everything is stable
         try a("sync")
 
@@ -70,6 +76,11 @@ import Testing
         for agent in [a, b, c] {
             #expect(try conflicts(agent).isEmpty)
             #expect(try agent.state()[note]?.title == "Groceries for the party")
+            #expect(try agent.status().openConflicts == 0)
+        }
+        for agent in [a, c] {
+            let journal = try agent.status().journal
+            #expect(journal.contains { $0.kind == "conflict.resolved" && $0.detail == "note:\(note)" })
         }
         let resolvedAgain = try a.capturing(["note", "resolve", note, "--title", "again"])
         #expect(resolvedAgain.status != 0, "nothing left to resolve")

@@ -39,6 +39,8 @@ public struct NotesModel: StreamStateReplayModel {
     }
     /// A deleted note: nothing can be appended to it once every replica has seen its end.
     public var retiredColumn: String? { "deleted" }
+    /// A note with an open title conflict (the column's partial index keeps reading them cheap).
+    public var conflictColumn: String? { "title_conflict" }
 
     public func key(ofStream stream: String) -> NoteID? {
         stream.hasPrefix("note:") ? NoteID(stream) : nil

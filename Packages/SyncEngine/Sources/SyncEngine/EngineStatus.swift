@@ -30,6 +30,10 @@ public struct EngineStatus: Sendable, Hashable, Codable {
     /// Each pulled scope's stable point as the server last said (`SyncResponse.stable`): history at or
     /// below it may be pruned here.
     public var stablePoints: [String: Int64] = [:]
+    /// Records holding an open conflict (values written concurrently on replicas that did not see each
+    /// other, kept for review: `EventStore.streamsInConflict`) as of the last applied answer; each one
+    /// opened or resolved is journaled (`conflict.open`, `conflict.resolved`).
+    public var openConflicts = 0
 
     public init() {}
 }
