@@ -156,9 +156,24 @@ public struct ReviewRegister<Value: Sendable & Hashable & Codable>: OperationCRD
         return delta
     }
 
+    /// `merge(delta(of: operation))`, done in place (a note applies one per title event, replays millions):
+    /// the overwritten entries go, the new one stays unless its dot was seen already (kept or removed), the
+    /// dots join the context, and a legacy assignment raises the floor.
     @_specialize(exported:true,where Value == String)
     public mutating func apply(_ operation: Assignment) {
-        merge(Self.delta(of: operation))
+        let seen = context.contains(operation.dot)
+        for dot in operation.overwrites ?? [] where dot != operation.dot {
+            entries.removeValue(forKey: dot)
+            context.insert(dot)
+        }
+        context.insert(operation.dot)
+        let stamp = operation.stamp
+        if operation.overwrites == nil, floor.map({ $0 < stamp }) ?? true {
+            floor = stamp
+            entries = entries.filter { $0.value.stamp >= stamp }
+        }
+        guard !seen, floor.map({ stamp >= $0 }) ?? true else { return }
+        entries[operation.dot] = Entry(value: operation.value, timestamp: operation.timestamp, dot: operation.dot)
     }
 
     @_specialize(exported:true,where Value == String)

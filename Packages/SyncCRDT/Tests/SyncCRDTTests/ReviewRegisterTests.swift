@@ -178,6 +178,22 @@ import Testing
             .map(\.dot))
     }
 
+    @Test func applyingAnOperationIsMergingItsDelta() async {
+        await propertyCheck(count: 1000, input: Gen.uint64()) { seed in
+            for causal in [true, false] {
+                let run = Self.scenario(seed, replicas: 3, causal: causal)
+                var random = SeededRandom(seed: seed)
+                for state in run.unsettled {
+                    for operation in run.operations.shuffled(using: &random).prefix(8) {
+                        var applied = state
+                        applied.apply(operation)
+                        #expect(applied == state.merging(Register.delta(of: operation)), "seed \(seed)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func mergeLaws() async {
         await propertyCheck(count: 1500, input: Gen.uint64()) { seed in
             for causal in [true, false] {
