@@ -57,6 +57,18 @@ import Testing
         let table = try b("conflicts")
         #expect(table.hasPrefix("NOTE"), "\(table)")
         #expect(table.contains("\"Groceries (Sat)\"") && table.contains("\"Party shopping\"") && table.contains(note))
+        // A header and one line per value, the values in one column, the shown one marked.
+        let lines = table.split(separator: "\n").map(String.init)
+        func column(_ text: String, _ line: String) -> Int? {
+            line.range(of: text).map { line.distance(from: line.startIndex, to: $0.lowerBound) }
+        }
+        #expect(lines.count == 3, "\(table)")
+        if lines.count == 3 {
+            #expect(column("\"", lines[1]) == column("VALUE", lines[0]))
+            #expect(column("\"", lines[2]) == column("VALUE", lines[0]))
+            #expect(lines[1].hasPrefix(note) && lines[1].contains("*") && lines[2].hasPrefix(" "))
+            #expect(lines[1].contains("\"\(conflict.winner.value)\""))
+        }
 
         // The server folds the note, conflict included, into a snapshot; a new device bootstraps from it.
         _ = try stack.compact()

@@ -40,7 +40,7 @@ struct ConflictsCommand: AsyncParsableCommand {
                 column == row.count - 1
                     ? row[column] : row[column].padding(toLength: widths[column], withPad: " ", startingAt: 0)
             }
-            .joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+            .joined(separator: "  ") + "\n"
         }
         .joined()
     }
