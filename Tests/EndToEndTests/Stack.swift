@@ -342,4 +342,5 @@ struct StatusJSON: Decodable {
     var journal: [JournalEntry]
     var fileBytes: Int
     var lastCompaction: JournalEntry?
+    var openConflicts: Int?
 }

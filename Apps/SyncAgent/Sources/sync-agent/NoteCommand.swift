@@ -10,6 +10,7 @@ struct NoteCommand: AsyncParsableCommand {
         commandName: "note", abstract: "Create, edit and read notes (offline; nothing waits for the network).",
         subcommands: [
             Create.self, SetTitle.self, SetBody.self, Tag.self, Pin.self, View.self, Checklist.self, Delete.self,
+            Resolve.self,
         ])
 
     static func noteID(_ text: String) throws -> NoteID {
@@ -38,6 +39,21 @@ struct NoteCommand: AsyncParsableCommand {
         @Argument(help: "The new title.") var title: String
 
         func run() async throws { try await options.client().setTitle(try noteID(id), title) }
+    }
+
+    struct Resolve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Resolve a note's open title conflict (see `sync-agent conflicts`) with one title.",
+            discussion: """
+                Writes a title that replaces every concurrent title this replica holds for the note: the \
+                conflict closes everywhere once it syncs, and opens again only with titles written without \
+                seeing the resolution.
+                """)
+        @OptionGroup var options: AgentOptions
+        @Argument(help: "The note id.") var id: String
+        @Option(help: "The title to keep: one of the concurrent titles, or a new one.") var title: String
+
+        func run() async throws { try await options.client().resolveTitle(try noteID(id), to: title) }
     }
 
     struct SetBody: AsyncParsableCommand {

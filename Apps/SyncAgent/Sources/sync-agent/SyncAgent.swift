@@ -16,7 +16,7 @@ struct SyncAgent: AsyncParsableCommand {
         abstract: "A headless offline-first replica of the Notes app on a SQLite file.",
         subcommands: [
             NoteCommand.self, SyncCommand.self, RunCommand.self, StatusCommand.self, ExportCommand.self,
-            ReplayCommand.self, RebuildCommand.self, CompactCommand.self, VerifyCommand.self,
+            ReplayCommand.self, RebuildCommand.self, CompactCommand.self, VerifyCommand.self, ConflictsCommand.self,
         ])
 
     /// The same options as every subcommand, so they may also come before the subcommand's name

@@ -130,6 +130,8 @@ struct StatusCommand: AsyncParsableCommand {
         /// did (its journal line).
         var fileBytes: Int
         var lastCompaction: SyncJournal.Entry?
+        /// Notes with an open conflict (`sync-agent conflicts` lists them).
+        var openConflicts: Int
     }
 
     func run() async throws {
@@ -155,7 +157,7 @@ struct StatusCommand: AsyncParsableCommand {
                 journal: entries, fileBytes: try store.database.maintenance.statistics().fileBytes,
                 lastCompaction: try await journal.entries(limit: 10_000).last {
                     $0.kind == "compact" || $0.kind == "fold.purge"
-                }))
+                }, openConflicts: try await store.streamsInConflict().count))
     }
 }
 

@@ -36,7 +36,7 @@ public enum NoteEditor {
         case .create:
             return .created(.init(title: phrase(1...4)))
         case .title:
-            return .titleSet(.init(title: phrase(1...6)))
+            return .titleSet(.init(title: phrase(1...6), overwrites: state.titleOverwrites))
         case .typing:
             let length = state.body.count
             let text = (length == 0 ? "" : " ") + phrase(1...5)

@@ -13,6 +13,16 @@ public protocol NoteEventPayload: Codable, Hashable, Sendable, JSONReadable {
     static var type: NoteEventType { get }
     /// The payload's keys, in the order they are decoded and `NoteRules` checks them.
     static var keys: [NotePayloadKey] { get }
+    /// The keys among `keys` a payload may leave out (fields added to a type after its first writers; an
+    /// absent one keeps the meaning the type had before). The default: none.
+    static var optionalKeys: Set<NotePayloadKey> { get }
+}
+
+extension NoteEventPayload {
+    public static var optionalKeys: Set<NotePayloadKey> { [] }
+
+    /// The keys every payload of the type has: `keys` without `optionalKeys`.
+    public static var requiredKeys: [NotePayloadKey] { keys.filter { !optionalKeys.contains($0) } }
 }
 
 extension NoteEventPayload {

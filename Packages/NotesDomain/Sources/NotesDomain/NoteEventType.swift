@@ -8,8 +8,8 @@ import SyncModels
 ///
 /// | type | payload (`NotePayload.…`) | field it changes (CRDT) |
 /// |---|---|---|
-/// | `note.created` | `Created {title}` | the note exists; title (LWW) |
-/// | `note.titleSet` | `TitleSet {title}` | title (LWW register by HLC) |
+/// | `note.created` | `Created {title}` | the note exists; title (a legacy, last-writer-wins assignment) |
+/// | `note.titleSet` | `TitleSet {title, overwrites?: [dot]}` | title (`ReviewRegister`: replaces the titles it saw, keeps concurrent ones; without `overwrites`, last-writer-wins) |
 /// | `note.bodyEdited` | `BodyEdited {ops: [...]}` | body (text sequence, FugueMax) |
 /// | `note.tagAdded` | `TagAdded {tag, op}` | tags (add-wins OR-Set; `op` adds the tag) |
 /// | `note.tagRemoved` | `TagRemoved {tag, observed: [dot], op}` | tags (`op` removes the adds it observed) |

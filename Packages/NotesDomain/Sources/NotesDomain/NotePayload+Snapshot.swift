@@ -106,6 +106,7 @@ extension NoteState {
     /// what the server may assume of a note's history at or below its scope's stable point. Deleted text
     /// and checklist items that nothing can anchor on any more go (their ids and content), removed tags
     /// leave only their dots in the context, and the text and done flag of a removed checklist item go.
+    /// The title's context folds into its version vector; its open conflict stays (live values are data).
     /// What the note shows does not change, and the state keeps converging with uncompacted replicas.
     /// - Returns: whether anything was dropped.
     @discardableResult
@@ -122,6 +123,7 @@ extension NoteState {
         body.compact(stableAt: stable.body.version.versionVector)
         checklist.compact(stableAt: stable.checklist.version.versionVector)
         tags.compact(stableAt: stable.tags.context.versionVector)
+        title.compact(stableAt: stable.title.stableVector)
         let items = Set(checklist.elements)
         itemText = itemText.filter { items.contains($0.key) }
         itemDone = itemDone.filter { items.contains($0.key) }
@@ -131,4 +133,16 @@ extension NoteState {
     /// Whether an app shows this note: created and not deleted. A note whose creation was folded away with
     /// its deletion, and which only a late edit brought back, stays hidden.
     public var isLive: Bool { created && deleted.value != true }
+}
+
+extension ReviewRegister {
+    /// The version vector of the greatest counter per replica among the dots this register has seen: stable
+    /// when the register holds only stable events. Every event of a replica is pushed in counter order, so
+    /// the title events of that replica below a stable one are stable too and this register has seen them;
+    /// the other dots the vector covers are events of other fields or streams, never titles of this note.
+    var stableVector: VersionVector {
+        var vector = context.versionVector
+        for dot in context.dotCloud where dot.counter > vector[dot.replica] { vector[dot.replica] = dot.counter }
+        return vector
+    }
 }

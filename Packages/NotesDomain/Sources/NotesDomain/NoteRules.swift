@@ -5,6 +5,9 @@ import SyncModels
 /// rule only the server can check: the per-scope quota of live notes.
 public enum NoteRules {
     public static let maxTitleLength = 200
+    /// The titles one `note.titleSet` may overwrite: the open conflict a writer saw is a handful of
+    /// concurrent titles, never more than one per device.
+    public static let maxTitleOverwrites = 1000
     public static let tagLength = 1...32
     public static let maxChecklistTextLength = 500
     public static let maxBodyOpsPerEvent = 10_000
@@ -38,7 +41,7 @@ public enum NoteRules {
     public static func violation(_ payload: NotePayload) -> String? {
         switch payload {
         case .created(let created): titleViolation(created.title)
-        case .titleSet(let set): titleViolation(set.title)
+        case .titleSet(let set): titleViolation(set.title) ?? set.overwrites.flatMap(overwritesViolation)
         case .bodyEdited(let edit): opsViolation(count: edit.ops.count)
         case .tagAdded(let add):
             tagViolation(add.tag) ?? (add.op.element == add.tag && add.op.isAdd ? nil : opMessage(.tagAdded))
@@ -79,6 +82,7 @@ public enum NoteRules {
         case .text: return "text is a string"
         case .done: return "done is a boolean"
         case .state: return snapshotMessage
+        case .overwrites: return overwritesMessage
         }
     }
 
@@ -90,7 +94,7 @@ public enum NoteRules {
         case .count: value.intValue.flatMap { Int(exactly: $0) }.flatMap(countViolation)
         case .item: value.stringValue.flatMap(itemViolation)
         case .text: value.stringValue.flatMap(textViolation)
-        case .ops, .observed, .op, .pinned, .done, .state: nil
+        case .ops, .observed, .op, .pinned, .done, .state, .overwrites: nil
         }
     }
 
@@ -99,6 +103,16 @@ public enum NoteRules {
 
     private static func titleViolation(_ title: String) -> String? {
         title.count > maxTitleLength ? "titles are at most \(maxTitleLength) characters" : nil
+    }
+
+    static let overwritesMessage =
+        "overwrites is an array of at most \(maxTitleOverwrites) distinct dots (the titles the writer saw)"
+
+    /// The dots a title assignment overwrites: distinct, at most `maxTitleOverwrites`, each a dot an event
+    /// can have (counters start at 1).
+    private static func overwritesViolation(_ dots: [Dot]) -> String? {
+        dots.count <= maxTitleOverwrites && Set(dots).count == dots.count && dots.allSatisfy({ $0.counter > 0 })
+            ? nil : overwritesMessage
     }
 
     private static func opsViolation(count: Int) -> String? {

@@ -5,17 +5,21 @@ import SyncModels
 /// One note as a CRDT: a composition of one CRDT per field (docs/ARCHITECTURE.md, "Conflicts and rejections"). Applying
 /// the note's events in any order, any number of times, gives the same state.
 ///
-/// - title, pinned, deleted, and each checklist item's text and done flag: LWW registers ordered by the
-///   events' HLCs (ties by replica);
+/// - title: a register that keeps concurrent titles for review (`ReviewRegister`): a `note.titleSet` replaces
+///   the titles its writer saw, titles written without seeing each other stay as an open conflict, and the
+///   one with the greatest HLC (ties by replica) is shown, the title last-writer-wins would show;
+/// - pinned, deleted, and each checklist item's text and done flag: LWW registers ordered by the events'
+///   HLCs (ties by replica);
 /// - tags: add-wins OR-Set (an add concurrent with a remove survives);
 /// - view count: PN-counter;
 /// - body: text sequence (FugueMax, so concurrent typing at one place never interleaves);
 /// - checklist: sequence of item ids (FugueMax).
 public struct NoteState: Sendable, Codable, Equatable {
-    public static let version = 1
+    /// The meaning of `apply` (2: the title keeps concurrent values), the version of the notes projection.
+    public static let version = 2
 
     public var created = false
-    public var title = LWWRegister<String>()
+    public var title = ReviewRegister<String>()
     public var body = FugueText()
     public var tags = ORSet<String, AddWins>()
     public var pinned = LWWRegister<Bool>()
@@ -51,7 +55,7 @@ public struct NoteState: Sendable, Codable, Equatable {
         apply(payload, hlc: hlc, dot: dot)
     }
 
-    /// Applies one event's payload: its operation, or its value to the field's LWW register at the event's
+    /// Applies one event's payload: its operation, or its value to the field's register at the event's
     /// `hlc` (ties broken by `dot`).
     public mutating func apply(_ payload: NotePayload, hlc: HLCTimestamp, dot: Dot) {
         func assignment<V>(_ value: V) -> LWWRegister<V>.Assignment {
@@ -60,9 +64,9 @@ public struct NoteState: Sendable, Codable, Equatable {
         switch payload {
         case .created(let created):
             self.created = true
-            title.apply(assignment(created.title))
+            title.apply(.init(value: created.title, timestamp: hlc, dot: dot, overwrites: nil))
         case .titleSet(let set):
-            title.apply(assignment(set.title))
+            title.apply(.init(value: set.title, timestamp: hlc, dot: dot, overwrites: set.overwrites))
         case .bodyEdited(let edit):
             for op in edit.ops { body.apply(op) }
         case .tagAdded(let add):
@@ -95,7 +99,15 @@ public struct NoteState: Sendable, Codable, Equatable {
         NoteView(
             title: title.value ?? "", body: body.text, tags: tags.elements.sorted(), pinned: pinned.value ?? false,
             viewCount: views.value,
-            checklist: checklistItems, deleted: deleted.value ?? false)
+            checklist: checklistItems, deleted: deleted.value ?? false, titleConflict: titleConflict)
+    }
+
+    /// The titles of the open conflict, the shown one first; nil when there is none.
+    public var titleConflict: [NoteView.ConflictValue]? {
+        guard title.hasConflict else { return nil }
+        return title.candidates.map {
+            NoteView.ConflictValue(value: $0.value, replica: $0.author, hlc: $0.timestamp, dot: $0.dot)
+        }
     }
 
     /// The checklist's items in list order, with their text and done flags.
@@ -120,6 +132,20 @@ public struct NoteView: Sendable, Codable, Hashable {
             self.done = done
         }
     }
+    /// One of the concurrent values of an open conflict: the value, its author, when and by which event.
+    public struct ConflictValue: Sendable, Codable, Hashable {
+        public var value: String
+        public var replica: ReplicaID
+        public var hlc: HLCTimestamp
+        public var dot: Dot
+
+        public init(value: String, replica: ReplicaID, hlc: HLCTimestamp, dot: Dot) {
+            self.value = value
+            self.replica = replica
+            self.hlc = hlc
+            self.dot = dot
+        }
+    }
     public var title: String
     public var body: String
     public var tags: [String]
@@ -127,12 +153,16 @@ public struct NoteView: Sendable, Codable, Hashable {
     public var viewCount: Int64
     public var checklist: [Item]
     public var deleted: Bool
+    /// The open title conflict, the shown title first (nil, and absent from the JSON, when there is none).
+    public var titleConflict: [ConflictValue]?
 }
 
 extension NoteState: BinaryCodable {
     /// The first byte of the binary form. JSON (the form of format 1) starts with `{`, so stored states of
-    /// either form can be told apart.
-    static let binaryFormat: UInt8 = 2
+    /// any form can be told apart. Format 3 holds the title as a `ReviewRegister`; format 2 held it as an
+    /// `LWWRegister`, which reads as the register it migrates to (`ReviewRegister(migrating:)`).
+    static let binaryFormat: UInt8 = 3
+    static let lwwTitleFormat: UInt8 = 2
 
     /// Every field in declaration order, after the format byte.
     public func encode(to writer: inout BinaryWriter) {
@@ -150,12 +180,17 @@ extension NoteState: BinaryCodable {
     }
 
     public init(from reader: inout BinaryReader) throws {
-        guard try reader.readByte() == Self.binaryFormat else {
+        let format = try reader.readByte()
+        guard format == Self.binaryFormat || format == Self.lwwTitleFormat else {
             throw SyncCRDTError(code: "encoding.version", message: "not a binary note state")
         }
         self.init()
         created = try Bool(from: &reader)
-        title = try LWWRegister(from: &reader)
+        if format == Self.lwwTitleFormat {
+            title = ReviewRegister(migrating: try LWWRegister<String>(from: &reader))
+        } else {
+            title = try ReviewRegister(from: &reader)
+        }
         body = try FugueText(from: &reader)
         tags = try ORSet(from: &reader)
         pinned = try LWWRegister(from: &reader)
@@ -166,12 +201,40 @@ extension NoteState: BinaryCodable {
         deleted = try LWWRegister(from: &reader)
     }
 
-    /// Decodes a stored state in either form: binary (what is written now) or JSON (written before).
+    /// Decodes a stored state in any form: binary (format 3, what is written now, or format 2, with a
+    /// last-writer-wins title) or JSON (format 1, written before).
     public init(stored bytes: [UInt8]) throws {
         if bytes.first == UInt8(ascii: "{") {
             self = try JSONDecoder().decode(NoteState.self, from: Data(bytes))
         } else {
             try self.init(binaryEncoded: bytes)
         }
+    }
+}
+
+extension NoteState {
+    private enum CodingKeys: String, CodingKey {
+        case created, title, body, tags, pinned, views, checklist, itemText, itemDone, deleted
+    }
+
+    /// The JSON form (format 1, no longer written but still read): `title` is a `ReviewRegister`, or an
+    /// `LWWRegister` as format 1 wrote it, which reads as the register it migrates to.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        created = try container.decode(Bool.self, forKey: .created)
+        if let register = try? container.decode(ReviewRegister<String>.self, forKey: .title) {
+            title = register
+        } else {
+            title = ReviewRegister(migrating: try container.decode(LWWRegister<String>.self, forKey: .title))
+        }
+        body = try container.decode(FugueText.self, forKey: .body)
+        tags = try container.decode(ORSet<String, AddWins>.self, forKey: .tags)
+        pinned = try container.decode(LWWRegister<Bool>.self, forKey: .pinned)
+        views = try container.decode(PNCounter.self, forKey: .views)
+        checklist = try container.decode(FugueList<String>.self, forKey: .checklist)
+        itemText = try container.decode([String: LWWRegister<String>].self, forKey: .itemText)
+        itemDone = try container.decode([String: LWWRegister<Bool>].self, forKey: .itemDone)
+        deleted = try container.decode(LWWRegister<Bool>.self, forKey: .deleted)
     }
 }

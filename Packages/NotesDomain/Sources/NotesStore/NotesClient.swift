@@ -42,8 +42,26 @@ public struct NotesClient: Sendable {
         return id
     }
 
+    /// Sets the title, replacing every title this device holds for the note (`overwrites`): an open
+    /// conflict is resolved by it, and a title written elsewhere without seeing this one is kept beside it.
     public func setTitle(_ id: NoteID, _ title: String) async throws {
-        try await change(id) { _, scope in [Self.draft(scope, id, .titleSet(.init(title: title)))] }
+        try await change(id) { state, scope in
+            [Self.draft(scope, id, .titleSet(.init(title: title, overwrites: state.titleOverwrites)))]
+        }
+    }
+
+    /// Resolves the note's open title conflict with `title` (one of the values, or a new one): a
+    /// `note.titleSet` that overwrites every value this device saw, so it conflicts again only with titles
+    /// written without seeing it.
+    /// - Throws: `EventStoreError` `note.unknown` for a note this device does not hold, `conflict.none`
+    ///   when its title has no open conflict here.
+    public func resolveTitle(_ id: NoteID, to title: String) async throws {
+        try await change(id) { state, scope in
+            guard state.title.hasConflict else {
+                throw EventStoreError(code: "conflict.none", message: "note \(id) has no open title conflict")
+            }
+            return [Self.draft(scope, id, .titleSet(.init(title: title, overwrites: state.titleOverwrites)))]
+        }
     }
 
     /// Replaces the body's text: the change is expressed as the minimal edit (common prefix and suffix
@@ -130,6 +148,11 @@ public struct NotesClient: Sendable {
 
     public func note(_ id: NoteID) async throws -> NoteView? {
         try await store.database.read { db in try NotesProjection.state(of: id, in: db)?.view }
+    }
+
+    /// The open conflicts of the notes an app shows (created, not deleted), by note id.
+    public func conflicts() async throws -> [NoteConflict] {
+        try await store.database.read { db in try NotesProjection.conflicts(in: db) }
     }
 
     /// Canonical JSON of every note (see `NotesProjection.exportState`).

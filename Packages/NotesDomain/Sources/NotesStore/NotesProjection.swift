@@ -8,7 +8,9 @@ import SyncStorage
 /// The `notes` projection: the generic per-stream state projection (`StreamStateProjection`) with the notes
 /// model. Per note, its CRDT state (`state`, the binary form of `NoteState`; rows written before it hold
 /// canonical JSON, which still reads) and plain read columns an app can query with SQL (`title`, `body`,
-/// `tags` as a JSON array, `pinned`, `view_count`, `checklist` as JSON, `deleted`, `created`).
+/// `tags` as a JSON array, `pinned`, `view_count`, `checklist` as JSON, `deleted`, `created`, and
+/// `title_conflict`: NULL, or the open title conflict's values as a JSON array of
+/// `{"hlc", "replica", "value"}`, the shown title first).
 public typealias NotesProjection = StreamStateProjection<NotesModel>
 
 /// What the notes domain gives `StreamStateProjection`: a note's state is `NoteState`, its stream
@@ -32,10 +34,13 @@ public struct NotesModel: StreamStateReplayModel {
             StreamStateColumn("checklist", "TEXT NOT NULL DEFAULT '[]'"),
             StreamStateColumn("deleted", "INTEGER NOT NULL DEFAULT 0"),
             StreamStateColumn("created", "INTEGER NOT NULL DEFAULT 0"),
+            StreamStateColumn("title_conflict", "TEXT"),
         ]
     }
     /// A deleted note: nothing can be appended to it once every replica has seen its end.
     public var retiredColumn: String? { "deleted" }
+    /// A note with an open title conflict (the column's partial index keeps reading them cheap).
+    public var conflictColumn: String? { "title_conflict" }
 
     public func key(ofStream stream: String) -> NoteID? {
         stream.hasPrefix("note:") ? NoteID(stream) : nil
@@ -87,6 +92,7 @@ public struct NotesModel: StreamStateReplayModel {
             String(decoding: tags, as: UTF8.self).databaseValue, (state.pinned.value ?? false).databaseValue,
             state.views.value.databaseValue, String(decoding: checklist, as: UTF8.self).databaseValue,
             (state.deleted.value ?? false).databaseValue, state.created.databaseValue,
+            NotesColumnJSON.titleConflict(of: state).map { String(decoding: $0, as: UTF8.self) }.databaseValue,
         ]
     }
 
@@ -128,23 +134,48 @@ public struct NotesModel: StreamStateReplayModel {
         // and has no row in notes_snapshot; the first write to it copies its row there. A prune then holds
         // the projection about once, not twice.
         migrations.register("notes.v2.copy-on-write", derivedTables: ["notes", "notes_snapshot"]) { db in
-            let old = NotesProjection.columns.split(separator: ",").map {
-                "OLD." + $0.trimmingCharacters(in: .whitespaces)
-            }
-            .joined(separator: ", ")
+            let columns = "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state"
+            let old = columns.split(separator: ",").map { "OLD." + $0.trimmingCharacters(in: .whitespaces) }
+                .joined(separator: ", ")
             try db.execute(
                 sql: """
                     ALTER TABLE notes ADD COLUMN changed INTEGER NOT NULL DEFAULT 1;
                     CREATE TRIGGER notes_copy_on_update BEFORE UPDATE ON notes
                     WHEN OLD.changed = 0 AND NEW.changed = 1 BEGIN
-                        INSERT OR REPLACE INTO notes_snapshot (\(NotesProjection.columns)) VALUES (\(old));
+                        INSERT OR REPLACE INTO notes_snapshot (\(columns)) VALUES (\(old));
                     END;
                     CREATE TRIGGER notes_copy_on_delete BEFORE DELETE ON notes WHEN OLD.changed = 0 BEGIN
-                        INSERT OR REPLACE INTO notes_snapshot (\(NotesProjection.columns)) VALUES (\(old));
+                        INSERT OR REPLACE INTO notes_snapshot (\(columns)) VALUES (\(old));
+                    END;
+                    """)
+        }
+        // The open title conflict as a read column (NoteState version 2 rebuilds the rows that fill it); the
+        // copy-on-write triggers copy it too.
+        migrations.register("notes.v3.title-conflict", derivedTables: ["notes", "notes_snapshot"]) { db in
+            let columns = Self.columnsV3
+            let old = columns.split(separator: ",").map { "OLD." + $0.trimmingCharacters(in: .whitespaces) }
+                .joined(separator: ", ")
+            try db.execute(
+                sql: """
+                    ALTER TABLE notes ADD COLUMN title_conflict TEXT;
+                    ALTER TABLE notes_snapshot ADD COLUMN title_conflict TEXT;
+                    CREATE INDEX notes_with_conflict ON notes (scope) WHERE title_conflict IS NOT NULL;
+                    DROP TRIGGER notes_copy_on_update;
+                    DROP TRIGGER notes_copy_on_delete;
+                    CREATE TRIGGER notes_copy_on_update BEFORE UPDATE ON notes
+                    WHEN OLD.changed = 0 AND NEW.changed = 1 BEGIN
+                        INSERT OR REPLACE INTO notes_snapshot (\(columns)) VALUES (\(old));
+                    END;
+                    CREATE TRIGGER notes_copy_on_delete BEFORE DELETE ON notes WHEN OLD.changed = 0 BEGIN
+                        INSERT OR REPLACE INTO notes_snapshot (\(columns)) VALUES (\(old));
                     END;
                     """)
         }
     }
+
+    /// The row's columns as of `notes.v3.title-conflict` (a migration keeps the list it was written with).
+    static let columnsV3 =
+        "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state, title_conflict"
 
     /// Rows computed on up to `workers` threads while this thread inserts the rows computed before it, each
     /// bound from its own bytes (`NotesRowInsert`).
@@ -175,9 +206,7 @@ extension StreamStateProjection where Model == NotesModel {
     }
 
     /// The columns of a note row (in `notes` and `notes_snapshot`), in table order.
-    public static var columns: String {
-        "id, scope, title, body, tags, pinned, view_count, checklist, deleted, created, state"
-    }
+    public static var columns: String { NotesModel.columnsV3 }
 
     // MARK: - Reading
 
@@ -209,6 +238,24 @@ extension StreamStateProjection where Model == NotesModel {
             if state.isLive { views[row["id"]] = state.view }
         }
         return try CanonicalJSON.encode(views)
+    }
+
+    /// The open conflicts of the notes an app shows (created, not deleted), by note id: the rows whose
+    /// `title_conflict` is set, read from their states.
+    public static func conflicts(in db: Database) throws -> [NoteConflict] {
+        var conflicts: [NoteConflict] = []
+        for row in try Row.fetchAll(
+            db,
+            sql: """
+                SELECT id, state FROM notes
+                WHERE title_conflict IS NOT NULL AND created = 1 AND deleted = 0 ORDER BY id
+                """)
+        {
+            let data: Data = row["state"]
+            guard let id = NoteID(row["id"] as String) else { continue }
+            conflicts += try NoteState(stored: [UInt8](data)).conflicts(of: id)
+        }
+        return conflicts
     }
 
     /// Live (created and not deleted) notes of `scope`.

@@ -10,10 +10,13 @@ import Synchronization
 /// A note's row as `NotesModel.writeRows` writes it: the text and blob columns' bytes back to back in one
 /// buffer (made on a worker thread, bound in place), and the numbers.
 struct SavedRow: Sendable {
-    /// `id`, `scope`, `title`, `body`, `tags` and `checklist` (UTF-8), then `state`, back to back.
+    /// `id`, `scope`, `title`, `body`, `tags` and `checklist` (UTF-8), then `state`, then `title_conflict`
+    /// when there is one, back to back.
     var bytes: [UInt8]
-    /// Where each of those seven ends in `bytes`.
+    /// Where each of the first seven ends in `bytes`.
     var ends: (Int, Int, Int, Int, Int, Int, Int)
+    /// Whether the bytes after `state` are a `title_conflict` (else the column is NULL).
+    var hasTitleConflict: Bool
     var pinned: Bool
     var viewCount: Int64
     var deleted: Bool
@@ -43,8 +46,12 @@ extension NoteState {
         var writer = BinaryWriter(appendingTo: consume bytes)
         state.encode(to: &writer)
         bytes = writer.bytes
+        let stateEnd = bytes.count
+        let hasTitleConflict = state.title.hasConflict
+        if hasTitleConflict { NotesColumnJSON.writeTitleConflict(state.title.candidates, to: &bytes) }
         return SavedRow(
-            bytes: bytes, ends: (idEnd, scopeEnd, titleEnd, bodyEnd, tagsEnd, checklistEnd, bytes.count),
+            bytes: bytes, ends: (idEnd, scopeEnd, titleEnd, bodyEnd, tagsEnd, checklistEnd, stateEnd),
+            hasTitleConflict: hasTitleConflict,
             pinned: state.pinned.value ?? false, viewCount: state.views.value, deleted: state.deleted.value ?? false,
             created: state.created)
     }
@@ -53,6 +60,30 @@ extension NoteState {
 /// The read columns' JSON, canonical (sorted keys), written directly: building `JSONValue` trees was a sixth
 /// of saving a note.
 enum NotesColumnJSON {
+    /// The `title_conflict` column: nil without an open conflict, else a JSON array of
+    /// `{"hlc", "replica", "value"}`, the shown title first.
+    static func titleConflict(of state: NoteState) -> [UInt8]? {
+        guard state.title.hasConflict else { return nil }
+        var output: [UInt8] = []
+        writeTitleConflict(state.title.candidates, to: &output)
+        return output
+    }
+
+    static func writeTitleConflict(_ entries: [ReviewRegister<String>.Entry], to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "["))
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            output.append(contentsOf: #"{"hlc":"#.utf8)
+            JSONValue.writeString(entry.timestamp.description, to: &output)
+            output.append(contentsOf: #","replica":"#.utf8)
+            JSONValue.writeString(entry.author.description, to: &output)
+            output.append(contentsOf: #","value":"#.utf8)
+            JSONValue.writeString(entry.value, to: &output)
+            output.append(UInt8(ascii: "}"))
+        }
+        output.append(UInt8(ascii: "]"))
+    }
+
     /// The `tags` column: a JSON array of the sorted tags.
     static func writeTags(_ tags: [String], to output: inout [UInt8]) {
         output.append(UInt8(ascii: "["))
@@ -92,9 +123,9 @@ struct NotesRowInsert {
         statement = try db.cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO notes_snapshot (\(NotesProjection.columns))
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 11)))
+        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 12)))
     }
 
     /// Into `notes`; with `asSnapshot`, a row that stays its own snapshot (`changed = 0`: events folded on
@@ -104,12 +135,14 @@ struct NotesRowInsert {
         let changed = asSnapshot ? 0 : 1
         statement = try db.cachedStatement(
             sql: """
-                INSERT INTO notes (\(NotesProjection.columns), changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(changed))
+                INSERT INTO notes (\(NotesProjection.columns), changed)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(changed))
                 ON CONFLICT (id) DO UPDATE SET title = excluded.title, body = excluded.body, tags = excluded.tags,
                     pinned = excluded.pinned, view_count = excluded.view_count, checklist = excluded.checklist,
-                    deleted = excluded.deleted, created = excluded.created, state = excluded.state, changed = \(changed)
+                    deleted = excluded.deleted, created = excluded.created, state = excluded.state,
+                    title_conflict = excluded.title_conflict, changed = \(changed)
                 """)
-        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 11)))
+        statement.setUncheckedArguments(StatementArguments([DatabaseValue](repeating: .null, count: 12)))
     }
 
     func execute(_ row: SavedRow) throws {
@@ -134,6 +167,11 @@ struct NotesRowInsert {
             sqlite3_bind_int64(handle, 9, row.deleted ? 1 : 0)
             sqlite3_bind_int64(handle, 10, row.created ? 1 : 0)
             sqlite3_bind_blob(handle, 11, bytes.baseAddress! + ends.5, Int32(ends.6 - ends.5), nil)
+            if row.hasTitleConflict {
+                text(12, ends.6, bytes.count)
+            } else {
+                sqlite3_bind_null(handle, 12)
+            }
             try statement.execute()
         }
     }

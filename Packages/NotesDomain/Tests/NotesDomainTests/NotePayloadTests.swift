@@ -29,6 +29,10 @@ import Testing
             (.created(.init(title: "Groceries \"Sat\"\n é")), #"{"title":"Groceries \"Sat\"\n é"}"#),
             (.titleSet(.init(title: "Groceries")), #"{"title":"Groceries"}"#),
             (
+                .titleSet(.init(title: "Groceries", overwrites: [Dot(replica: replica, counter: 1)])),
+                #"{"overwrites":[\#(dot1)],"title":"Groceries"}"#
+            ),
+            (
                 .bodyEdited(.init(ops: body)),
                 #"{"ops":[{"insert":{"count":4,"elements":"milk","id":\#(dot1)}}]}"#
             ),
@@ -85,23 +89,27 @@ import Testing
             let refused = type == .snapshot ? "note.snapshot events are written only by the server's compaction" : nil
             #expect(NoteRules.violation(type: type.rawValue, stream: stream, payload: payload.json) == refused)
             #expect(NoteRules.violation(payload) == refused)
-            // The keys a type lists are the keys it writes.
+            // The keys a type lists are the keys it writes (its optional ones when it has them).
             guard case .object(let members) = payload.json else {
                 Issue.record("\(type.rawValue) is not an object")
                 continue
             }
-            #expect(Set(members.keys) == Set(type.payloadType.keys.map(\.stringValue)), "\(type.rawValue)")
+            let written = Set(members.keys.compactMap(NotePayloadKey.init(rawValue:)))
+            #expect(written.count == members.count, "\(type.rawValue) writes only its keys")
+            #expect(written.isSubset(of: Set(type.payloadType.keys)), "\(type.rawValue)")
+            #expect(Set(type.payloadType.requiredKeys).isSubset(of: written), "\(type.rawValue)")
         }
     }
 
     /// Other keys are ignored: a payload decodes as another type exactly when it has that type's keys.
     @Test func aPayloadDecodesAsAnotherTypeOnlyWithItsKeys() {
         for (payload, _) in Self.goldenSamples() {
-            let keys = Set(payload.type.payloadType.keys)
+            guard case .object(let members) = payload.json else { continue }
+            let keys = Set(members.keys.compactMap(NotePayloadKey.init(rawValue:)))
             for other in NoteEventType.allCases {
                 let decodes = (try? NotePayload(type: other, json: payload.json)) != nil
                 #expect(
-                    decodes == Set(other.payloadType.keys).isSubset(of: keys),
+                    decodes == Set(other.payloadType.requiredKeys).isSubset(of: keys),
                     "\(payload.type.rawValue) as \(other.rawValue)")
             }
         }
@@ -159,6 +167,20 @@ import Testing
         #expect(violation(.pinnedSet, ["pinned": 1]) == "pinned is a boolean")
         #expect(violation(.created, ["title": .string(String(repeating: "x", count: 201))]) != nil)
         #expect(violation(.deleted, [1]) == "a note event's payload is an object")
+        let overwritesMessage =
+            "overwrites is an array of at most 1000 distinct dots (the titles the writer saw)"
+        #expect(violation(.titleSet, ["title": "t", "overwrites": 1]) == overwritesMessage)
+        #expect(violation(.titleSet, ["title": "t", "overwrites": [1]]) == overwritesMessage)
+        #expect(violation(.titleSet, ["title": 1, "overwrites": [1]]) == "title is a string", "title comes first")
+        let dot = NotePayload.titleSet(.init(title: "t", overwrites: [Dot(replica: Self.replica, counter: 1)]))
+        #expect(NoteRules.violation(dot) == nil)
+        #expect(violation(.titleSet, ["title": "t", "overwrites": []]) == nil)
+        let twice = Dot(replica: Self.replica, counter: 3)
+        #expect(NoteRules.violation(.titleSet(.init(title: "t", overwrites: [twice, twice]))) == overwritesMessage)
+        let zero = Dot(replica: Self.replica, counter: 0)
+        #expect(NoteRules.violation(.titleSet(.init(title: "t", overwrites: [zero]))) == overwritesMessage)
+        let many = (1...1001).map { Dot(replica: Self.replica, counter: UInt64($0)) }
+        #expect(NoteRules.violation(.titleSet(.init(title: "t", overwrites: many))) == overwritesMessage)
     }
 
     // MARK: - The reader agrees with Codable
@@ -181,7 +203,12 @@ import Testing
             let payload: NotePayload
             switch kind {
             case .created: payload = .created(.init(title: text(&random)))
-            case .titleSet: payload = .titleSet(.init(title: text(&random)))
+            case .titleSet:
+                let overwrites = (0..<Int.random(in: 0...2, using: &random)).map {
+                    Dot(replica: replicas[$0], counter: UInt64(index + 1))
+                }
+                payload = .titleSet(
+                    .init(title: text(&random), overwrites: Bool.random(using: &random) ? overwrites : nil))
             case .bodyEdited:
                 payload = .bodyEdited(
                     .init(ops: state.body.replace(with: text(&random, length: 0...40), replica: replica)))

@@ -34,6 +34,10 @@ public struct EngineStatus: Sendable, Hashable, Codable {
     public var lastVerified: Date?
     /// Ranges repaired (and resets made) by verification since the engine started.
     public var repairs = 0
+    /// Records holding an open conflict (values written concurrently on replicas that did not see each
+    /// other, kept for review: `EventStore.streamsInConflict`) as of the last applied answer; each one
+    /// opened or resolved is journaled (`conflict.open`, `conflict.resolved`).
+    public var openConflicts = 0
 
     public init() {}
 }

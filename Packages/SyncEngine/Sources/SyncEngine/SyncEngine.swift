@@ -18,7 +18,7 @@ public final class SyncEngine: Sendable {
     public let transport: any SyncTransport
     public let configuration: Configuration
     public let journal: SyncJournal
-    private let state = Mutex(EngineStatus())
+    private let state: Mutex<EngineStatus>
     /// The transaction sizes the store has learned to fit `applyBudget` (`ApplyBudget`), kept from sync to
     /// sync.
     private let learned: Mutex<ApplyBudget>
@@ -35,6 +35,9 @@ public final class SyncEngine: Sendable {
     /// The live stream's and the long-poll's tasks, and what the stream leaves for the run loop.
     let links = Mutex(LiveLinks())
     private let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
+    /// The streams in conflict as of the last applied answer, or when the engine opened (nil if that read
+    /// failed): only changes from there are journaled.
+    private let conflicts: Mutex<Set<String>?>
 
     public init(store: EventStore, transport: any SyncTransport, configuration: Configuration = Configuration()) throws
     {
@@ -42,6 +45,11 @@ public final class SyncEngine: Sendable {
         self.transport = transport
         self.configuration = configuration
         self.journal = try SyncJournal(database: store.database, bounds: configuration.journal)
+        let conflicts = try? store.database.writer.read { db in try store.streamsInConflict(in: db) }
+        self.conflicts = Mutex(conflicts)
+        var status = EngineStatus()
+        status.openConflicts = conflicts?.count ?? 0
+        self.state = Mutex(status)
         self.learned = Mutex(
             ApplyBudget(
                 transaction: configuration.applyBudget, writeBehind: configuration.projectionLag,
@@ -346,8 +354,9 @@ public final class SyncEngine: Sendable {
         let journal = journal
         let pushed = !batch.isEmpty
         let pulled = !response.events.isEmpty
+        let applied: AppliedAnswer
         do {
-            return try await store.apply(answer, budget: &budget) { transaction, db in
+            applied = try await store.apply(answer, budget: &budget) { transaction, db in
                 journal.write(
                     SyncJournal.entries(
                         for: transaction.total, pushed: transaction.isFirst && pushed,
@@ -357,6 +366,22 @@ public final class SyncEngine: Sendable {
         } catch {
             throw Self.storeFailure(error)
         }
+        if pushed || pulled { await trackConflicts() }
+        return applied
+    }
+
+    /// Reads the streams in conflict after an answer (one indexed query, nothing per event), journals those
+    /// opened and resolved since the last read, and counts them in the status. A failed read changes nothing:
+    /// the next answer reads again.
+    func trackConflicts() async {
+        guard let now = try? await store.streamsInConflict() else { return }
+        let before = conflicts.withLock { previous in
+            defer { previous = now }
+            return previous
+        }
+        guard before != now || status.openConflicts != now.count else { return }
+        if let before { await journal.record(SyncJournal.entries(conflictsWere: before, are: now)) }
+        await updateStatus { $0.openConflicts = now.count }
     }
 
     /// A budget for answers applied outside a cycle (live frames, long-poll pages): one transaction each.

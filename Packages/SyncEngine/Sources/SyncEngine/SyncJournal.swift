@@ -118,6 +118,13 @@ public struct SyncJournal: Sendable {
         return entries
     }
 
+    /// The entries for the streams whose conflict opened (`conflict.open`) or was resolved
+    /// (`conflict.resolved`) between two reads of the streams in conflict, each with its stream, sorted.
+    static func entries(conflictsWere before: Set<String>, are now: Set<String>) -> [(kind: String, detail: String)] {
+        now.subtracting(before).sorted().map { ("conflict.open", $0) }
+            + before.subtracting(now).sorted().map { ("conflict.resolved", $0) }
+    }
+
     /// Records entries inside the caller's write transaction (the store's transaction for a server answer,
     /// so that an answer costs one commit, not two). A failed insert is dropped, as in `record`, and leaves
     /// the caller's transaction as it was (SQLite undoes the one statement).

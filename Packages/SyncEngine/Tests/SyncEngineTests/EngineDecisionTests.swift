@@ -113,3 +113,12 @@ import Testing
         #expect(SyncEngine.merge(pages, onto: stored) == .known)
     }
 }
+
+@Suite struct ConflictJournalTests {
+    @Test func conflictsOpenedAndResolvedAreJournaledByStream() {
+        let entries = SyncJournal.entries(conflictsWere: ["note:1", "note:2"], are: ["note:2", "note:4", "note:3"])
+        #expect(entries.map(\.kind) == ["conflict.open", "conflict.open", "conflict.resolved"])
+        #expect(entries.map(\.detail) == ["note:3", "note:4", "note:1"])
+        #expect(SyncJournal.entries(conflictsWere: ["note:1"], are: ["note:1"]).isEmpty)
+    }
+}

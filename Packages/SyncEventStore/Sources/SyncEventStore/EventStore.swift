@@ -211,6 +211,20 @@ public final class EventStore: Sendable {
         }
     }
 
+    /// The streams whose record holds an open conflict in some projection (`Projection.streamsInConflict`),
+    /// as the tables show them now: a record still waiting in memory (write-behind during a long pull)
+    /// counts once it is written.
+    public func streamsInConflict() async throws -> Set<String> {
+        try await database.read { db in try self.streamsInConflict(in: db) }
+    }
+
+    /// `streamsInConflict()` inside the caller's transaction.
+    public func streamsInConflict(in db: Database) throws -> Set<String> {
+        var streams: Set<String> = []
+        for projection in projections { streams.formUnion(try projection.streamsInConflict(in: db)) }
+        return streams
+    }
+
     /// What a sync round trip needs from the store, read at once: pending events after `position` (at most
     /// `limit`), the stored cursor and the acknowledged cursor (`acknowledgedCursor()`).
     public func outboxSnapshot(after position: Int64, limit: Int) async throws -> (

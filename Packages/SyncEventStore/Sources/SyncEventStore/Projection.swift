@@ -49,6 +49,11 @@ public protocol Projection: Sendable {
     /// without reading every retired stream at each step (a cost that grew with the steps times the deleted
     /// records).
     func retiredStreams(among streams: Set<String>, in db: Database) throws -> Set<String>
+    /// The streams whose record holds an open conflict (concurrent values kept for review), as the
+    /// projection's tables show them now, retired records left out: what the sync engine journals as
+    /// opened and resolved and counts in `EngineStatus`. Asked once per applied answer, so it must cost
+    /// about the conflicts it finds, not the table (an index). The default: none.
+    func streamsInConflict(in db: Database) throws -> Set<String>
     /// Forgets the saved snapshot, so that restoring empties the tables (a reset drops the history the
     /// snapshot folded).
     func discardSnapshot(in db: Database) throws
@@ -74,6 +79,8 @@ extension Projection {
     }
 
     public func retiredStreams(in db: Database) throws -> Set<String> { [] }
+
+    public func streamsInConflict(in db: Database) throws -> Set<String> { [] }
 
     public func retiredStreams(among streams: Set<String>, in db: Database) throws -> Set<String> {
         guard !streams.isEmpty else { return [] }

@@ -38,6 +38,12 @@ public protocol StreamStateModel: Sendable {
     /// The column among `columns` that is 1 when `isRetired` (a stable purge deletes those rows); nil when
     /// the model never retires a record (the default).
     var retiredColumn: String? { get }
+    /// The column among `columns` that is set (neither NULL nor 0) while the record holds an open conflict:
+    /// values written concurrently on replicas that did not see each other, kept for someone to review. The
+    /// projection reads it to report the streams in conflict (`Projection.streamsInConflict`), which the
+    /// sync engine journals and counts; index it (a partial index on it) when the table is large. Nil when
+    /// the model keeps no such conflicts (the default).
+    var conflictColumn: String? { get }
 
     /// The record a stream holds, or nil when the stream is not this model's (its events are ignored).
     func key(ofStream stream: String) -> Key?
@@ -116,6 +122,7 @@ public protocol StreamStateReplayModel: StreamStateModel {
 extension StreamStateModel {
     public var keyColumn: String { "stream" }
     public var retiredColumn: String? { nil }
+    public var conflictColumn: String? { nil }
     public func key(ofStreamBytes bytes: UnsafeRawBufferPointer) -> Key? {
         key(ofStream: String(decoding: bytes, as: UTF8.self))
     }

@@ -331,6 +331,23 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
         return streams
     }
 
+    /// The records whose `StreamStateModel.conflictColumn` is set, retired ones left out.
+    public func streamsInConflict(in db: Database) throws -> Set<String> {
+        guard let conflict = model.conflictColumn else { return [] }
+        let live = model.retiredColumn.map { " AND \($0) = 0" } ?? ""
+        var streams: Set<String> = []
+        let keys = try String.fetchCursor(
+            db,
+            sql: """
+                SELECT \(table.keyColumn) FROM \(table.name)
+                WHERE \(conflict) IS NOT NULL AND \(conflict) IS NOT 0\(live)
+                """)
+        while let text = try keys.next() {
+            if let key = Model.Key(text) { streams.insert(model.stream(of: key)) }
+        }
+        return streams
+    }
+
     /// The retired records among `streams`, each looked up by its key.
     public func retiredStreams(among streams: Set<String>, in db: Database) throws -> Set<String> {
         guard let retired = model.retiredColumn else { return [] }
