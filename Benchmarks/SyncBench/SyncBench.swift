@@ -9,6 +9,6 @@ struct SyncBench: AsyncParsableCommand {
         abstract: "Benchmarks of the offline-sync stack: CRDT traces, projection rebuilds, sync throughput.",
         subcommands: [
             TraceCommand.self, ConformanceCommand.self, RebuildCommand.self, PushCommand.self, PGBaselineCommand.self,
-            BootstrapCommand.self, ChurnCommand.self, FanoutCommand.self, ReportCommand.self,
+            BootstrapCommand.self, ChurnCommand.self, FanoutCommand.self, ReportCommand.self, VerifyCommand.self,
         ])
 }

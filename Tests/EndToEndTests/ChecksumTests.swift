@@ -90,7 +90,7 @@ import Testing
 
     /// A device's file damaged behind the store's back, one way at a time: `verify` finds the range, pulls it
     /// again, and the device ends equal to a fresh one; a pending event survives the repair.
-    @Test(arguments: ["delete a confirmed row", "alter a payload", "reset the sums"])
+    @Test(arguments: ["delete a confirmed row", "alter a payload", "reset the sums", "drop a projection row"])
     func aDamagedDeviceRepairsTheBadRangeAndEndsEqualToAFreshOne(damage: String) async throws {
         let stack = try await Stack()
         let token = try stack.token(scopes: [Self.scope])
@@ -114,6 +114,8 @@ import Testing
                         UPDATE events SET payload = CAST(replace(CAST(payload AS TEXT), 'note 70', 'note 7O') AS BLOB)
                         WHERE scope = ? AND type = 'note.created' AND CAST(payload AS TEXT) LIKE '%note 70"%'
                         """, arguments: [Self.scope])
+            case "drop a projection row":
+                try db.execute(sql: "DELETE FROM notes WHERE rowid = (SELECT min(rowid) FROM notes)")
             default:
                 try db.execute(sql: "UPDATE scope_checksums SET applied = 0, held = 0")
             }
@@ -125,7 +127,7 @@ import Testing
         #expect(results.map(\.outcome) == [.mismatched], "\(results)")
         let repaired = try await device.engine.verify(deep: true)
         #expect(repaired.map(\.outcome) == [.repaired], "\(repaired)")
-        if damage != "reset the sums" {
+        if damage == "delete a confirmed row" || damage == "alter a payload" {
             #expect(repaired[0].repairs.count == 1, "one bad range: \(repaired)")
             #expect(repaired[0].downloaded <= 1_000, "only the bad range was pulled again")
         }
@@ -137,6 +139,32 @@ import Testing
         try await fresh.engine.syncNow()
         #expect(try await device.client.exportState() == fresh.client.exportState())
         #expect(try await device.client.note(notes[70])?.title == "note 70")
+    }
+}
+
+extension ChecksumTests {
+    /// A row cannot be duplicated in the log: its event id and its seq are each unique in the scope, so
+    /// the copy is refused and nothing is there for a verification to find.
+    @Test func theLogRefusesADuplicatedRow() async throws {
+        let directory = try TemporaryDirectory()
+        let client = try NotesClient.open(path: directory.path("device.sqlite"))
+        _ = try await client.create(scope: Scope(Self.scope), title: "one")
+        try await client.store.database.writer.write { db in
+            try db.execute(sql: "UPDATE events SET status = 'confirmed', seq = 1")
+        }
+        let copy = """
+            INSERT INTO events (event_id, scope, stream, stream_version, type, schema_version, payload, hlc,
+                dot_replica, dot_counter, status, seq, checksum)
+            SELECT event_id, scope, stream, stream_version, type, schema_version, payload, hlc, dot_replica,
+                dot_counter, status, seq, checksum FROM events
+            """
+        await #expect(throws: DatabaseError.self) {
+            try await client.store.database.writer.write { db in try db.execute(sql: copy) }
+        }
+        let renamed = copy.replacingOccurrences(of: "SELECT event_id,", with: "SELECT lower(hex(randomblob(16))),")
+        await #expect(throws: DatabaseError.self, "the same seq under another id") {
+            try await client.store.database.writer.write { db in try db.execute(sql: renamed) }
+        }
     }
 }
 

@@ -18,6 +18,8 @@ import Testing
                 var duplicated: Int
                 var diverged: Int
                 var delivery: Int?
+                var checksums: Int?
+                var repairs: Int?
             }
             struct Bytes: Decodable { var sentWire: Int, receivedWire: Int }
             var devices: Int
@@ -30,6 +32,7 @@ import Testing
             var faults: [String: Int]
             var offlineSpells: Int
             var crashes: Int
+            var corruptions: Int?
             var label: String
             var verdict: Verdict
         }
@@ -90,6 +93,30 @@ import Testing
         // The server holds each of those events once.
         let rows = try stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
         #expect(rows == ["\(step.verdict.serverEvents)|\(step.verdict.serverEvents)"])
+    }
+
+    /// Replicas whose files lose rows behind their stores' backs during the run: they find the losses by
+    /// their checksums and pull the bad ranges again, so the verdict passes, and the report counts both.
+    @Test func replicasWhoseFilesLoseRowsRepairThemselvesAndThePassesVerdict() async throws {
+        let stack = try await Self.stack()
+        let out = stack.directory.appendingPathComponent("report")
+        let result = try await run(
+            stack,
+            [
+                "--devices", "0", "--replicas", "6", "--scopes", "2", "--duration", "6", "--ramp-up", "0.5",
+                "--rate", "4", "--faults", "0", "--offline", "0", "--crash-interval", "0", "--corrupt-interval", "1.5",
+                "--seed", "9", "--out", out.path, "--data-dir", stack.directory.appendingPathComponent("devices").path,
+            ])
+        #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        let report = try JSONDecoder().decode(
+            Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
+        let step = try #require(report.steps.first)
+        #expect(step.verdict.passed && step.verdict.lost == 0 && step.verdict.diverged == 0)
+        #expect(step.verdict.checksums == 0)
+        #expect((step.corruptions ?? 0) > 0, "rows were deleted")
+        #expect((step.verdict.repairs ?? 0) > 0, "and repaired")
+        let markdown = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
+        #expect(markdown.contains("rows deleted"))
     }
 
     struct VerdictJSON: Decodable {

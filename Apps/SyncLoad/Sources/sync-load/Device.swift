@@ -31,6 +31,8 @@ final class Device: Sendable {
     private let debounce: Duration
     private let minPushInterval: Duration
     private let pollLinger: Duration
+    /// The engine's `verifyInterval` (nil: its default).
+    private let verifyInterval: Duration?
     private struct Replica: Sendable {
         var client: NotesClient
         var engine: SyncEngine
@@ -47,8 +49,9 @@ final class Device: Sendable {
     init(
         plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?, live: Bool = true,
         debounce: Duration = .zero, minPushInterval: Duration = .milliseconds(50),
-        pollLinger: Duration = .milliseconds(100)
+        pollLinger: Duration = .milliseconds(100), verifyInterval: Duration? = nil
     ) throws {
+        self.verifyInterval = verifyInterval
         self.live = live
         self.debounce = debounce
         self.minPushInterval = minPushInterval
@@ -86,6 +89,7 @@ final class Device: Sendable {
         configuration.longPollLinger = pollLinger
         // The verdict reads each device's own events from its log: keep them.
         configuration.autoCompactAfter = nil
+        if let verifyInterval { configuration.verifyInterval = verifyInterval }
         configuration.backoff = BackoffPolicy(base: .milliseconds(200), cap: .seconds(5))
         let metrics = metrics
         let replicaID = client.store.replica
@@ -156,6 +160,21 @@ final class Device: Sendable {
         transport.setOnline(true)
         if let id = replicaID { metrics.cameOnline(id) }
         startSync()
+    }
+
+    /// Deletes one confirmed row of the log, chosen at random, behind the store's back (as a restored backup,
+    /// a bug or disk trouble would lose it): the engine's verification must find it by its checksums and pull
+    /// it again. False when the log holds no confirmed row.
+    func corrupt() async throws -> Bool {
+        guard let store = client?.store else { return false }
+        return try await store.database.writer.write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM events WHERE position = (
+                        SELECT position FROM events WHERE status = 'confirmed' ORDER BY random() LIMIT 1)
+                    """)
+            return db.changesCount > 0
+        }
     }
 
     /// Closes the replica abruptly, as a killed app would: its sync stops wherever it is (a request in

@@ -28,6 +28,7 @@ final class LoadMetrics: Sendable {
         var faults: [String: Int] = [:]
         var offlineSpells = 0
         var crashes = 0
+        var corruptions = 0
         var push = LoadMetrics.histogram()
         var writeToVisible = LoadMetrics.histogram()
         var catchUp = LoadMetrics.histogram()
@@ -93,6 +94,8 @@ final class LoadMetrics: Sendable {
     }
 
     func crashed() { state.withLock { $0.totals.crashes += 1 } }
+
+    func corrupted() { state.withLock { $0.totals.corruptions += 1 } }
 
     func wentOffline(_ replica: ReplicaID) {
         let now = Self.nowMilliseconds()

@@ -49,6 +49,9 @@ struct StepConfiguration: Codable, Sendable {
     var settleTimeout: Double
     /// Seconds by which 1 device in 5 runs ahead, and 1 in 5 behind (absent or 0: every clock is right).
     var clockSkew: Double? = nil
+    /// Mean seconds between corruptions of one device's file: a confirmed row of its log deleted behind its
+    /// store's back, which its engine must find by its checksums and repair (absent or 0: none).
+    var corruptInterval: Double? = nil
     /// Seconds without any progress after which the run stops and says what every device waits on (absent
     /// or 0: never).
     var stallTimeout: Double? = nil
@@ -128,7 +131,9 @@ struct LoadRun {
                     longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
                     live: configuration.live ?? false, debounce: .milliseconds(configuration.debounce),
                     minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
-                    pollLinger: .milliseconds(configuration.pollLinger ?? 100)))
+                    pollLinger: .milliseconds(configuration.pollLinger ?? 100),
+                    // Devices whose files get damaged verify often, to repair themselves within the run.
+                    verifyInterval: (configuration.corruptInterval ?? 0) > 0 ? .seconds(2) : nil))
         }
         var thin: [ThinDevice] = []
         let options = ThinDevice.Options(
@@ -273,6 +278,8 @@ struct LoadRun {
                 receivedRaw: totals.traffic.receivedRaw, receivedWire: totals.traffic.receivedWire),
             errors: totals.errors, localErrors: totals.localErrors, faults: totals.faults,
             offlineSpells: totals.offlineSpells, crashes: totals.crashes,
+            corruptions: configuration.corruptInterval == nil ? nil : totals.corruptions,
+            repairs: configuration.corruptInterval == nil ? nil : verdict.repairs,
             label: StepReport.label(writeToVisibleP99: w2v.count == 0 ? nil : w2v.p99),
             load: .init(
                 cpuSeconds: cpu.own, peakResidentBytes: ProcessStats.memory().peak,
@@ -339,6 +346,8 @@ struct LoadRun {
         var spells = OfflineSpells(configuration, random: &random)
         var crashAt =
             configuration.crashInterval > 0 ? spells.at(spells.exponential(configuration.crashInterval, &random)) : nil
+        let corruptInterval = configuration.corruptInterval ?? 0
+        var corruptAt = corruptInterval > 0 ? spells.at(spells.exponential(corruptInterval, &random)) : nil
         while ContinuousClock.now < end, !Task.isCancelled {
             device.doing("thinking")
             let think = spells.exponential(1 / max(configuration.rate, 0.001), &random)
@@ -362,6 +371,11 @@ struct LoadRun {
                     return
                 }
                 crashAt = spells.at(spells.exponential(configuration.crashInterval, &random))
+            }
+            if let due = corruptAt, now >= due {
+                device.doing("corrupting its file")
+                if (try? await device.corrupt()) == true { metrics.corrupted() }
+                corruptAt = spells.at(spells.exponential(corruptInterval, &random))
             }
             guard let client = device.client else { continue }
             do {

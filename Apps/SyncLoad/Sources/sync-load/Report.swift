@@ -46,6 +46,10 @@ struct StepReport: Codable, Sendable {
     var faults: [String: Int]
     var offlineSpells: Int
     var crashes: Int
+    /// Rows deleted from devices' files behind their stores' backs (`--corrupt-interval`; absent: none).
+    var corruptions: Int? = nil
+    /// Ranges the devices repaired, and resets they made, through their checksums (with corruptions).
+    var repairs: Int? = nil
     /// healthy (write-to-visible p99 < 500 ms), degraded (< 2 s) or collapsed.
     var label: String
     /// The load process itself.
@@ -128,6 +132,9 @@ struct RunReport: Codable, Sendable {
                 + "faults on \(Int(configuration.faultRate * 100))% of requests; "
                 + (configuration.crashInterval > 0
                     ? "a crash per device every \(Int(configuration.crashInterval)) s" : "no crashes")
+                + ((configuration.corruptInterval ?? 0) > 0
+                    ? "; a row of a device's log deleted behind its store's back every \(Int(configuration.corruptInterval ?? 0)) s per device"
+                    : "")
                 + ((configuration.clockSkew ?? 0) != 0
                     ? "; 1 device in 5 with its clock \(Int(configuration.clockSkew ?? 0)) s ahead, 1 in 5 as far behind"
                     : ""),
@@ -179,7 +186,10 @@ struct RunReport: Codable, Sendable {
             "|---:|---:|---:|---:|---:|---:|---|---:|---:|---|",
         ]
         for step in steps {
-            let faults = step.faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            var faults = step.faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            if let corruptions = step.corruptions {
+                faults += (faults.isEmpty ? "" : ", ") + "rows deleted \(corruptions) (repaired: \(step.repairs ?? 0))"
+            }
             let errors = step.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             lines.append(
                 "| \(step.devices + (step.replicas ?? 0)) | \(step.edits) | \(step.accepted) | \(step.rejected) | \(mib(step.bytes.sentWire)) | "

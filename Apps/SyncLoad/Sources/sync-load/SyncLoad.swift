@@ -108,6 +108,11 @@ struct RunCommand: AsyncParsableCommand {
     )
     var faults = 0.05
     @Option(help: "Mean seconds between abrupt closes (and reopens) of one device; 0: none.") var crashInterval = 60.0
+    @Option(
+        help:
+            "Mean seconds between corruptions of one device's file (a confirmed row deleted behind its store's back), which the device must find by its checksums and repair; 0: none."
+    )
+    var corruptInterval = 0.0
     @Flag(
         inversion: .prefixedNo,
         help: "Devices hold the live stream (GET /v1/live) to see others' edits; --no-live makes them long-poll.")
@@ -186,6 +191,7 @@ struct RunCommand: AsyncParsableCommand {
             scopePrefix: prefix,
             dataDirectory: base.path, settleTimeout: settleTimeout, clockSkew: clockSkew == 0 ? nil : clockSkew)
         first.stallTimeout = stallTimeout
+        first.corruptInterval = corruptInterval > 0 ? corruptInterval : nil
         first.deliveryFaults = selfTest.isEmpty ? nil : selfTest
         let steps = try Self.steps(first, sweep: sweep, base: base)
         var watched: [String: Int32] = [:]

@@ -43,6 +43,12 @@ struct Verdict: Codable, Sendable {
     /// What thin devices received wrong: a seq skipped or delivered twice, an event that differs from the
     /// server's, a device that never reached its scope's head (absent in earlier versions).
     var delivery: Int? = nil
+    /// Devices whose checksums still differ from the server's after the settle, each verified and repaired
+    /// once more there (absent in earlier versions).
+    var checksums: Int? = nil
+    /// Ranges repaired and resets made by the devices' verification during the run and the settle (absent in
+    /// earlier versions).
+    var repairs: Int? = nil
     /// The first findings of each kind (at most 20 each).
     var findings: [String: [Finding]]
 }
@@ -69,12 +75,51 @@ struct Verifier {
         let log = try await serverLog()
         unsettled += await follow(thin, to: log, until: deadline)
         let settleSeconds = (ContinuousClock.now - start).secondsValue
+        let (repairs, sums) = await verifyChecksums(devices)
         var verdict = try await verify(devices, thin: thin, log: log)
+        verdict.repairs = repairs
+        verdict.checksums = sums.count
+        if !sums.isEmpty { verdict.findings["checksums"] = Array(sums.prefix(Self.shown)) }
+        verdict.passed = verdict.passed && sums.isEmpty
         verdict.settleSeconds = settleSeconds
         verdict.unsettled = unsettled.count
         if !unsettled.isEmpty { verdict.findings["unsettled"] = Array(unsettled.prefix(Self.shown)) }
         verdict.passed = verdict.passed && unsettled.isEmpty
         return verdict
+    }
+
+    /// Verifies every device against the server's checksums, repairing what differs (`SyncEngine.verify`),
+    /// then once more without repairing; returns the repairs the devices' journals hold and the devices that
+    /// still differ.
+    func verifyChecksums(_ devices: [Device]) async -> (repairs: Int, findings: [Finding]) {
+        let repairs = Mutex(0)
+        let failed = Mutex<[Finding]>([])
+        await forEach(devices, concurrency: 16) { device in
+            guard let engine = device.engine else { return }
+            do {
+                try await engine.verify()
+                // Those of the whole run: the journal is in the device's file, across its crashes.
+                let made = try await engine.journal.entries(limit: 100_000).count {
+                    $0.kind == "verify.repair" || $0.kind == "verify.reset"
+                }
+                repairs.withLock { $0 += made }
+                let again = try await engine.verify(repair: false)
+                for result in again where result.outcome == .mismatched {
+                    failed.withLock {
+                        $0.append(
+                            Finding(
+                                device: device.plan.index, scope: result.scope,
+                                detail: "its checksums differ from the server's: \(result.detail)"))
+                    }
+                }
+            } catch {
+                failed.withLock {
+                    $0.append(
+                        Finding(device: device.plan.index, scope: device.plan.scope, detail: "verify failed: \(error)"))
+                }
+            }
+        }
+        return (repairs.withLock { $0 }, failed.withLock { $0 })
     }
 
     /// Waits until every thin device's outbox is empty (their push loops run on); returns those still

@@ -70,7 +70,9 @@ extension SyncEngine {
     /// The sums alone find rows lost or added, and sums gone wrong, at the cost of one small request per
     /// scope. `deep` also recomputes the checksum of every row the device holds above what either side
     /// folded and compares the range with the server's: that finds a row damaged in place (an altered
-    /// payload), at the cost of reading the log.
+    /// payload), at the cost of reading the log; and it rebuilds the projections that can digest their rows
+    /// and journals those a rebuild changed (`verify.projection`: a row dropped or altered behind the
+    /// store's back), at the cost of a rebuild.
     @discardableResult
     public func verify(repair: Bool = true, deep: Bool = false) async throws(SyncFailure) -> [ScopeVerification] {
         let cursor: ScopeCursor
@@ -151,12 +153,28 @@ extension SyncEngine {
             }
             results.append(result)
         }
-        if repaired {
-            do {
+        var rebuilt = 0
+        do {
+            if repaired {
                 _ = try await store.rebuildAll()
-            } catch {
-                throw Self.storeFailure(error)
+            } else if deep {
+                // The log agrees with the server: projections whose rows a rebuild from it changes were
+                // damaged behind the store's back, and are repaired by that rebuild.
+                let damaged = try await store.rebuildDamaged(repair: repair)
+                if !damaged.isEmpty {
+                    let names = damaged.joined(separator: ", ")
+                    await journal.record(
+                        "verify.projection", repair ? "rows rebuilt: \(names)" : "rows differ from a rebuild: \(names)")
+                    if repair { rebuilt = damaged.count }
+                    for index in results.indices where results[index].outcome == .matched {
+                        results[index].outcome = repair ? .repaired : .mismatched
+                        results[index].detail =
+                            "projection rows " + (repair ? "rebuilt: " : "differ from a rebuild: ") + names
+                    }
+                }
             }
+        } catch {
+            throw Self.storeFailure(error)
         }
         for result in results {
             await journal.record(
@@ -168,7 +186,7 @@ extension SyncEngine {
             await journal.record("verify.reset", "sums still differ after range repairs: pulling from the start")
             try await syncNow()
         }
-        let count = results.reduce(0) { $0 + $1.repairs.count + ($1.outcome == .reset ? 1 : 0) }
+        let count = rebuilt + results.reduce(0) { $0 + $1.repairs.count + ($1.outcome == .reset ? 1 : 0) }
         await updateStatus { status in
             status.lastVerified = Date()
             status.repairs += count

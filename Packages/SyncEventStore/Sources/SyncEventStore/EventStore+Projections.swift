@@ -282,6 +282,32 @@ extension EventStore {
         return elapsed
     }
 
+    /// Rebuilds every projection that can digest its rows (`Projection.rowsDigest`), in one transaction, and
+    /// returns the names of those whose rows the rebuild changed: rows damaged or lost behind the store's
+    /// back, now what the log and the snapshots make them. What projections held in memory is written first,
+    /// so that it does not count as damage. With `repair` false the rebuild is rolled back: it only finds.
+    public func rebuildDamaged(repair: Bool = true) async throws -> [String] {
+        struct Found: Error { var damaged: [String] }
+        while try await !flushProjections() {}
+        do {
+            let damaged = try await database.writer.write { db -> [String] in
+                var damaged: [String] = []
+                for projection in self.projections {
+                    guard let before = try projection.rowsDigest(in: db) else { continue }
+                    try self.rebuild(projection, db)
+                    if try projection.rowsDigest(in: db) != before { damaged.append(projection.name) }
+                }
+                // Thrown to roll the rebuild back.
+                if !repair { throw Found(damaged: damaged) }
+                return damaged
+            }
+            if !damaged.isEmpty { publish(.rebuilt, [], projections: Set(damaged)) }
+            return damaged
+        } catch let found as Found {
+            return found.damaged
+        }
+    }
+
     /// Feeds the events a query returns to a projection as one replay (`Projection.applyStream`).
     func stream(_ projection: any Projection, _ db: Database, sql: String, arguments: StatementArguments = []) throws {
         try projection.applyStream(

@@ -348,6 +348,21 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
         return streams
     }
 
+    /// What the table shows, in key order, hashed value by value: each live row's key, scope and read
+    /// columns (not its encoded state, whose bytes may differ between equal states, nor its bookkeeping).
+    public func rowsDigest(in db: Database) throws -> Int? {
+        var hasher = Hasher()
+        let shown = ([table.keyColumn, "scope"] + model.columns.map(\.name)).joined(separator: ", ")
+        // Retired rows are not shown, and a stable prune may keep them where a rebuild has none.
+        let live = model.retiredColumn.map { " WHERE \($0) = 0" } ?? ""
+        let rows = try Row.fetchCursor(
+            db, sql: "SELECT \(shown) FROM \(table.name)\(live) ORDER BY \(table.keyColumn)")
+        while let row = try rows.next() {
+            for value in row.databaseValues { hasher.combine(value) }
+        }
+        return hasher.finalize()
+    }
+
     /// The retired records among `streams`, each looked up by its key.
     public func retiredStreams(among streams: Set<String>, in db: Database) throws -> Set<String> {
         guard let retired = model.retiredColumn else { return [] }
