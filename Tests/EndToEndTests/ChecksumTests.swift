@@ -143,6 +143,27 @@ import Testing
 }
 
 extension ChecksumTests {
+    /// `sync-agent verify` syncs, verifies deep and prints each scope's outcome as JSON; a row deleted behind
+    /// the agent's back is repaired by the next run, and `--no-repair` reports a mismatch with exit code 1.
+    @Test func syncAgentVerifyReportsAndRepairs() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: [Self.scope])
+        let agent = stack.agent("verifier", token: token)
+        for index in 0..<5 { try agent("note", "create", "--scope", Self.scope, "--title", "note \(index)") }
+        try agent("sync")
+        let clean = try JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
+        #expect(clean.map(\.outcome) == [.matched])
+        let queue = try DatabaseQueue(path: agent.database)
+        try await queue.write { db in try db.execute(sql: "DELETE FROM events WHERE seq = 3") }
+        try queue.close()
+        let refused = try agent.capturing(["verify", "--no-repair"])
+        #expect(refused.status == 1)
+        let found = try JSONDecoder().decode([ScopeVerification].self, from: Data(refused.stdout.utf8))
+        #expect(found.map(\.outcome) == [.mismatched])
+        let repaired = try JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
+        #expect(repaired.map(\.outcome) == [.repaired] && repaired[0].downloaded >= 1)
+    }
+
     /// A row cannot be duplicated in the log: its event id and its seq are each unique in the scope, so
     /// the copy is refused and nothing is there for a verification to find.
     @Test func theLogRefusesADuplicatedRow() async throws {

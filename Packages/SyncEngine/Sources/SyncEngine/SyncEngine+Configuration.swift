@@ -94,8 +94,9 @@ extension SyncEngine {
         /// `fold.purge`). Needs `autoCompactAfter`, and projections that all fold on arrival.
         public var foldOnArrival = true
         /// How often a sync that reached the head also verifies the device against the server
-        /// (`SyncEngine.verify`: per-scope checksums, and a repair of what differs). The first sync verifies;
-        /// nil: only `verify()` does. One small request per scope when nothing is wrong.
+        /// (`SyncEngine.verify`: per-scope checksums, and a repair of what differs), counted from the last
+        /// verification the journal holds (so across restarts; none: the first sync verifies); nil: only
+        /// `verify()` does. One small request per scope when nothing is wrong.
         public var verifyInterval: Duration? = .seconds(3600)
         /// Called after each round trip's answer is applied, with what it did and where its time went (for
         /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.

@@ -51,8 +51,10 @@ public struct ScopeVerification: Sendable, Hashable, Codable {
 }
 
 extension SyncEngine {
-    /// Ranges are bisected down to this many of the server's events before they are pulled again.
-    static let repairRangeEvents: Int64 = 1_000
+    /// Ranges are bisected down to this many seqs before they are pulled again. A damaged stretch of `n`
+    /// rows then costs at most `n` plus two ranges, half a range at each end: at most twice the damage
+    /// from 1,000 rows up.
+    static let repairRangeEvents: Int64 = 500
     /// The most ranges one scope's verification repairs before it falls back to a reset.
     static let maxRangeRepairs = 16
 
@@ -105,7 +107,7 @@ extension SyncEngine {
             result.server = server.checksum
             let floor = max(server.compactedThrough, device.prunedThrough)
             var agrees = device.isConsistent && device.applied == server.checksum
-            if agrees && deep { agrees = try await rangeAgrees(scope, after: floor, through: through) }
+            if agrees && deep { agrees = try await rangeAgrees(scope, after: floor, through: through, deep: true) }
             if agrees {
                 result.outcome = .matched
                 results.append(result)
@@ -119,7 +121,9 @@ extension SyncEngine {
                 continue
             }
             for _ in 0..<Self.maxRangeRepairs {
-                guard let range = try await firstBadRange(scope, after: floor, through: through) else { break }
+                guard let range = try await firstBadRange(scope, after: floor, through: through, deep: deep) else {
+                    break
+                }
                 let (fixed, pulled) = try await repairRange(scope, after: range.after, through: range.through)
                 result.repairs.append(fixed)
                 result.downloaded += pulled
@@ -194,18 +198,20 @@ extension SyncEngine {
         return results
     }
 
-    /// The first range of at most `repairRangeEvents` server events in `(after, through]` whose device and
-    /// server checksums differ (or where the device holds a damaged row), by bisection; nil when the whole
+    /// The first range of at most `repairRangeEvents` seqs in `(after, through]` whose device and server
+    /// checksums differ (or, `deep`, where the device holds a damaged row), by bisection; nil when the whole
     /// range agrees.
-    func firstBadRange(_ scope: Scope, after: Int64, through: Int64) async throws(SyncFailure)
+    func firstBadRange(_ scope: Scope, after: Int64, through: Int64, deep: Bool) async throws(SyncFailure)
         -> (after: Int64, through: Int64)?
     {
-        guard through > after, try await !rangeAgrees(scope, after: after, through: through) else { return nil }
+        guard through > after, try await !rangeAgrees(scope, after: after, through: through, deep: deep) else {
+            return nil
+        }
         var low = after
         var high = through
         while high - low > Self.repairRangeEvents {
             let middle = low + (high - low) / 2
-            if try await rangeAgrees(scope, after: low, through: middle) {
+            if try await rangeAgrees(scope, after: low, through: middle, deep: deep) {
                 low = middle
             } else {
                 high = middle
@@ -215,12 +221,16 @@ extension SyncEngine {
     }
 
     /// Whether the device's rows in `(after, through]` add up to the server's checksum of that range, in
-    /// number too, with no row damaged in place.
-    func rangeAgrees(_ scope: Scope, after: Int64, through: Int64) async throws(SyncFailure) -> Bool {
+    /// number too: with `deep`, each row's checksum recomputed from the row (none damaged in place), else as
+    /// stored with it (one aggregate: a lost row shows, an altered payload does not).
+    func rangeAgrees(_ scope: Scope, after: Int64, through: Int64, deep: Bool) async throws(SyncFailure) -> Bool {
         let server = try await transport.checksum(ChecksumRequest(scope: scope, after: after, through: through))
         let device: RangeChecksum
         do {
-            device = try await store.rangeChecksum(scope: scope.name, after: after, through: through)
+            device =
+                deep
+                ? try await store.rangeChecksum(scope: scope.name, after: after, through: through)
+                : try await store.storedRangeChecksum(scope: scope.name, after: after, through: through)
         } catch {
             throw Self.storeFailure(error)
         }

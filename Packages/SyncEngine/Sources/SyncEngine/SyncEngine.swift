@@ -125,8 +125,16 @@ public final class SyncEngine: Sendable {
             // A failed prune leaves the store as it was (one transaction); the next sync tries again.
             _ = try? await compact()
         }
+        // The last verification as this engine saw it, or as the journal kept it from an earlier process (the
+        // schedule holds across restarts, and a command-line run does not verify each time).
+        let lastVerified: Date?
+        if let seen = status.lastVerified {
+            lastVerified = seen
+        } else {
+            lastVerified = try? await journal.lastTime(of: "verify")
+        }
         if let interval = configuration.verifyInterval,
-            status.lastVerified.map({ Date().timeIntervalSince($0) >= Double(interval.components.seconds) }) ?? true
+            lastVerified.map({ Date().timeIntervalSince($0) >= Double(interval.components.seconds) }) ?? true
         {
             // A failed verification is journaled and tried again at the next interval; the sync succeeded.
             _ = try? await verify()

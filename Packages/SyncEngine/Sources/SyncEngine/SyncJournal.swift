@@ -177,6 +177,15 @@ public struct SyncJournal: Sendable {
         try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_journal") ?? 0 }
     }
 
+    /// When the newest entry of `kind` was written; nil when the journal holds none.
+    public func lastTime(of kind: String) async throws -> Date? {
+        try await database.read { db in
+            try String.fetchOne(
+                db, sql: "SELECT at FROM sync_journal WHERE kind = ? ORDER BY id DESC LIMIT 1", arguments: [kind]
+            ).flatMap(RFC3339.date(from:))
+        }
+    }
+
     /// The newest entries, oldest first.
     public func entries(limit: Int = 1000) async throws -> [Entry] {
         try await database.read { db in

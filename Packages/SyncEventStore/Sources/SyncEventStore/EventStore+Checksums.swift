@@ -283,6 +283,21 @@ extension EventStore {
         }
     }
 
+    /// The sum of the checksums stored with `scope`'s confirmed rows with a seq in `(after, through]`, and
+    /// how many there are: one indexed aggregate, without reading the payloads (a lost or added row shows;
+    /// a payload altered in place does not, see `rangeChecksum`).
+    public func storedRangeChecksum(scope: String, after: Int64, through: Int64) async throws -> RangeChecksum {
+        try await database.writer.read { db in
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT coalesce(sum(checksum), 0), count(*) FROM events INDEXED BY events_scope_seq
+                    WHERE status = 'confirmed' AND scope = ? AND seq > ? AND seq <= ? AND seq IS NOT NULL
+                    """, arguments: [scope, after, through])
+            return RangeChecksum(checksum: row?[0] ?? 0, events: row?[1] ?? 0, damaged: [])
+        }
+    }
+
     /// Replaces `scope`'s confirmed rows with a seq in `(after, through]` by `events` (the server's rows of
     /// that range, with `payloads`, their canonical bytes when known), in one transaction, and counts the
     /// scope's `held` sum again from its rows. Pending and rejected events are never touched: a pending event
