@@ -17,12 +17,7 @@ struct SyncCommand: AsyncParsableCommand {
         let client = try options.client()
         let progress = PullProgress()
         let engine = try options.engine(for: client, onRound: progress.record)
-        do {
-            try await engine.syncNow()
-        } catch {
-            report("sync failed: \(error)")
-            throw ExitCode(1)
-        }
+        try await syncOrExit(engine)
         let status = engine.status
         report("synced: \(status.pending) pending, \(status.rejected) rejected")
     }
@@ -177,12 +172,7 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         let client = try options.client()
         let engine = try options.engine(for: client)
-        do {
-            try await engine.syncNow()
-        } catch {
-            report("sync failed: \(error)")
-            throw ExitCode(1)
-        }
+        try await syncOrExit(engine)
         let results = try await engine.verify(repair: repair, deep: !quick)
         try printJSON(results)
         if results.contains(where: { $0.outcome == .mismatched }) { throw ExitCode(1) }
@@ -208,12 +198,7 @@ struct CompactCommand: AsyncParsableCommand {
     func run() async throws {
         let client = try options.client()
         let engine = try options.engine(for: client)
-        do {
-            try await engine.syncNow()
-        } catch {
-            report("sync failed: \(error)")
-            throw ExitCode(1)
-        }
+        try await syncOrExit(engine)
         let before = try client.store.database.maintenance.statistics().fileBytes
         let pruned = try await engine.compact()
         try printJSON(
@@ -282,5 +267,16 @@ struct RebuildCommand: AsyncParsableCommand {
         let elapsed = try await client.store.rebuildAll()
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         print(String(format: "rebuilt %d events in %.1f ms", counts.values.reduce(0, +), milliseconds))
+    }
+}
+
+/// One sync, or the failure on standard error and exit code 1: what a command that works on the synced
+/// store does first.
+func syncOrExit(_ engine: SyncEngine) async throws {
+    do {
+        try await engine.syncNow()
+    } catch {
+        report("sync failed: \(error)")
+        throw ExitCode(1)
     }
 }
