@@ -10,8 +10,9 @@ import Testing
 
 /// Per-scope checksums against a real `sync-server` on PostgreSQL (docs/PROTOCOL.md, "Checksums"): the sums a
 /// device keeps equal the server's however either side compacted, and a device whose file was damaged behind
-/// the store's back finds the first bad range, pulls it again and ends equal to a fresh device.
-@Suite struct ChecksumTests {
+/// the store's back finds the first bad range, pulls it again and ends equal to a fresh device. Serialized:
+/// each case runs a server and several devices, and the whole suite shares two cores.
+@Suite(.serialized) struct ChecksumTests {
     static let scope = "sums"
 
     struct Device {

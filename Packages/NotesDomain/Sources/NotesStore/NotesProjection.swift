@@ -41,6 +41,9 @@ public struct NotesModel: StreamStateReplayModel {
     public var retiredColumn: String? { "deleted" }
     /// A note with an open title conflict (the column's partial index keeps reading them cheap).
     public var conflictColumn: String? { "title_conflict" }
+    /// Live notes: created and not deleted (`NoteState.isLive`); a note whose creation was folded away with
+    /// its deletion, and which only a late edit brought back, stays hidden.
+    public var shownCondition: String? { "deleted = 0 AND created = 1" }
 
     public func key(ofStream stream: String) -> NoteID? {
         stream.hasPrefix("note:") ? NoteID(stream) : nil

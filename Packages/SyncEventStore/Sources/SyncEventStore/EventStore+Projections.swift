@@ -282,7 +282,7 @@ extension EventStore {
         return elapsed
     }
 
-    /// Rebuilds every projection that can digest its rows (`Projection.rowsDigest`), in one transaction, and
+    /// Rebuilds every projection that can digest its rows (`Projection.rowDigests`), in one transaction, and
     /// returns the names of those whose rows the rebuild changed: rows damaged or lost behind the store's
     /// back, now what the log and the snapshots make them. What projections held in memory is written first,
     /// so that it does not count as damage. With `repair` false the rebuild is rolled back: it only finds.
@@ -293,9 +293,11 @@ extension EventStore {
             let damaged = try await database.writer.write { db -> [String] in
                 var damaged: [String] = []
                 for projection in self.projections {
-                    guard let before = try projection.rowsDigest(in: db) else { continue }
+                    guard let before = try projection.rowDigests(in: db) else { continue }
                     try self.rebuild(projection, db)
-                    if try projection.rowsDigest(in: db) != before { damaged.append(projection.name) }
+                    if let after = try projection.rowDigests(in: db), after != before {
+                        damaged.append(projection.name)
+                    }
                 }
                 // Thrown to roll the rebuild back.
                 if !repair { throw Found(damaged: damaged) }

@@ -54,10 +54,10 @@ public protocol Projection: Sendable {
     /// opened and resolved and counts in `EngineStatus`. Asked once per applied answer, so it must cost
     /// about the conflicts it finds, not the table (an index). The default: none.
     func streamsInConflict(in db: Database) throws -> Set<String>
-    /// A digest of the rows the projection shows (any hash; compared only within one process): a deep
-    /// verification compares it before and after a rebuild to find rows changed or lost behind the store's
-    /// back (`EventStore.rebuildDamaged()`). Nil (the default): the projection cannot say.
-    func rowsDigest(in db: Database) throws -> Int?
+    /// A digest of each row the projection shows, by the row's key (any hash; compared only within one
+    /// process): a deep verification compares them before and after a rebuild to find rows changed or lost
+    /// behind the store's back (`EventStore.rebuildDamaged()`). Nil (the default): the projection cannot say.
+    func rowDigests(in db: Database) throws -> [String: Int]?
     /// Forgets the saved snapshot, so that restoring empties the tables (a reset drops the history the
     /// snapshot folded).
     func discardSnapshot(in db: Database) throws
@@ -86,7 +86,7 @@ extension Projection {
 
     public func streamsInConflict(in db: Database) throws -> Set<String> { [] }
 
-    public func rowsDigest(in db: Database) throws -> Int? { nil }
+    public func rowDigests(in db: Database) throws -> [String: Int]? { nil }
 
     public func retiredStreams(among streams: Set<String>, in db: Database) throws -> Set<String> {
         guard !streams.isEmpty else { return [] }

@@ -44,6 +44,11 @@ public protocol StreamStateModel: Sendable {
     /// sync engine journals and counts; index it (a partial index on it) when the table is large. Nil when
     /// the model keeps no such conflicts (the default).
     var conflictColumn: String? { get }
+    /// A SQL condition on the table's columns that holds for the rows apps are shown: what a deep
+    /// verification compares with a rebuild (`Projection.rowDigests`). A record apps are not shown may be
+    /// kept by a stable prune where a rebuild has none. The default: not retired (every row without a
+    /// `retiredColumn`).
+    var shownCondition: String? { get }
 
     /// The record a stream holds, or nil when the stream is not this model's (its events are ignored).
     func key(ofStream stream: String) -> Key?
@@ -123,6 +128,7 @@ extension StreamStateModel {
     public var keyColumn: String { "stream" }
     public var retiredColumn: String? { nil }
     public var conflictColumn: String? { nil }
+    public var shownCondition: String? { retiredColumn.map { "\($0) = 0" } }
     public func key(ofStreamBytes bytes: UnsafeRawBufferPointer) -> Key? {
         key(ofStream: String(decoding: bytes, as: UTF8.self))
     }

@@ -348,19 +348,20 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
         return streams
     }
 
-    /// What the table shows, in key order, hashed value by value: each live row's key, scope and read
-    /// columns (not its encoded state, whose bytes may differ between equal states, nor its bookkeeping).
-    public func rowsDigest(in db: Database) throws -> Int? {
-        var hasher = Hasher()
+    /// What the table shows, by key: each shown row's scope and read columns (`shownCondition`), hashed
+    /// value by value (not its encoded state, whose bytes may differ between equal states, nor its
+    /// bookkeeping).
+    public func rowDigests(in db: Database) throws -> [String: Int]? {
         let shown = ([table.keyColumn, "scope"] + model.columns.map(\.name)).joined(separator: ", ")
-        // Retired rows are not shown, and a stable prune may keep them where a rebuild has none.
-        let live = model.retiredColumn.map { " WHERE \($0) = 0" } ?? ""
-        let rows = try Row.fetchCursor(
-            db, sql: "SELECT \(shown) FROM \(table.name)\(live) ORDER BY \(table.keyColumn)")
+        let condition = model.shownCondition.map { " WHERE \($0)" } ?? ""
+        let rows = try Row.fetchCursor(db, sql: "SELECT \(shown) FROM \(table.name)\(condition)")
+        var digests: [String: Int] = [:]
         while let row = try rows.next() {
+            var hasher = Hasher()
             for value in row.databaseValues { hasher.combine(value) }
+            digests[row[0] as String? ?? ""] = hasher.finalize()
         }
-        return hasher.finalize()
+        return digests
     }
 
     /// The retired records among `streams`, each looked up by its key.
