@@ -133,6 +133,7 @@ let package = Package(
             dependencies: [
                 "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "Packages/SyncEngine/Sources/SyncEngine"
         ),
@@ -283,6 +284,7 @@ let package = Package(
                 "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             path: "Packages/SyncEngine/Tests/SyncEngineTests"
         ),

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import SyncEventStore
 import SyncModels
@@ -98,6 +99,10 @@ extension SyncEngine {
         /// verification the journal holds (so across restarts; none: the first sync verifies); nil: only
         /// `verify()` does. One small request per scope when nothing is wrong.
         public var verifyInterval: Duration? = .seconds(3600)
+        /// Where the engine's metrics go (`EngineMetrics`: open conflicts, conflicts opened and resolved,
+        /// verifications by outcome, repairs); nil: the global `MetricsSystem` (nothing, unless the app
+        /// bootstrapped one).
+        public var metricsFactory: (any MetricsFactory)?
         /// Called after each round trip's answer is applied, with what it did and where its time went (for
         /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.
         public var onRound: (@Sendable (SyncRound) -> Void)?

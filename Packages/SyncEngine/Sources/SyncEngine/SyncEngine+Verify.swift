@@ -191,6 +191,8 @@ extension SyncEngine {
             try await syncNow()
         }
         let count = rebuilt + results.reduce(0) { $0 + $1.repairs.count + ($1.outcome == .reset ? 1 : 0) }
+        for result in results { metrics.verifications[result.outcome]?.increment() }
+        metrics.repairs.increment(by: count)
         await updateStatus { status in
             status.lastVerified = Date()
             status.repairs += count

@@ -38,6 +38,8 @@ public final class SyncEngine: Sendable {
     /// The streams in conflict as of the last applied answer, or when the engine opened (nil if that read
     /// failed): only changes from there are journaled.
     private let conflicts: Mutex<Set<String>?>
+    /// Conflicts and verifications as metrics (`EngineMetrics`).
+    let metrics: EngineMetrics
 
     public init(store: EventStore, transport: any SyncTransport, configuration: Configuration = Configuration()) throws
     {
@@ -50,6 +52,8 @@ public final class SyncEngine: Sendable {
         var status = EngineStatus()
         status.openConflicts = conflicts?.count ?? 0
         self.state = Mutex(status)
+        self.metrics = EngineMetrics(factory: configuration.metricsFactory)
+        metrics.openConflicts.record(status.openConflicts)
         self.learned = Mutex(
             ApplyBudget(
                 transaction: configuration.applyBudget, writeBehind: configuration.projectionLag,
@@ -388,7 +392,12 @@ public final class SyncEngine: Sendable {
             return previous
         }
         guard before != now || status.openConflicts != now.count else { return }
-        if let before { await journal.record(SyncJournal.entries(conflictsWere: before, are: now)) }
+        if let before {
+            await journal.record(SyncJournal.entries(conflictsWere: before, are: now))
+            metrics.conflictsOpened.increment(by: now.subtracting(before).count)
+            metrics.conflictsResolved.increment(by: before.subtracting(now).count)
+        }
+        metrics.openConflicts.record(now.count)
         await updateStatus { $0.openConflicts = now.count }
     }
 
