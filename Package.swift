@@ -306,7 +306,6 @@ let package = Package(
             name: "sync-agent",
             dependencies: [
                 "NotesDomain",
-                "NotesDomain",
                 "NotesStore",
                 "SyncEngine",
                 "SyncEngineHTTPClient",
