@@ -54,10 +54,7 @@ public final class SyncEngine: Sendable {
         self.state = Mutex(status)
         self.metrics = EngineMetrics(factory: configuration.metricsFactory)
         metrics.openConflicts.record(status.openConflicts)
-        self.learned = Mutex(
-            ApplyBudget(
-                transaction: configuration.applyBudget, writeBehind: configuration.projectionLag,
-                events: PageSizing(configuration).size))
+        self.learned = Mutex(Self.budget(configuration))
     }
 
     /// The current status.
@@ -402,7 +399,10 @@ public final class SyncEngine: Sendable {
     }
 
     /// A budget for answers applied outside a cycle (live frames, long-poll pages): one transaction each.
-    func oneTransactionBudget() -> ApplyBudget {
+    func oneTransactionBudget() -> ApplyBudget { Self.budget(configuration) }
+
+    /// The store's budget as the configuration sets it, before anything is learned.
+    static func budget(_ configuration: Configuration) -> ApplyBudget {
         ApplyBudget(
             transaction: configuration.applyBudget, writeBehind: configuration.projectionLag,
             events: PageSizing(configuration).size)

@@ -178,14 +178,7 @@ extension EventStore {
     /// folded cursor is kept.
     static func holdFoldedChecksums(_ sums: [String: Int64], _ db: Database) throws {
         guard !sums.isEmpty, try meta(foldedCursorKey, db) != nil else { return }
-        var held = try foldedChecksums(db)
-        held.merge(sums) { $0 &+ $1 }
-        try setMeta(
-            foldedChecksumsKey, held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: " "), db)
-    }
-
-    static func foldedChecksums(_ db: Database) throws -> [String: Int64] {
-        try sums(of: foldedChecksumsKey, db)
+        try setSums(try self.sums(of: foldedChecksumsKey, db).merging(sums) { $0 &+ $1 }, of: foldedChecksumsKey, db)
     }
 
     /// The per-scope sums stored under `key` (`scope=sum` separated by spaces).
@@ -198,14 +191,19 @@ extension EventStore {
         return sums
     }
 
-    /// Takes back what the events folded since the folded cursor added (a rewind to it).
-    static func unapplyFoldedChecksums(_ db: Database) throws {
+    static func setSums(_ sums: [String: Int64], of key: String, _ db: Database) throws {
+        try setMeta(key, sums.keys.sorted().map { "\($0)=\(sums[$0]!)" }.joined(separator: " "), db)
+    }
+
+    /// Takes back from the scopes' applied and pruned sums what `key` holds (what comes again after a
+    /// rewind), and forgets it.
+    static func unapplySums(of key: String, _ db: Database) throws {
         var deltas: [String: ChecksumDelta] = [:]
-        for (scope, sum) in try foldedChecksums(db) {
+        for (scope, sum) in try sums(of: key, db) {
             deltas[scope] = ChecksumDelta(applied: 0 &- sum, held: 0, pruned: 0 &- sum)
         }
         try addChecksums(deltas, db)
-        try removeMeta(foldedChecksumsKey, db)
+        try removeMeta(key, db)
     }
 
     /// What the answers to reads from position 0 said was purged, per scope (`scope=sum`), until the cursor
@@ -217,20 +215,13 @@ extension EventStore {
     static func applyPurgedChecksums(_ purged: [Scope: Int64], _ db: Database) throws {
         guard !purged.isEmpty else { return }
         var deltas: [String: ChecksumDelta] = [:]
-        for (scope, sum) in purged { deltas[scope.name] = ChecksumDelta(applied: sum, held: 0, pruned: sum) }
-        try addChecksums(deltas, db)
         var held = try sums(of: purgedChecksumsKey, db)
-        for (scope, sum) in purged { held[scope.name] = sum }
-        try setMeta(purgedChecksumsKey, held.keys.sorted().map { "\($0)=\(held[$0]!)" }.joined(separator: " "), db)
-    }
-
-    static func unapplyPurgedChecksums(_ db: Database) throws {
-        var deltas: [String: ChecksumDelta] = [:]
-        for (scope, sum) in try sums(of: purgedChecksumsKey, db) {
-            deltas[scope] = ChecksumDelta(applied: 0 &- sum, held: 0, pruned: 0 &- sum)
+        for (scope, sum) in purged {
+            deltas[scope.name] = ChecksumDelta(applied: sum, held: 0, pruned: sum)
+            held[scope.name] = sum
         }
         try addChecksums(deltas, db)
-        try removeMeta(purgedChecksumsKey, db)
+        try setSums(held, of: purgedChecksumsKey, db)
     }
 
     /// Each scope's checksums.

@@ -116,10 +116,10 @@ extension EventStore {
     /// waiting in memory are written from the log (those of the folded events come again with them).
     func rewindFolded(to cursor: String, _ db: Database) throws {
         // The folded events come again: what they added to the sums goes with them.
-        try Self.unapplyFoldedChecksums(db)
+        try Self.unapplySums(of: Self.foldedChecksumsKey, db)
         if cursor.isEmpty {
             // From the start again: the first answer says what was purged again.
-            try Self.unapplyPurgedChecksums(db)
+            try Self.unapplySums(of: Self.purgedChecksumsKey, db)
             try Self.removeMeta("cursor", db)
         } else {
             try Self.setMeta("cursor", cursor, db)
