@@ -60,11 +60,48 @@ public struct TestDatabase: Sendable {
             for server in servers { try await admin("CREATE DATABASE \(name)", on: server) }
             if citus { try await joinCitusNodes(servers, database: name) }
             let result = try await body(database)
-            for server in servers { try await admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", on: server) }
+            for server in servers { try await drop(name, on: server) }
             return result
         } catch {
-            for server in servers { try? await admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", on: server) }
+            for server in servers { try? await drop(name, on: server) }
+            // A PSQLError prints only "Generic description"; what PostgreSQL said is in its reflection.
+            if error is PSQLError { throw TestDatabaseError(message: String(reflecting: error)) }
             throw error
+        }
+    }
+
+    /// Drops the database `name` of `server`, if it exists, once nothing is connected to it.
+    ///
+    /// `DROP DATABASE … WITH (FORCE)` alone fails now and then on Citus ("being accessed by other users"): it
+    /// terminates the sessions and waits 5 s for them to end while holding the database's lock, but a Citus
+    /// maintenance daemon whose loopback connection it terminated opens another, which waits for that lock,
+    /// and the daemon waits for its connection. So new connections are refused first and the sessions are
+    /// terminated until none is left (a refused connection fails at once, and the daemon then sees its
+    /// SIGTERM and exits); the drop comes after.
+    static func drop(_ name: String, on server: DatabaseURL) async throws {
+        do {
+            _ = try await connect(server.with(database: "postgres")) { connection in
+                let exists =
+                    try await connection.query(
+                        "SELECT 1 FROM pg_database WHERE datname = \(name)", logger: logger
+                    ).collect().count == 1
+                guard exists else { return }
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "ALTER DATABASE \(name) ALLOW_CONNECTIONS false"), logger: logger)
+                for _ in 0..<300 {
+                    let sessions = try await connection.query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(name)",
+                        logger: logger
+                    ).collect().count
+                    if sessions == 0 { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
+            }
+        } catch {
+            throw TestDatabaseError(
+                message: "dropping \(name) on \(server.host):\(server.port) failed: \(String(reflecting: error))")
         }
     }
 
@@ -126,10 +163,16 @@ public struct TestDatabase: Sendable {
         try await admin(sql, on: serverURL)
     }
 
-    /// Runs one statement on the maintenance database of `server`.
+    /// Runs one statement on the maintenance database of `server`. An error names the statement, the server and what PostgreSQL said (a `PSQLError` alone prints
+    /// nothing but "Generic description").
     static func admin(_ sql: String, on server: DatabaseURL) async throws {
-        _ = try await connect(server.with(database: "postgres")) { connection in
-            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        do {
+            _ = try await connect(server.with(database: "postgres")) { connection in
+                try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            }
+        } catch {
+            throw TestDatabaseError(
+                message: "\(sql) on \(server.host):\(server.port) failed: \(String(reflecting: error))")
         }
     }
 
