@@ -163,8 +163,8 @@ public struct TestDatabase: Sendable {
         try await admin(sql, on: serverURL)
     }
 
-    /// Runs one statement on the maintenance database of `server`. An error names the statement, the server and what PostgreSQL said (a `PSQLError` alone prints
-    /// nothing but "Generic description").
+    /// Runs one statement on the maintenance database of `server`. An error names the statement, the server
+    /// and what PostgreSQL said (a `PSQLError` alone prints nothing but "Generic description").
     static func admin(_ sql: String, on server: DatabaseURL) async throws {
         do {
             _ = try await connect(server.with(database: "postgres")) { connection in
