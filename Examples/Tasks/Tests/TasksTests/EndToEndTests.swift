@@ -91,6 +91,8 @@ import Testing
             #expect(merged.title == merged.titles.first)
             #expect(try await laptop.conflictingTitles(milk) == merged.titles)
             #expect(try await phone.titleConflicts(in: list).map(\.id) == [milk])
+            // The engine reads the model's conflict column: each device counts the open conflict.
+            #expect(phoneSync.status.openConflicts == 1 && laptopSync.status.openConflicts == 1)
             #expect(merged.tags == ["dairy", "shopping"], "add-wins: the phone's concurrent re-add survives the untag")
             #expect(merged.subtasks.first?.id == fridge)
             #expect(Set(merged.subtasks.dropFirst().map(\.title)) == ["2 litres", "ask Sam"])
@@ -107,6 +109,7 @@ import Testing
                 let settled = try await device.task(milk)
                 #expect(settled?.title == "Milk" && settled?.conflict == false && settled?.titles == [])
             }
+            #expect(phoneSync.status.openConflicts == 0 && laptopSync.status.openConflicts == 0)
             #expect(try await laptop.allTasks() == phone.allTasks())
         }
     }
