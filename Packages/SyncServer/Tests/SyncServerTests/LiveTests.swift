@@ -7,6 +7,7 @@ import SyncModels
 import SyncProtocol
 import SyncServerTesting
 import SyncTestSupport
+import Synchronization
 import Testing
 
 @testable import SyncServer
@@ -101,6 +102,7 @@ import Testing
         try await Self.withLiveClient(scopes: scopes.map(\.name), configure: { $0.databasePoolSize = 12 }) {
             client, server in
             let total = pushers * batchesPerPusher * batchSize
+            let pushersDone = Counter()
             let (pushed, pulls) = try await withThrowingTaskGroup(of: Outcome.self) { group in
                 for pusher in 0..<pushers {
                     group.addTask {
@@ -115,6 +117,7 @@ import Testing
                                 accepted[event.id] = (event.scope, result.seq ?? -1)
                             }
                         }
+                        pushersDone.increment()
                         return .pushed(accepted)
                     }
                 }
@@ -123,14 +126,18 @@ import Testing
                         var seen: [Scope: [Int64]] = [:]
                         var ids: [EventID] = []
                         var cursor = ScopeCursor()
-                        let deadline = ContinuousClock.now + .seconds(120)
-                        while ids.count < total && ContinuousClock.now < deadline {
+                        // Until a pull that began after every push was answered finds nothing new: then it
+                        // has all there is, however long the pushes took (no deadline to miss on a loaded
+                        // machine), and a missing event is a failed expectation below, not a hang.
+                        while true {
+                            let pushed = pushersDone.value == pushers
                             let (page, _) = try await client.pull(PullRequest(cursor: cursor, limit: 97, wait: 1))
                             for event in page.events {
                                 seen[event.scope, default: []].append(event.seq ?? -1)
                                 ids.append(event.id)
                             }
                             cursor = try ScopeCursor(encoded: page.cursor)
+                            if pushed && page.events.isEmpty { break }
                         }
                         return .pulled(seen, ids)
                     }
@@ -164,6 +171,14 @@ import Testing
             let heads = try await server.database.integers("SELECT head FROM scopes ORDER BY scope")
             #expect(heads == scopes.map { Int64(perScope[$0]!) })
         }
+    }
+
+    /// A count shared by concurrent tasks.
+    final class Counter: Sendable {
+        private let count = Atomic<Int>(0)
+
+        func increment() { count.add(1, ordering: .sequentiallyConsistent) }
+        var value: Int { count.load(ordering: .sequentiallyConsistent) }
     }
 
     enum Outcome: Sendable {
