@@ -258,7 +258,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncCompressionTests",
-            dependencies: ["SyncCompression"],
+            dependencies: ["SyncCompression", "SyncTestSupport"],
             path: "Packages/SyncCompression/Tests/SyncCompressionTests"
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SyncTestSupport
 import Testing
 
 /// Real processes: PostgreSQL, `sync-server`, `sync-agent`s, on loopback. Serialized: each test starts its
@@ -291,7 +292,7 @@ import Testing
 
     /// Waits, reading the file beside the running agent, until it holds a cursor and no folded cursor: what the
     /// engine pulled is written, not only in its memory. Returns early if the agent exits.
-    static func waitUntilWritten(_ path: String, while agent: Process) async throws {
+    static func waitUntilWritten(_ path: String, while agent: ChildProcess.Running) async throws {
         let deadline = ContinuousClock.now + .seconds(120)
         while agent.isRunning, ContinuousClock.now < deadline {
             if FileManager.default.fileExists(atPath: path) {

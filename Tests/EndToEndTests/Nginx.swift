@@ -1,29 +1,25 @@
 import Foundation
+import SyncTestSupport
 
 /// One more `sync-server` on a stack's database (the stack's own is the first), stopped when released.
 final class ServerProcess: @unchecked Sendable {
     // @unchecked: `process` is set once in init and only stopped in deinit.
     let port: Int
-    private let process: Process
+    private let process: ChildProcess.Running
 
     var url: String { "http://127.0.0.1:\(port)" }
 
     init(stack: Stack) async throws {
         port = try Stack.freePort()
-        let process = Process()
-        process.executableURL = Stack.productsDirectory.appendingPathComponent("sync-server")
-        process.arguments = ["--port", String(port), "--note-quota", String(stack.noteQuota)]
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["SYNC_DATABASE_URL": stack.databaseURL, "SYNC_JWT_SECRET": Stack.secret].merging(
-                stack.serverEnvironment
-            ) { $1 }
-        ) { $1 }
-        let log = stack.directory.appendingPathComponent("server-\(port).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let process = try ChildProcess.start(
+            Stack.productsDirectory.appendingPathComponent("sync-server").path,
+            ["--port", String(port), "--note-quota", String(stack.noteQuota)],
+            environment: ProcessInfo.processInfo.environment.merging(
+                ["SYNC_DATABASE_URL": stack.databaseURL, "SYNC_JWT_SECRET": Stack.secret].merging(
+                    stack.serverEnvironment
+                ) { $1 }
+            ) { $1 },
+            output: stack.directory.appendingPathComponent("server-\(port).log").path)
         self.process = process
         try await Stack.waitUntilAnswered("http://127.0.0.1:\(port)/readyz", while: { process.isRunning })
     }
@@ -39,7 +35,7 @@ final class ServerProcess: @unchecked Sendable {
 final class Nginx: @unchecked Sendable {
     // @unchecked: `process` is set once in init and only stopped in deinit.
     let port: Int
-    private let process: Process
+    private let process: ChildProcess.Running
 
     var url: String { "http://127.0.0.1:\(port)" }
 
@@ -64,14 +60,10 @@ final class Nginx: @unchecked Sendable {
         guard let executable else {
             throw Stack.StackError("nginx is not installed (scripts/bootstrap.sh installs it)")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = [
-            "-p", folder.path, "-c", configuration.path, "-e", folder.appendingPathComponent("error.log").path,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess.start(
+            executable,
+            ["-p", folder.path, "-c", configuration.path, "-e", folder.appendingPathComponent("error.log").path],
+            environment: ProcessInfo.processInfo.environment)
         self.process = process
         try await Stack.waitUntilAnswered("http://127.0.0.1:\(port)/readyz", while: { process.isRunning })
     }

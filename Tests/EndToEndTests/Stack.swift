@@ -31,7 +31,7 @@ final class Stack: @unchecked Sendable {
     let noteQuota: Int
     /// `SYNC_*` settings the server is started with, beside the stack's own.
     let serverEnvironment: [String: String]
-    private var server: Process?
+    private var server: ChildProcess.Running?
 
     var serverURL: String { "http://127.0.0.1:\(port)" }
 
@@ -96,22 +96,14 @@ final class Stack: @unchecked Sendable {
     // MARK: - Server
 
     func startServer() async throws {
-        let process = Process()
-        process.executableURL = Self.productsDirectory.appendingPathComponent("sync-server")
-        process.arguments = ["--port", String(port), "--note-quota", String(noteQuota)]
         var environment = ProcessInfo.processInfo.environment
         environment["SYNC_DATABASE_URL"] = databaseURL
         environment["SYNC_JWT_SECRET"] = Self.secret
         environment.merge(serverEnvironment) { $1 }
-        process.environment = environment
-        let log = directory.appendingPathComponent("server.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        handle.seekToEndOfFile()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        server = process
+        server = try ChildProcess.start(
+            Self.productsDirectory.appendingPathComponent("sync-server").path,
+            ["--port", String(port), "--note-quota", String(noteQuota)], environment: environment,
+            output: directory.appendingPathComponent("server.log").path)
         try await waitUntilReady()
     }
 
@@ -141,17 +133,12 @@ final class Stack: @unchecked Sendable {
     }
 
     /// `sync-server compact` on this stack's database, started without waiting (its output is discarded).
-    func startCompaction(environment: [String: String] = [:]) throws -> Process {
-        let process = Process()
-        process.executableURL = Self.productsDirectory.appendingPathComponent("sync-server")
-        process.arguments = ["compact"]
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["SYNC_DATABASE_URL": databaseURL, "SYNC_LOG_LEVEL": "error"].merging(environment) { $1 }
-        ) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+    func startCompaction(environment: [String: String] = [:]) throws -> ChildProcess.Running {
+        try ChildProcess.start(
+            Self.productsDirectory.appendingPathComponent("sync-server").path, ["compact"],
+            environment: ProcessInfo.processInfo.environment.merging(
+                ["SYNC_DATABASE_URL": databaseURL, "SYNC_LOG_LEVEL": "error"].merging(environment) { $1 }
+            ) { $1 })
     }
 
     /// `sync-server compact [arguments]` on this stack's database; its JSON report.
@@ -225,49 +212,38 @@ final class Stack: @unchecked Sendable {
         }
     }
 
+    /// Runs a program to its end and returns its exit status and outputs. Through `ChildProcess` (posix_spawn),
+    /// not Foundation's `Process`, whose `run()` on Linux crashes the test process now and then.
     static func runCapturing(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
         -> (status: Int32, stdout: String, stderr: String)
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Both pipes at once, so that a child filling one while the other is read never blocks; reads
-        // retried on EINTR (`readAllRetryingInterrupts`).
-        let errors = ErrorOutput()
-        let reader = Thread {
-            errors.data = err.fileHandleForReading.readAllRetryingInterrupts()
-            errors.done.signal()
-        }
-        reader.start()
-        let stdout = out.fileHandleForReading.readAllRetryingInterrupts()
-        errors.done.wait()
-        let stderr = errors.data
-        process.waitUntilExit()
+        let result = try ChildProcess.run(
+            executable, arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new })
         return (
-            process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
+            result.status, String(decoding: result.stdout, as: UTF8.self),
+            String(decoding: result.stderr, as: UTF8.self)
         )
     }
 
-    /// What a reader thread collected from a child's standard error; `done` signals when it has all of it.
-    private final class ErrorOutput: @unchecked Sendable {
-        var data = Data()
-        let done = DispatchSemaphore(value: 0)
-    }
-
+    /// A loopback port free now: the one the kernel gives a socket bound to port 0, closed again. In the
+    /// process, not through a child: starting one blocked a thread of Swift's cooperative pool.
     static func freePort() throws -> Int {
-        let output = try run(
-            "/usr/bin/env",
-            ["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"])
-        guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw StackError("no free port")
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw StackError("no free port: socket() failed, errno \(errno)") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                bind(socket, address, length) == 0 && getsockname(socket, address, &length) == 0
+            }
         }
-        return port
+        guard bound else { throw StackError("no free port: bind() failed, errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
@@ -290,14 +266,10 @@ struct Agent: Sendable {
     }
 
     /// Starts `sync-agent <arguments>` without waiting for it.
-    func start(_ arguments: [String]) throws -> Process {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments + ["--db", database, "--server", server, "--token", token]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+    func start(_ arguments: [String]) throws -> ChildProcess.Running {
+        try ChildProcess.start(
+            executable.path, arguments + ["--db", database, "--server", server, "--token", token],
+            environment: ProcessInfo.processInfo.environment)
     }
 
     func state() throws -> [String: NoteJSON] {

@@ -66,33 +66,19 @@ import Testing
 
     /// No Docker engine runs here; `docker-compose config -q` validates the file without one.
     @Test func dockerComposeFileIsValid() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "docker-compose", "-f", Self.root.appendingPathComponent("docker-compose.yml").path,
-            "config", "-q",
-        ]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        process.waitUntilExit()
-        let message = String(decoding: errors.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "docker-compose config: \(message)")
+        let result = try ChildProcess.run(
+            "/usr/bin/env",
+            ["docker-compose", "-f", Self.root.appendingPathComponent("docker-compose.yml").path, "config", "-q"],
+            environment: ProcessInfo.processInfo.environment)
+        let message = String(decoding: result.stderr, as: UTF8.self)
+        #expect(result.status == 0, "docker-compose config: \(message)")
     }
 
     /// Runs `arguments` through `/usr/bin/env` to its end: its exit status and standard output (standard
     /// error is dropped).
     static func output(_ arguments: [String]) throws -> (status: Int32, data: Data) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        return (process.terminationStatus, data)
+        let result = try ChildProcess.run("/usr/bin/env", arguments, environment: ProcessInfo.processInfo.environment)
+        return (result.status, result.stdout)
     }
 
     /// `docker compose --profile load up` runs the stack under load: sync-load and two agents are in the

@@ -20,18 +20,10 @@ import Testing
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
     }
 
+    /// Runs sync-server to its end: its exit status and its standard output followed by its standard error.
     static func run(_ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try ChildProcess.run(executable.path, arguments, environment: environment)
+        return (result.status, String(decoding: result.stdout + result.stderr, as: UTF8.self))
     }
 
     @Test func tokenSubcommandMintsAVerifiableToken() async throws {

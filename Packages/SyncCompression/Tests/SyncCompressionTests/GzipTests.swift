@@ -1,5 +1,6 @@
 import Foundation
 import SyncCompression
+import SyncTestSupport
 import Testing
 
 @Suite struct GzipTests {
@@ -49,16 +50,10 @@ import Testing
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("join-\(UUID().uuidString).gz")
         try data.write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["gzip", "-dc", file.path]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let bytes = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        return bytes
+        let result = try ChildProcess.run(
+            "/usr/bin/env", ["gzip", "-dc", file.path], environment: ProcessInfo.processInfo.environment)
+        #expect(result.status == 0, "gzip -dc: \(String(decoding: result.stderr, as: UTF8.self))")
+        return result.stdout
     }
 }
 
