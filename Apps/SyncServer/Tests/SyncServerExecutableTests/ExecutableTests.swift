@@ -42,19 +42,20 @@ import Testing
 
     @Test func servesUntilSIGTERMAndShutsDownWithoutWaitingOutLongPolls() async throws {
         try await TestDatabase.with { database in
-            let process = Process()
-            process.executableURL = Self.executable
-            process.arguments = ["--port", "0"]
-            process.environment = [
-                "SYNC_DATABASE_URL": database.url.urlString, "SYNC_JWT_SECRET": TestServer.secret,
-                "SYNC_DB_POOL_SIZE": "2", "SYNC_MAX_WAIT_SECONDS": "300",
-            ]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            defer { if process.isRunning { process.terminate() } }
-            let port = try Self.listeningPort(output)
+            let directory = try TemporaryDirectory()
+            let log = directory.path("server.log")
+            let process = try ChildProcess.start(
+                Self.executable.path, ["--port", "0"],
+                environment: [
+                    "SYNC_DATABASE_URL": database.url.urlString, "SYNC_JWT_SECRET": TestServer.secret,
+                    "SYNC_DB_POOL_SIZE": "2", "SYNC_MAX_WAIT_SECONDS": "300",
+                ],
+                output: log)
+            defer {
+                if process.isRunning { process.terminate() }
+                process.waitUntilExit()
+            }
+            let port = try await Self.listeningPort(log, while: process)
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             do {
                 let token = try await TokenVerifier(secret: TestServer.secret).mint(
@@ -91,17 +92,17 @@ import Testing
     }
 
     /// Reads the server's log until it says which port it listens on.
-    static func listeningPort(_ pipe: Pipe) throws -> Int {
+    /// The port the server logs it listens on (`sync.port=`), read from its log as it starts.
+    static func listeningPort(_ log: String, while process: ChildProcess.Running) async throws -> Int {
         var text = ""
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            text += String(decoding: data, as: UTF8.self)
+        for _ in 0..<600 {
+            text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             if let range = text.range(of: "sync.port=") {
                 let digits = text[range.upperBound...].prefix { $0.isNumber }
                 if let port = Int(digits), text[range.upperBound...].count > digits.count { return port }
             }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(50))
         }
         throw ConfigurationError(message: "the server did not report its port: \(text)")
     }

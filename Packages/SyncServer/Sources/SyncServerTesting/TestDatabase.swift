@@ -18,16 +18,12 @@ public struct TestDatabase: Sendable {
         }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let process = Process()
-        process.executableURL = root.appendingPathComponent("scripts/postgres.sh")
-        process.arguments = ["start"]
-        let output = Pipe()
-        process.standardOutput = output
-        try! process.run()
-        let data = output.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        precondition(process.terminationStatus == 0, "scripts/postgres.sh start failed")
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let result = try! ChildProcess.run(
+            root.appendingPathComponent("scripts/postgres.sh").path, ["start"],
+            environment: ProcessInfo.processInfo.environment)
+        precondition(
+            result.status == 0, "scripts/postgres.sh start failed: \(String(decoding: result.stderr, as: UTF8.self))")
+        let text = String(decoding: result.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return try! DatabaseURL(String(text.split(separator: "\n").last ?? ""))
     }()
 
