@@ -721,21 +721,17 @@ struct ReportBuilder {
             """ + body + "\n"
         let scriptURL = folder.appendingPathComponent("\(name).gp")
         try? script.write(to: scriptURL, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [gnuplot, scriptURL.lastPathComponent]
-        process.currentDirectoryURL = folder
-        let errors = Pipe()
-        process.standardError = errors
+        // Not through Foundation's Process, whose run() on Linux crashes now and then (see ChildProcess).
         do {
-            try process.run()
-            let message = errors.fileHandleForReading.readAllRetryingInterrupts()
-            process.waitUntilExit()
+            let result = try ChildProcess.run(
+                "/usr/bin/env", [gnuplot, scriptURL.lastPathComponent],
+                environment: ProcessInfo.processInfo.environment,
+                directory: folder.path)
             let svg = folder.appendingPathComponent("\(name).svg")
-            if process.terminationStatus == 0, FileManager.default.fileExists(atPath: svg.path) {
+            if result.status == 0, FileManager.default.fileExists(atPath: svg.path) {
                 charts.append("\(name).svg")
             } else {
-                print("report: gnuplot failed on \(name).gp: \(String(decoding: message, as: UTF8.self))")
+                print("report: gnuplot failed on \(name).gp: \(String(decoding: result.stderr, as: UTF8.self))")
             }
         } catch {
             print("report: cannot run \(gnuplot) (install gnuplot: scripts/bootstrap.sh): \(error)")

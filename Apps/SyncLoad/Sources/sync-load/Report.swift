@@ -95,17 +95,13 @@ struct RunReport: Codable, Sendable {
     /// working directory), or nil.
     static func commit() -> String? {
         if let commit = ProcessInfo.processInfo.environment["SYNC_LOAD_COMMIT"], !commit.isEmpty { return commit }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["git", "rev-parse", "HEAD"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
-        let data = pipe.fileHandleForReading.readAllRetryingInterrupts()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { return nil }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // Not through Foundation's Process, whose run() on Linux crashes now and then (see ChildProcess).
+        guard
+            let result = try? ChildProcess.run(
+                "/usr/bin/env", ["git", "rev-parse", "HEAD"], environment: ProcessInfo.processInfo.environment),
+            result.status == 0
+        else { return nil }
+        return String(decoding: result.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     func write(to directory: URL) throws {

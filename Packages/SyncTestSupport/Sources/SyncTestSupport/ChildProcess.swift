@@ -23,11 +23,12 @@ import Foundation
         }
 
         /// Runs `executable` (a path) with `arguments` and `environment` (the whole environment, not added to
-        /// this process's), standard input from `/dev/null`, and waits for it: both outputs are read at once,
+        /// this process's), in `directory` (this process's when nil), standard input from `/dev/null`, and
+        /// waits for it: both outputs are read at once,
         /// so a child filling one while the other is read never blocks. Blocks the calling thread.
-        public static func run(_ executable: String, _ arguments: [String], environment: [String: String]) throws
-            -> Result
-        {
+        public static func run(
+            _ executable: String, _ arguments: [String], environment: [String: String], directory: String? = nil
+        ) throws -> Result {
             let output = try makePipe()
             let errors: (read: Int32, write: Int32)
             do { errors = try makePipe() } catch {
@@ -38,7 +39,8 @@ import Foundation
             let pid: pid_t
             do {
                 pid = try spawn(
-                    executable, arguments, environment: environment, stdout: output.write, stderr: errors.write)
+                    executable, arguments, environment: environment, directory: directory, stdout: output.write,
+                    stderr: errors.write)
             } catch {
                 for descriptor in [output.read, output.write, errors.read, errors.write] { close(descriptor) }
                 throw error
@@ -112,7 +114,8 @@ import Foundation
         /// The child's process id once started: in a process group of its own, as `Process` starts it, with
         /// descriptors 0, 1 and 2 set and every other one closed.
         static func spawn(
-            _ executable: String, _ arguments: [String], environment: [String: String], stdout: Int32, stderr: Int32
+            _ executable: String, _ arguments: [String], environment: [String: String], directory: String? = nil,
+            stdout: Int32, stderr: Int32
         ) throws -> pid_t {
             var actions = posix_spawn_file_actions_t()
             try check(posix_spawn_file_actions_init(&actions), "posix_spawn_file_actions_init")
@@ -123,6 +126,9 @@ import Foundation
             try check(posix_spawn_file_actions_adddup2(&actions, stdout, 1), "posix_spawn_file_actions_adddup2")
             try check(posix_spawn_file_actions_adddup2(&actions, stderr, 2), "posix_spawn_file_actions_adddup2")
             try check(addCloseFrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np")
+            if let directory {
+                try check(addChangeDirectory(&actions, directory), "posix_spawn_file_actions_addchdir_np \(directory)")
+            }
             var attributes = posix_spawnattr_t()
             try check(posix_spawnattr_init(&attributes), "posix_spawnattr_init")
             defer { posix_spawnattr_destroy(&attributes) }
@@ -181,6 +187,20 @@ import Foundation
                 return unsafeBitCast(
                     symbol,
                     to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+            }()
+
+        /// `posix_spawn_file_actions_addchdir_np` (glibc 2.29 and later), which Swift's Glibc module does not
+        /// declare either.
+        private static let addChangeDirectory:
+            @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32 = {
+                guard let symbol = dlsym(nil, "posix_spawn_file_actions_addchdir_np") else {
+                    fatalError("posix_spawn_file_actions_addchdir_np is missing: glibc 2.29 or later is needed")
+                }
+                return unsafeBitCast(
+                    symbol,
+                    to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) ->
+                        Int32)
+                        .self)
             }()
 
         /// A pipe whose ends close on exec (the children started here close every descriptor above 2 anyway).

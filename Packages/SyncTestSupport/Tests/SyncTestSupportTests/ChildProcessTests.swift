@@ -41,6 +41,14 @@ import Testing
         #expect(String(decoding: result.stdout, as: UTF8.self) == "closed\n")
     }
 
+    @Test func itRunsInTheDirectoryGiven() throws {
+        let directory = try TemporaryDirectory()
+        let result = try ChildProcess.run(
+            "/bin/sh", ["-c", "pwd -P"], environment: Self.environment, directory: directory.url.path)
+        let expected = directory.url.resolvingSymlinksInPath().path
+        #expect(String(decoding: result.stdout, as: UTF8.self) == expected + "\n")
+    }
+
     @Test func aMissingProgramIsAnError() {
         #expect(throws: ChildProcessError.self) {
             try ChildProcess.run("/nonexistent/program", [], environment: Self.environment)
