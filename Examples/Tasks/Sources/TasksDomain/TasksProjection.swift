@@ -2,7 +2,6 @@ import Foundation
 import GRDB
 import SyncEventStore
 import SyncModels
-import SyncStorage
 import TasksModel
 
 /// The `tasks` projection: the stack's per-stream state projection (`StreamStateProjection`) with the tasks
@@ -36,20 +35,12 @@ public struct TasksStateModel: StreamStateModel {
     /// A deleted task: nothing can follow its end once every replica has seen it.
     public var retiredColumn: String? { "deleted" }
     /// A task whose title was set on devices that did not see each other's: the sync engine journals such
-    /// conflicts as they open and close and counts them (`EngineStatus.openConflicts`).
+    /// conflicts as they open and close and counts them (`EngineStatus.openConflicts`); the default schema
+    /// indexes the tasks in conflict.
     public var conflictColumn: String? { "conflict" }
     /// The tasks an app lists (`TasksClient.tasks(in:)`): created and not deleted. A deep verification
     /// compares these rows with a rebuild.
     public var shownCondition: String? { "deleted = 0 AND created = 1" }
-
-    /// The default table, then a partial index on the tasks in conflict, so that reading them after each sync
-    /// does not scan the table.
-    public func registerMigrations(_ table: StreamStateTable, into migrations: inout SchemaMigrations) {
-        table.registerDefaultSchema(into: &migrations)
-        migrations.register("tasks.v2.conflict-index") { db in
-            try db.execute(sql: "CREATE INDEX tasks_with_conflict ON tasks (scope) WHERE conflict IS NOT 0")
-        }
-    }
 
     /// A task's stream has one spelling (`TaskID.stream`); other streams are not tasks.
     public func key(ofStream stream: String) -> TaskID? {

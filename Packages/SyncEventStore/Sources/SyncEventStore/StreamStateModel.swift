@@ -41,8 +41,9 @@ public protocol StreamStateModel: Sendable {
     /// The column among `columns` that is set (neither NULL nor 0) while the record holds an open conflict:
     /// values written concurrently on replicas that did not see each other, kept for someone to review. The
     /// projection reads it to report the streams in conflict (`Projection.streamsInConflict`), which the
-    /// sync engine journals and counts; index it (a partial index on it) when the table is large. Nil when
-    /// the model keeps no such conflicts (the default).
+    /// sync engine journals and counts. The default schema indexes the rows where it is set (a partial index),
+    /// so that this read costs the conflicts, not the table; a model with migrations of its own adds that
+    /// index itself. Nil when the model keeps no such conflicts (the default).
     var conflictColumn: String? { get }
     /// A SQL condition on the table's columns that holds for the rows apps are shown: what a deep
     /// verification compares with a rebuild (`Projection.rowDigests`). A record apps are not shown may be
@@ -205,6 +206,7 @@ public struct StreamStateTable: Sendable {
     public let columns: [String]
     let modelColumns: [StreamStateColumn]
     let projection: String
+    let conflictColumn: String?
 
     init(_ model: some StreamStateModel) {
         name = model.table
@@ -213,14 +215,16 @@ public struct StreamStateTable: Sendable {
         columns = [model.keyColumn, "scope", "state"] + model.columns.map(\.name)
         modelColumns = model.columns
         projection = model.name
+        conflictColumn = model.conflictColumn
     }
 
     /// `columns`, comma-separated.
     public var columnList: String { columns.joined(separator: ", ") }
 
-    /// The table and its snapshot copy with `columns`, `changed` on the table, an index by scope, and the
-    /// copy-on-write triggers: the first change to a row that is its own snapshot (`changed` 0 to 1) or its
-    /// deletion copies it into the snapshot table.
+    /// The table and its snapshot copy with `columns`, `changed` on the table, an index by scope, a partial
+    /// index on the rows in conflict when the model has a `conflictColumn`, and the copy-on-write triggers:
+    /// the first change to a row that is its own snapshot (`changed` 0 to 1) or its deletion copies it into
+    /// the snapshot table.
     public func registerDefaultSchema(into migrations: inout SchemaMigrations) {
         let definitions = modelColumns.map { ",\n    \($0.name) \($0.definition)" }.joined()
         let old = columns.map { "OLD." + $0 }.joined(separator: ", ")
@@ -247,6 +251,16 @@ public struct StreamStateTable: Sendable {
                         INSERT OR REPLACE INTO \(snapshot) (\(columnList)) VALUES (\(old));
                     END;
                     """)
+        }
+        // The rows in conflict, read after every applied answer (`streamsInConflict`).
+        if let conflict = conflictColumn {
+            migrations.register("\(projection).stream-state.conflict-index") { db in
+                try db.execute(
+                    sql: """
+                        CREATE INDEX \(name)_with_conflict ON \(name) (scope)
+                        WHERE \(conflict) IS NOT NULL AND \(conflict) IS NOT 0
+                        """)
+            }
         }
     }
 

@@ -47,4 +47,22 @@ import Testing
         try await plain.append([LabelEvents.tagged("a", "disputed")])
         #expect(try await plain.streamsInConflict().isEmpty, "a model without a conflict column has none")
     }
+
+    /// The default schema indexes the rows in conflict, and reading them goes through that index rather
+    /// than the whole table.
+    @Test func readingTheConflictsUsesThePartialIndex() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(
+            path: directory.path("a.sqlite"), projections: [StreamStateProjection(DisputedLabelModel())])
+        let plan = try await store.database.writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    EXPLAIN QUERY PLAN SELECT stream FROM disputed_labels
+                    WHERE conflict IS NOT NULL AND conflict IS NOT 0 AND deleted = 0
+                    """
+            ).map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("disputed_labels_with_conflict") }, "\(plan)")
+    }
 }
