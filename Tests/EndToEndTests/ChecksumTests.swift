@@ -165,6 +165,44 @@ extension ChecksumTests {
         #expect(repaired.map(\.outcome) == [.repaired] && repaired[0].downloaded >= 1)
     }
 
+    /// A server upgraded from before checksums: its devices cannot verify the scopes that held events then
+    /// (`unavailable`) until `sync-server backfill-checksums` gives those events their checksums; then they
+    /// verify whole, and a device bootstrapped afterwards too.
+    @Test func devicesOfAServerUpgradedFromBeforeChecksumsVerifyOnceItIsBackfilled() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: [Self.scope])
+        let agent = stack.agent("upgraded", token: token)
+        for index in 0..<5 { try agent("note", "create", "--scope", Self.scope, "--title", "note \(index)") }
+        try agent("sync")
+        // The database as migration 0008-checksums leaves one whose events came before it.
+        _ = try stack.sql("UPDATE events SET checksum = NULL; UPDATE scopes SET checksum = 0, checksum_from = head")
+        let before = try agent.capturing(["verify", "--no-repair"])
+        let unverified = try JSONDecoder().decode([ScopeVerification].self, from: Data(before.stdout.utf8))
+        #expect(unverified.map(\.outcome) == [.unavailable], "\(before.stderr)")
+
+        struct Report: Decodable {
+            struct Scope: Decodable {
+                var scope: String
+                var events: Int
+                var checksumFrom: Int64
+            }
+            var scopes: [Scope]
+        }
+        let output = try Stack.run(
+            Stack.productsDirectory.appendingPathComponent("sync-server").path, ["backfill-checksums", "--batch", "2"],
+            environment: ["SYNC_DATABASE_URL": stack.databaseURL, "SYNC_LOG_LEVEL": "error"])
+        let report = try JSONDecoder().decode(Report.self, from: Data(output.utf8))
+        #expect(report.scopes.map(\.scope) == [Self.scope])
+        #expect(report.scopes.first?.events == 5 && report.scopes.first?.checksumFrom == 0, "\(output)")
+
+        let after = try JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
+        #expect(after.map(\.outcome) == [.matched])
+        let fresh = stack.agent("fresh", token: token)
+        try fresh("sync")
+        let bootstrapped = try JSONDecoder().decode([ScopeVerification].self, from: Data(try fresh("verify").utf8))
+        #expect(bootstrapped.map(\.outcome) == [.matched])
+    }
+
     /// A row cannot be duplicated in the log: its event id and its seq are each unique in the scope, so
     /// the copy is refused and nothing is there for a verification to find.
     @Test func theLogRefusesADuplicatedRow() async throws {

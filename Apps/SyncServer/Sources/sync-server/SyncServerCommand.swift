@@ -5,7 +5,8 @@ import SyncServer
 
 /// `sync-server`: the generic `SyncServer` library with the Notes reference domain plugged in. Serves the
 /// sync API (the default subcommand), compacts history once (`compact`), distributes its tables on a Citus
-/// coordinator (`distribute`), mints a development token
+/// coordinator (`distribute`), gives events stored before checksums theirs (`backfill-checksums`), mints a
+/// development token
 /// (`token`) or prints the JWKS of a private key that signs such tokens (`jwks`).
 @main
 struct SyncServerCommand: AsyncParsableCommand {
@@ -13,7 +14,8 @@ struct SyncServerCommand: AsyncParsableCommand {
         commandName: "sync-server",
         abstract: "The offline-sync HTTP server: protocol v1 over PostgreSQL, serving the Notes domain.",
         subcommands: [
-            ServeCommand.self, CompactCommand.self, DistributeCommand.self, TokenCommand.self, JWKSCommand.self,
+            ServeCommand.self, CompactCommand.self, DistributeCommand.self, BackfillChecksumsCommand.self,
+            TokenCommand.self, JWKSCommand.self,
         ],
         defaultSubcommand: ServeCommand.self)
 }
@@ -62,5 +64,21 @@ struct DistributeCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await distribute.run(domain: try notes.domain(environment: ProcessInfo.processInfo.environment))
+    }
+}
+
+/// `sync-server backfill-checksums [--scope S …] [--batch N]`: after an upgrade from a server that kept no
+/// checksums, gives the events stored before it theirs, so that devices can verify those scopes whole; prints
+/// what it did as JSON. Safe beside running servers, and to run again.
+struct BackfillChecksumsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backfill-checksums",
+        abstract: "Give the events stored before the server kept checksums theirs; print a JSON report.")
+
+    @OptionGroup var backfill: BackfillChecksumsOptions
+    @OptionGroup var notes: NotesServerOptions
+
+    func run() async throws {
+        try await backfill.run(domain: try notes.domain(environment: ProcessInfo.processInfo.environment))
     }
 }
