@@ -40,19 +40,9 @@ extension SyncServerApp {
         guard let folder = domain.folder else {
             throw ConfigurationError(message: "the \(domain.name) domain folds no streams; nothing to compact")
         }
-        let url = try DatabaseURL(configuration.databaseURL)
-        let client = PostgresClient(
-            configuration: Database.clientConfiguration(url, poolSize: 2), backgroundLogger: logger)
-        return try await client.whileRunning { client in
-            let started = ContinuousClock.now
-            let migrator = Migrator(
-                migrations: Migration.generic + domain.rules.flatMap(\.migrations),
-                distributeOnCitus: configuration.citus)
-            try await migrate(
-                migrator, client: client, timeoutSeconds: configuration.startupTimeoutSeconds, logger: logger)
-            let database = Database(
-                client: client, queueLimit: 16, acquireTimeout: .seconds(30),
-                metrics: ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry())))
+        let started = ContinuousClock.now
+        return try await withMigratedDatabase(configuration: configuration, domain: domain, logger: logger) {
+            database in
             let compactor = Compactor(
                 database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
                 evictionHorizonSeconds: configuration.evictionHorizonSeconds,
@@ -75,6 +65,29 @@ extension SyncServerApp {
             return CompactionReport(
                 scopes: reports, bytesBefore: before, bytesAfter: after, vacuumed: vacuum, reindexed: reindexed,
                 seconds: (ContinuousClock.now - started) / .seconds(1))
+        }
+    }
+
+    /// `body` with the database of `configuration` (a pool of 2), once the pending migrations of the server
+    /// and `domain` are applied: what a one-off command (`compact`, `backfill-checksums`) runs in.
+    static func withMigratedDatabase<Result: Sendable>(
+        configuration: ServerConfiguration, domain: any SyncDomain, logger: Logger,
+        _ body: @Sendable (Database) async throws -> Result
+    ) async throws -> Result {
+        let url = try DatabaseURL(configuration.databaseURL)
+        let client = PostgresClient(
+            configuration: Database.clientConfiguration(url, poolSize: 2), backgroundLogger: logger)
+        return try await client.whileRunning { client in
+            let migrator = Migrator(
+                migrations: Migration.generic + domain.rules.flatMap(\.migrations),
+                distributeOnCitus: configuration.citus)
+            try await migrate(
+                migrator, client: client, timeoutSeconds: configuration.startupTimeoutSeconds, logger: logger)
+            return try await body(
+                Database(
+                    client: client, queueLimit: 16, acquireTimeout: .seconds(30),
+                    metrics: ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
+                ))
         }
     }
 

@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import Logging
 import PostgresNIO
-import Prometheus
 import SyncModels
 
 /// Gives the events stored before migration `0008-checksums` their checksums, so that a server upgraded
@@ -156,19 +155,9 @@ extension SyncServerApp {
         configuration: ServerConfiguration, domain: any SyncDomain, scopes: [String]?, batchEvents: Int = 2000,
         logger: Logger
     ) async throws -> ChecksumBackfillReport {
-        let url = try DatabaseURL(configuration.databaseURL)
-        let client = PostgresClient(
-            configuration: Database.clientConfiguration(url, poolSize: 2), backgroundLogger: logger)
-        return try await client.whileRunning { client in
-            let started = ContinuousClock.now
-            let migrator = Migrator(
-                migrations: Migration.generic + domain.rules.flatMap(\.migrations),
-                distributeOnCitus: configuration.citus)
-            try await migrate(
-                migrator, client: client, timeoutSeconds: configuration.startupTimeoutSeconds, logger: logger)
-            let database = Database(
-                client: client, queueLimit: 16, acquireTimeout: .seconds(30),
-                metrics: ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry())))
+        let started = ContinuousClock.now
+        return try await withMigratedDatabase(configuration: configuration, domain: domain, logger: logger) {
+            database in
             let backfill = ChecksumBackfill(database: database, batchEvents: batchEvents, logger: logger)
             var reports: [ChecksumBackfill.ScopeReport] = []
             var names = scopes ?? []
