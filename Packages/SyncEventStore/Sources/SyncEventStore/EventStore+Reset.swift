@@ -59,6 +59,30 @@ extension EventStore {
         try await database.read { db in try Self.meta(Self.bootstrappingKey, db) != nil }
     }
 
+    /// Makes the confirmed events of `scope` above `head` pending again, in one transaction: what a device
+    /// does when the server's history of the scope ends below what the device has confirmed (it was restored
+    /// from a backup, say), so that the device's copies of the events the server lost go back to it with the
+    /// next push instead of being dropped by the reset that follows. They keep their places in the log, so
+    /// they are pushed in the order this device learnt of them, before its own later edits; the server keeps
+    /// one copy of each (it answers those it still holds, or was given again by another device, by id). The
+    /// scope's sums count them again once they are confirmed. Events already pruned from the log cannot be
+    /// sent again.
+    /// - Returns: how many events became pending.
+    @discardableResult
+    public func repend(scope: String, above head: Int64) async throws -> Int {
+        let count = try await database.writer.write { db -> Int in
+            try db.execute(
+                sql:
+                    "UPDATE events SET status = 'pending', seq = NULL WHERE status = 'confirmed' AND scope = ? AND seq > ?",
+                arguments: [scope, head])
+            let count = db.changesCount
+            if count > 0 { try Self.recountHeld(scope: scope, db) }
+            return count
+        }
+        if count > 0 { publish(.rebuilt, []) }
+        return count
+    }
+
     /// Forgets what the server sent, after 410 `reset.required`, in one transaction: deletes every confirmed
     /// event, discards every projection's snapshot, forgets the cursor and the outbox marks, and rebuilds
     /// the projections from what is left (the user's pending events, and rejected ones kept for the user).

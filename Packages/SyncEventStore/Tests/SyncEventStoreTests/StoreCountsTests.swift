@@ -42,7 +42,7 @@ import Testing
         var nextSeq: Int64 = 1
         var pruned = false
         for _ in 0..<60 {
-            switch random.int(below: 6) {
+            switch random.int(below: 7) {
             case 0, 1:
                 // Now and then in a second scope: `streams.scope` must then say the stream is in several.
                 try await store.append(
@@ -72,12 +72,16 @@ import Testing
                 nextSeq += Int64(page.count)
                 try await store.applyConfirmed(page, cursor: "c\(nextSeq)")
                 try await store.applyConfirmed(page, cursor: "c\(nextSeq)")
+            case 5:
+                // The server lost what came after some seq (a restore): those events are pending again.
+                try await store.repend(scope: "team-1", above: Int64(random.int(below: Int(nextSeq))))
             default:
                 _ = try await store.prune(stablePoints: ["team-1": nextSeq / 2], olderThan: .distantFuture)
                 pruned = true
             }
             let (counts, versions) = try await Self.scanned(store)
             #expect(try await store.counts() == counts)
+            #expect(try await store.scopeChecksums().values.allSatisfy(\.isConsistent))
             // Each stream's scope: the one its events in the log have, or '' (several, or not known to be one).
             let (held, said) = try await store.database.writer.read { db in
                 (
@@ -107,5 +111,33 @@ import Testing
                 }
             }
         }
+    }
+
+    /// Events the server lost become pending again in their places in the log, ahead of later local edits;
+    /// the sums forget them until the server confirms them again, then count each once.
+    @Test func eventsMadePendingAgainGoBackInTheirPlacesAndCountOnceConfirmedAgain() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try EventStore(path: directory.path("repend.sqlite"), projections: [TitleProjection()])
+        let mine = try await store.append([title("note:1", "a"), title("note:2", "b")])
+        try await store.markConfirmed([mine[0].event.id: 1, mine[1].event.id: 2])
+        let other = try EventStore(path: directory.path("other.sqlite"))
+        let theirs = confirmed(try await other.append([tag("note:1", "x")]), firstSeq: 3)
+        try await store.applyConfirmed(theirs, cursor: "c3")
+        let later = try await store.append([title("note:1", "c")])
+        let whole = try #require(try await store.scopeChecksums()["team-1"])
+
+        #expect(try await store.repend(scope: "team-1", above: 1) == 2)
+        let pending = try await store.pendingEvents(limit: 10)
+        #expect(pending.map(\.event.id) == [mine[1].event.id, theirs[0].id, later[0].event.id])
+        #expect(try await store.counts() == [.pending: 3, .confirmed: 1, .rejected: 0])
+        let rewound = try #require(try await store.scopeChecksums()["team-1"])
+        #expect(
+            rewound.isConsistent
+                && rewound.applied == EventChecksum.of(mine[0].event, payload: PayloadCodec.encode(mine[0].event)))
+
+        try await store.markConfirmed([mine[1].event.id: 2, theirs[0].id: 3])
+        let again = try #require(try await store.scopeChecksums()["team-1"])
+        #expect(again.isConsistent && again.applied == whole.applied && again.held == whole.held)
+        #expect(try await store.repend(scope: "team-1", above: 3) == 0)
     }
 }

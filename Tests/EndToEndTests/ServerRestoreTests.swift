@@ -1,0 +1,60 @@
+import Foundation
+import SyncEngine
+import Testing
+
+/// A server whose database is restored from a backup (`pg_dump`, then `pg_restore` with the server stopped)
+/// lost what came after the backup, and the devices that synced past it hold the only copies. A device
+/// whose cursor is ahead of the server's history gets 410 `reset.required`; before it resets, its copies of
+/// the events the server lost become pending again, so the reset keeps them and its next push gives them
+/// back. Every device then has every note, the server each event once.
+@Suite(.serialized) struct ServerRestoreTests {
+    static let scope = "restored"
+
+    @Test func devicesGiveBackWhatARestoredServerLost() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: [Self.scope])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        for index in 0..<3 { try a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
+        try a("sync")
+        let backup = stack.directory.appendingPathComponent("backup.dump").path
+        try Stack.run("/usr/bin/env", ["pg_dump", "--format=custom", "--file", backup, stack.databaseURL])
+        let backedUp = try stack.sql("SELECT count(*) FROM events")
+
+        // After the backup: a note from each device, a retitle of an older one, and both devices have it all.
+        try a("note", "create", "--scope", Self.scope, "--title", "after a")
+        try a("sync")
+        try b("sync")
+        try b("note", "create", "--scope", Self.scope, "--title", "after b")
+        let older = try #require(try b.state().first { $0.value.title == "before 1" }?.key)
+        try b("note", "set-title", older, "before 1, renamed")
+        try b("sync")
+        try a("sync")
+        let titles: Set = ["before 0", "before 1, renamed", "before 2", "after a", "after b"]
+        #expect(Set(try a.state().values.map(\.title)) == titles)
+        let events = try stack.sql("SELECT count(*) FROM events")
+
+        stack.killServer()
+        try Stack.run(
+            "/usr/bin/env",
+            ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--dbname", stack.databaseURL, backup])
+        try await stack.startServer()
+        #expect(try stack.sql("SELECT count(*) FROM events") == backedUp, "the server lost what came after the backup")
+
+        // Each device syncs; the first gives back all it had, the second finds it given back already.
+        try b("sync")
+        try a("sync")
+        try b("sync")
+        let fresh = stack.agent("fresh", token: token)
+        try fresh("sync")
+        for device in [a, b, fresh] {
+            #expect(Set(try device.state().values.map(\.title)) == titles, "\(device.database)")
+            #expect(try device.status().pending == 0)
+            let verified = try JSONDecoder().decode([ScopeVerification].self, from: Data(try device("verify").utf8))
+            #expect(verified.map(\.outcome) == [.matched], "\(device.database)")
+        }
+        #expect(try stack.sql("SELECT count(*) FROM events") == events, "every event is on the server again")
+        #expect(
+            try stack.sql("SELECT count(*) - count(DISTINCT event_id) FROM events") == ["0"], "and each once")
+    }
+}
