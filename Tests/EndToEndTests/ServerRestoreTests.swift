@@ -57,4 +57,49 @@ import Testing
         #expect(
             try stack.sql("SELECT count(*) - count(DISTINCT event_id) FROM events") == ["0"], "and each once")
     }
+
+    /// Other devices push after the restore before the device that alone holds a lost event syncs again: the
+    /// server's head passes its cursor, so no 410 comes, and another device's event now has the lost one's
+    /// seq. Its verification finds the range that differs, takes the server's event and makes its own
+    /// pending again, and its next push gives it back.
+    @Test func aDeviceBehindTheNewHeadFindsTheLossByVerifyingAndGivesItBack() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: [Self.scope])
+        let a = stack.agent("a", token: token)
+        let c = stack.agent("c", token: token)
+        for index in 0..<3 { try a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
+        try a("sync")
+        try c("sync")
+        let backup = stack.directory.appendingPathComponent("backup.dump").path
+        try Stack.run("/usr/bin/env", ["pg_dump", "--format=custom", "--file", backup, stack.databaseURL])
+        try c("note", "create", "--scope", Self.scope, "--title", "only on c")
+        try c("sync")
+
+        stack.killServer()
+        try Stack.run(
+            "/usr/bin/env",
+            ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--dbname", stack.databaseURL, backup])
+        try await stack.startServer()
+        // After the restore, a takes the lost event's seq and more.
+        for index in 0..<2 { try a("note", "create", "--scope", Self.scope, "--title", "after \(index)") }
+        try a("sync")
+        try c("sync")
+        let titles: Set = ["before 0", "before 1", "before 2", "only on c", "after 0", "after 1"]
+        #expect(Set(try c.state().values.map(\.title)) != titles, "c missed the event at its old seq")
+
+        let repaired = try JSONDecoder().decode([ScopeVerification].self, from: Data(try c("verify").utf8))
+        #expect(repaired.map(\.outcome) == [.repaired])
+        #expect(repaired.first?.repairs.reduce(0) { $0 + $1.repended } == 1, "\(repaired)")
+        try c("sync")
+        try a("sync")
+        let fresh = stack.agent("fresh", token: token)
+        try fresh("sync")
+        for device in [a, c, fresh] {
+            #expect(Set(try device.state().values.map(\.title)) == titles, "\(device.database)")
+            let verified = try JSONDecoder().decode([ScopeVerification].self, from: Data(try device("verify").utf8))
+            #expect(verified.map(\.outcome) == [.matched], "\(device.database)")
+        }
+        #expect(
+            try stack.sql("SELECT count(*) - count(DISTINCT event_id) FROM events") == ["0"], "each event once")
+    }
 }

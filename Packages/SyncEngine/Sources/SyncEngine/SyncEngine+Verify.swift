@@ -129,10 +129,8 @@ extension SyncEngine {
                 result.downloaded += pulled
                 await journal.record(
                     "verify.repair",
-                    "\(scope.name): (\(fixed.after), \(fixed.through)] replaced, \(fixed.removed) rows removed, \(fixed.written) written"
+                    "\(scope.name): (\(fixed.after), \(fixed.through)] replaced, \(fixed.removed) rows removed, \(fixed.written) written, \(fixed.repended) the server lacked pending again"
                 )
-                // The server lacks events of this range: pulling it again cannot make it agree.
-                if fixed.kept > 0 { break }
             }
             repaired = repaired || !result.repairs.isEmpty
             let after: ScopeChecksum
@@ -143,14 +141,13 @@ extension SyncEngine {
             } catch {
                 throw Self.storeFailure(error)
             }
-            let serverLacks = result.repairs.reduce(0) { $0 + $1.kept }
+            let serverLacked = result.repairs.reduce(0) { $0 + $1.repended }
+            if serverLacked > 0 {
+                // Pushed again by the next sync; a reset below keeps them too (they are pending).
+                result.detail = "the server lacked \(serverLacked) events this device holds: pending again"
+            }
             if after.isConsistent && after.applied == server.checksum {
                 result.outcome = .repaired
-            } else if serverLacks > 0 {
-                // The server lost events this device holds: nothing here is wrong, and a reset would drop
-                // them. Reported for an operator.
-                result.outcome = .mismatched
-                result.detail = "the server lacks \(serverLacks) events this device holds; kept"
             } else {
                 result.outcome = .reset
                 needsReset = true

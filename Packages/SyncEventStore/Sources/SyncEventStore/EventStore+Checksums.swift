@@ -57,17 +57,18 @@ public struct RangeRepair: Sendable, Hashable, Codable {
     public var removed: Int
     /// Rows written from the server's answer.
     public var written: Int
-    /// Confirmed rows kept because the server's answer does not have their event: the server lost them
-    /// (a repair never drops what only this device holds).
-    public var kept: Int
+    /// Confirmed rows, intact, whose event the server's answer does not have: the server lost them (or holds
+    /// them at another seq). They were made pending again, so that the next push gives them back (the server
+    /// keeps one copy, by id): a repair never drops what only this device holds.
+    public var repended: Int
 
-    public init(scope: String, after: Int64, through: Int64, removed: Int, written: Int, kept: Int = 0) {
+    public init(scope: String, after: Int64, through: Int64, removed: Int, written: Int, repended: Int = 0) {
         self.scope = scope
         self.after = after
         self.through = through
         self.removed = removed
         self.written = written
-        self.kept = kept
+        self.repended = repended
     }
 }
 
@@ -292,9 +293,11 @@ extension EventStore {
     /// Replaces `scope`'s confirmed rows with a seq in `(after, through]` by `events` (the server's rows of
     /// that range, with `payloads`, their canonical bytes when known), in one transaction, and counts the
     /// scope's `held` sum again from its rows. Pending and rejected events are never touched: a pending event
-    /// the server holds in the range is confirmed instead. A confirmed row whose event the answer does not
-    /// have, at a seq no row of the answer takes, is kept (`RangeRepair.kept`): the server lost it, and a
-    /// repair never drops what only this device holds. The caller rebuilds the projections.
+    /// the server holds in the range is confirmed instead. An intact confirmed row (its stored checksum its
+    /// own) whose event the answer does not have becomes pending again (`RangeRepair.repended`), even at a
+    /// seq a row of the answer takes: the server lost it (a restore from a backup, after which other
+    /// devices' events took its seq), and a repair never drops what only this device holds. The caller
+    /// rebuilds the projections.
     public func replaceConfirmed(
         scope: String, after: Int64, through: Int64, with events: [Event], payloads: [Data?] = []
     ) async throws -> RangeRepair {
@@ -303,22 +306,28 @@ extension EventStore {
                 $0.scope.name == scope && ($0.seq ?? 0) > after && ($0.seq ?? 0) <= through
             }
             let ids = Set(incoming.map(\.id.description))
-            let seqs = Set(incoming.compactMap(\.seq))
             var removed = 0
-            var kept = 0
+            var repended = 0
             let held = try Row.fetchAll(
                 db,
-                sql:
-                    "SELECT position, event_id, seq FROM events WHERE status = 'confirmed' AND scope = ? AND seq > ? AND seq <= ?",
+                sql: """
+                    SELECT position, event_id, stream, type, schema_version, hlc, dot_replica, dot_counter, payload,
+                           checksum, carries
+                    FROM events WHERE status = 'confirmed' AND scope = ? AND seq > ? AND seq <= ?
+                    """,
                 arguments: [scope, after, through])
             for row in held {
                 let id: String = row[1]
-                let seq: Int64 = row[2]
-                guard ids.contains(id) || seqs.contains(seq) else {
-                    kept += 1
+                let position: Int64 = row[0]
+                let stored: Int64? = row[9]
+                let carries: Int64? = row[10]
+                if !ids.contains(id), carries == nil, let own = try? Self.ownChecksum(row, from: 1), own == stored {
+                    try db.execute(
+                        sql: "UPDATE events SET status = 'pending', seq = NULL WHERE position = ?",
+                        arguments: [position])
+                    repended += 1
                     continue
                 }
-                let position: Int64 = row[0]
                 try db.execute(sql: "DELETE FROM events WHERE position = ?", arguments: [position])
                 removed += 1
             }
@@ -344,7 +353,8 @@ extension EventStore {
             try Self.count(.confirmed, inserted, db)
             try Self.recountHeld(scope: scope, db)
             return RangeRepair(
-                scope: scope, after: after, through: through, removed: removed, written: written, kept: kept)
+                scope: scope, after: after, through: through, removed: removed, written: written,
+                repended: repended)
         }
     }
 
