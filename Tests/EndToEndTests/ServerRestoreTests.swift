@@ -10,6 +10,22 @@ import Testing
 @Suite(.serialized) struct ServerRestoreTests {
     static let scope = "restored"
 
+    /// `pg_dump` of the stack's database; the dump's path.
+    static func backUp(_ stack: Stack) throws -> String {
+        let backup = stack.directory.appendingPathComponent("backup.dump").path
+        try Stack.run("/usr/bin/env", ["pg_dump", "--format=custom", "--file", backup, stack.databaseURL])
+        return backup
+    }
+
+    /// The database restored from `backup` with the server stopped, then the server started again.
+    static func restore(_ stack: Stack, from backup: String) async throws {
+        stack.killServer()
+        try Stack.run(
+            "/usr/bin/env",
+            ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--dbname", stack.databaseURL, backup])
+        try await stack.startServer()
+    }
+
     @Test func devicesGiveBackWhatARestoredServerLost() async throws {
         let stack = try await Stack()
         let token = try stack.token(scopes: [Self.scope])
@@ -17,8 +33,7 @@ import Testing
         let b = stack.agent("b", token: token)
         for index in 0..<3 { try a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
         try a("sync")
-        let backup = stack.directory.appendingPathComponent("backup.dump").path
-        try Stack.run("/usr/bin/env", ["pg_dump", "--format=custom", "--file", backup, stack.databaseURL])
+        let backup = try Self.backUp(stack)
         let backedUp = try stack.sql("SELECT count(*) FROM events")
 
         // After the backup: a note from each device, a retitle of an older one, and both devices have it all.
@@ -34,11 +49,7 @@ import Testing
         #expect(Set(try a.state().values.map(\.title)) == titles)
         let events = try stack.sql("SELECT count(*) FROM events")
 
-        stack.killServer()
-        try Stack.run(
-            "/usr/bin/env",
-            ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--dbname", stack.databaseURL, backup])
-        try await stack.startServer()
+        try await Self.restore(stack, from: backup)
         #expect(try stack.sql("SELECT count(*) FROM events") == backedUp, "the server lost what came after the backup")
 
         // Each device syncs; the first gives back all it had, the second finds it given back already.
@@ -70,16 +81,11 @@ import Testing
         for index in 0..<3 { try a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
         try a("sync")
         try c("sync")
-        let backup = stack.directory.appendingPathComponent("backup.dump").path
-        try Stack.run("/usr/bin/env", ["pg_dump", "--format=custom", "--file", backup, stack.databaseURL])
+        let backup = try Self.backUp(stack)
         try c("note", "create", "--scope", Self.scope, "--title", "only on c")
         try c("sync")
 
-        stack.killServer()
-        try Stack.run(
-            "/usr/bin/env",
-            ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--dbname", stack.databaseURL, backup])
-        try await stack.startServer()
+        try await Self.restore(stack, from: backup)
         // After the restore, a takes the lost event's seq and more.
         for index in 0..<2 { try a("note", "create", "--scope", Self.scope, "--title", "after \(index)") }
         try a("sync")
