@@ -1,3 +1,6 @@
+import Logging
+import PostgresNIO
+import Prometheus
 import SyncModels
 import Testing
 
@@ -49,5 +52,27 @@ import Testing
         clock.learn([a: 9], of: [a], at: epoch, now: now)
         clock.learn([a: 8], of: [a], at: epoch, now: now)
         #expect(clock.knownHeads([a], maxAge: .seconds(10), now: now) == [a: 9])
+    }
+
+    /// A commit is signalled once, whichever comes first: its notification through LISTEN or the
+    /// committing push's own signal. A second signal would give the waiters the first woke, not all reading
+    /// yet, a later epoch than the read they should share.
+    @Test func aCommitIsSignalledOnceWhicheverSignalComesFirst() throws {
+        let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
+        // Never run: the hub's signals need no connection.
+        let client = PostgresClient(
+            configuration: .init(
+                host: "127.0.0.1", port: 1, username: "nobody", password: nil, database: nil, tls: .disable))
+        let hub = LongPollHub(client: client, logger: Logger(label: "test"), metrics: metrics)
+        hub.signal(a, head: 5)
+        let woken = hub.epoch([a])
+        hub.signal(heads: [a: 5])
+        #expect(hub.epoch([a]) == woken, "the push's own signal after its notification")
+        hub.signal(heads: [a: 6, b: 1])
+        let next = hub.epoch([a, b])
+        #expect(next != hub.epoch([a]) && !woken.covers(hub.epoch([a])))
+        hub.signal(a, head: 6)
+        hub.signal(b, head: 1)
+        #expect(hub.epoch([a, b]) == next, "notifications after the push's own signal")
     }
 }

@@ -50,6 +50,7 @@ final class LongPollHub: Service, Sendable {
     private let activeGauge: Gauge
     private let parkedGauge: Gauge
     private let listeningGauge: Gauge
+    private let listenStarts: Counter
     private let active = Mutex(0)
     /// The live stream's hub, told of every commit this hub is signalled.
     let live: LiveHub?
@@ -65,6 +66,7 @@ final class LongPollHub: Service, Sendable {
         self.activeGauge = metrics.longPolls
         self.parkedGauge = metrics.parkedLongPolls
         self.listeningGauge = metrics.listening
+        self.listenStarts = metrics.listenStarts
     }
 
     /// Registers interest in `scopes`; nil when shutting down.
@@ -134,11 +136,15 @@ final class LongPollHub: Service, Sendable {
         return (scope, parts.count > 1 ? Int64(parts[1]) : nil)
     }
 
-    /// Events committed by this process: their scopes and new heads.
+    /// Events committed by this process: their scopes and new heads. A head its notification signalled
+    /// already is not signalled again: on a loaded machine the notification may come back through LISTEN
+    /// before the committing push runs this, and the waiters it woke then may not all have begun reading; a
+    /// second signal would give those a later epoch, and their reads could not share the first (a thousand
+    /// woken waiters read twice).
     func signal(heads: [Scope: Int64]) {
-        clock.withLock { clock in for (scope, head) in heads { clock.noteSignalled(scope, head: head) } }
+        let fresh = clock.withLock { clock in heads.keys.filter { clock.noteSignalled($0, head: heads[$0]!) } }
         live?.committed(heads: heads)
-        signal(Array(heads.keys))
+        if !fresh.isEmpty { signal(fresh) }
     }
 
     /// A commit's notification: ignored when this process already signalled that head or a later one (its
@@ -200,6 +206,7 @@ final class LongPollHub: Service, Sendable {
                         failures = 0
                         // Anything committed while not listening was missed: let every waiter re-read.
                         self.signalAll()
+                        self.listenStarts.increment()
                         self.listening.withLock { $0 = true }
                         self.listeningGauge.record(1)
                         defer {

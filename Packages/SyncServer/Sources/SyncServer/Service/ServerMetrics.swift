@@ -37,6 +37,9 @@ final class ServerMetrics: Sendable {
     let liveBuffered: Gauge
     /// 1 while the long-poll hub's LISTEN connection is up (commits of other servers wake waiters), else 0.
     let listening: Gauge
+    /// Times the hub's LISTEN began, the first time included: each makes every waiter read again, since
+    /// commits may have gone unsignalled before it.
+    let listenStarts: Counter
     /// Rows compaction removed (events and older snapshots folded into new snapshots).
     let compactedEvents: Counter
     /// Snapshot events compaction wrote.
@@ -85,6 +88,7 @@ final class ServerMetrics: Sendable {
         liveDropped = Counter(label: "sync_live_dropped_total", factory: factory)
         liveBuffered = Gauge(label: "sync_live_buffered_bytes", factory: factory)
         listening = Gauge(label: "sync_longpoll_listening", factory: factory)
+        listenStarts = Counter(label: "sync_longpoll_listen_starts_total", factory: factory)
         compactedEvents = Counter(label: "sync_compaction_folded_events_total", factory: factory)
         compactionSnapshots = Counter(label: "sync_compaction_snapshots_total", factory: factory)
         pullReadsRun = Counter(label: "sync_pull_reads_total", dimensions: [("kind", "database")], factory: factory)
