@@ -64,8 +64,9 @@ extension SyncEngine {
     ///
     /// On a mismatch, with `repair`, it finds the first bad range above what either side folded by
     /// bisecting with range checksums (the device's recomputed from its rows), pulls that range again,
-    /// replaces the confirmed rows it holds there (pending events are never touched), and goes on until the
-    /// ranges agree; then it rebuilds the projections and compares again. When the sums still differ (the
+    /// replaces the confirmed rows it holds there (pending events are never touched; an intact row the server
+    /// lacks becomes pending again) and re-derives the streams of the rows it replaced in the projections,
+    /// and goes on until the ranges agree; then it compares again. When the sums still differ (the
     /// damage is in history either side folded), it resets: drops what the server sent and pulls it again,
     /// re-basing the pending events. Every step is journaled (`verify`, `verify.repair`, `verify.reset`).
     ///
@@ -156,9 +157,8 @@ extension SyncEngine {
         }
         var rebuilt = 0
         do {
-            if repaired {
-                _ = try await store.rebuildAll()
-            } else if deep {
+            // A range repair re-derived the streams it replaced rows of (`replaceConfirmed`).
+            if !repaired && deep {
                 // The log agrees with the server: projections whose rows a rebuild from it changes were
                 // damaged behind the store's back, and are repaired by that rebuild.
                 let damaged = try await store.rebuildDamaged(repair: repair)

@@ -296,18 +296,21 @@ extension EventStore {
     /// the server holds in the range is confirmed instead. An intact confirmed row (its stored checksum its
     /// own) whose event the answer does not have becomes pending again (`RangeRepair.repended`), even at a
     /// seq a row of the answer takes: the server lost it (a restore from a backup, after which other
-    /// devices' events took its seq), and a repair never drops what only this device holds. The caller
-    /// rebuilds the projections.
+    /// devices' events took its seq), and a repair never drops what only this device holds. The streams whose
+    /// rows were removed or written are re-derived in every projection (`replay(streams:)`), in the same
+    /// transaction: the projections' other rows are left as they are.
     public func replaceConfirmed(
         scope: String, after: Int64, through: Int64, with events: [Event], payloads: [Data?] = []
     ) async throws -> RangeRepair {
-        try await database.writer.write { db in
+        let repair = try await database.writer.write { db in
             let incoming = events.filter {
                 $0.scope.name == scope && ($0.seq ?? 0) > after && ($0.seq ?? 0) <= through
             }
             let ids = Set(incoming.map(\.id.description))
             var removed = 0
             var repended = 0
+            // The streams whose rows were replaced: re-derived in every projection at the end.
+            var affected: Set<String> = []
             let held = try Row.fetchAll(
                 db,
                 sql: """
@@ -330,6 +333,7 @@ extension EventStore {
                 }
                 try db.execute(sql: "DELETE FROM events WHERE position = ?", arguments: [position])
                 removed += 1
+                affected.insert(row[2])
             }
             var insert = try EventRowInsert(db, ifNew: true)
             var written = 0
@@ -340,6 +344,7 @@ extension EventStore {
                 if try insert(event, payload: payload, status: .confirmed, db) != nil {
                     written += 1
                     inserted += 1
+                    affected.insert(event.stream)
                 } else {
                     // The server holds one of this device's pending events: confirmed by status (the trigger
                     // counts it).
@@ -352,10 +357,13 @@ extension EventStore {
             }
             try Self.count(.confirmed, inserted, db)
             try Self.recountHeld(scope: scope, db)
+            try self.replay(streams: affected, db)
             return RangeRepair(
                 scope: scope, after: after, through: through, removed: removed, written: written,
                 repended: repended)
         }
+        publish(.rebuilt, [])
+        return repair
     }
 
     /// Counts `scope`'s sums again from its rows (`recountHeld`), in a transaction of its own: what a
