@@ -97,13 +97,14 @@ struct Verifier {
         await forEach(devices, concurrency: 16) { device in
             guard let engine = device.engine else { return }
             do {
-                try await engine.verify()
+                // Through the same network as the run: a fault may outlast it by a moment (`retrying`).
+                try await Self.retrying { try await engine.verify() }
                 // Those of the whole run: the journal is in the device's file, across its crashes.
                 let made = try await engine.journal.entries(limit: 100_000).count {
                     $0.kind == "verify.repair" || $0.kind == "verify.reset"
                 }
                 repairs.withLock { $0 += made }
-                let again = try await engine.verify(repair: false)
+                let again = try await Self.retrying { try await engine.verify(repair: false) }
                 for result in again where result.outcome == .mismatched {
                     failed.withLock {
                         $0.append(
