@@ -57,14 +57,14 @@ if [ "$quick" = 1 ]; then
     sweep="devices=4,16" sweep_seconds=8 sweep_ramp=2
     rebuild_sizes="1000 5000 20000" rebuild_runs=3
     churn_notes=500 churn_operations=10000 churn_checkpoints="2500,5000,10000" churn_cost=0
-    bootstrap_events=10000
+    bootstrap_events=10000 records_events=10000
     trace_runs=1
 else
     push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30
     sweep="devices=10,100,1000" sweep_seconds=45 sweep_ramp=15
     rebuild_sizes="5000 100000 1000000" rebuild_runs=3
     churn_notes=10000 churn_operations=1000000 churn_checkpoints="100000,250000,500000,1000000" churn_cost=100000
-    bootstrap_events=1000000
+    bootstrap_events=1000000 records_events=200000
     trace_runs=5
 fi
 
@@ -74,9 +74,9 @@ churn_warm_up="${BENCH_CHURN_WARM_UP:-0}"
 # finished ones compared with their expectation).
 declare -A expected
 if [ "$quick" = 1 ]; then
-    expected=([throughput]=25 [latency]=50 [rebuild]=15 [storage]=30 [bootstrap]=20 [crdt]=25)
+    expected=([throughput]=25 [latency]=50 [rebuild]=15 [storage]=30 [bootstrap]=35 [crdt]=25)
 else
-    expected=([throughput]=60 [latency]=240 [rebuild]=150 [storage]=780 [bootstrap]=180 [crdt]=10)
+    expected=([throughput]=60 [latency]=240 [rebuild]=150 [storage]=780 [bootstrap]=260 [crdt]=10)
 fi
 suite_start=$(date +%s)
 done_expected=0
@@ -142,13 +142,13 @@ trap cleanup EXIT
 
 # A fresh database and a sync-server on it (compaction off: the scenarios that fold do it themselves).
 start_server() {
-    local name="bench_$1"
+    local name="bench_$1" quota="${2:-5000}"
     stop_server
     psql "$admin" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null
     psql "$admin" -qc "CREATE DATABASE $name" >/dev/null
     database_url="${url%/*}/$name"
     SYNC_DATABASE_URL="$database_url" SYNC_COMPACTION_INTERVAL_SECONDS=0 SYNC_LOG_LEVEL=warning \
-        "$bin/sync-server" --port "$port" --note-quota 5000 >"$work/server-$1.log" 2>&1 &
+        "$bin/sync-server" --port "$port" --note-quota "$quota" >"$work/server-$1.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 1 150); do
         curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
@@ -235,6 +235,17 @@ scenario_bootstrap() {
     end=$(date +%s.%N)
     printf '{"events": %d, "seconds": %s, "databaseBytes": %d}\n' "$bootstrap_events" \
         "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }')" "$(stat -c %s "$work/agent.sqlite")" >"$out/raw/bootstrap-agent.json"
+    # Many records rather than many events: every event a note of its own, then a long tail (most notes with
+    # one event, a few with thousands). The quota lets a scope hold them all.
+    local shape
+    for shape in records long-tail; do
+        start_server "bootstrap_${shape/-/_}" $((records_events / 16 + 1000))
+        progress "bootstrap: $records_events events of the $shape shape pushed, then a fresh device pulls them (and a plain HTTP client)"
+        "$bin/sync-bench" bootstrap --server "$server" --token "$(token "$(scope_list bench 16)")" --shape "$shape" \
+            --events "$records_events" --directory "$work/bootstrap-$shape" --json \
+            >"$out/raw/bootstrap-$shape.json" 2>"$work/bootstrap-$shape.log"
+        rm -rf "$work/bootstrap-$shape"
+    done
 }
 
 scenario_crdt() {
@@ -278,7 +289,7 @@ cat >"$out/raw/run.json" <<EOF
     "latency": "sync-load --sweep $sweep --duration $sweep_seconds --ramp-up $sweep_ramp --rate 2 --seed 1 (defaults: 10% offline, 5% faults, crashes)",
     "rebuild": "sync-bench rebuild --events {$rebuild_sizes} --runs $rebuild_runs",
     "storage": "sync-bench churn --notes $churn_notes --warm-up $churn_warm_up --operations $churn_operations --checkpoints $churn_checkpoints, with and without --no-compaction",
-    "bootstrap": "sync-bench bootstrap --events $bootstrap_events (16 scopes); sync-agent sync of the same",
+    "bootstrap": "sync-bench bootstrap --events $bootstrap_events (16 scopes); sync-agent sync of the same; sync-bench bootstrap --shape {records,long-tail} --events $records_events",
     "crdt": "sync-bench trace --runs $trace_runs on every trace of editing-traces/{sequential,concurrent}",
     "server": "sync-server --note-quota 5000, SYNC_COMPACTION_INTERVAL_SECONDS=0, one fresh database per scenario"
   }

@@ -38,7 +38,12 @@ struct BootstrapCommand: AsyncParsableCommand {
     @Option(help: "Bearer token granting bench-0 … bench-N and the outbox scope (or SYNC_TOKEN).") var token: String?
     @Option(help: "Events to push first (0: push nothing; the server already holds the log).") var events: Int = 200_000
     @Option(help: "Scopes the log is spread over (bench-0, bench-1, …); the device pulls all of them.") var scopes = 16
-    @Option(help: "Notes per scope the events edit.") var notes: Int = 500
+    @Option(help: "Notes per scope the events edit (the history shape).") var notes: Int = 500
+    @Option(
+        help:
+            "The log: history (every event edits one of --notes notes per scope, many events per note), records (every event creates a note of its own) or long-tail (most notes with one event, 20 per scope with the rest, thousands each at 1M events)."
+    )
+    var shape: LogShape = .history
     @Option(help: "The device's first page size.") var pageSize: Int = SyncEngine.Configuration().pageSize
     @Option(help: "The device's smallest page size.") var minPageSize: Int = SyncEngine.Configuration().minPageSize
     @Option(help: "The device's largest page size.") var maxPageSize: Int = SyncEngine.Configuration().maxPageSize
@@ -121,7 +126,13 @@ struct BootstrapCommand: AsyncParsableCommand {
         var bodies: [PushCommand.Body] = []
         for (index, scope) in try scopeList.enumerated() {
             let count = events / scopes + (index < events % scopes ? 1 : 0)
-            let log = NotesWorkload(notes: notes, seed: UInt64(index + 1), scope: scope).events(count: count)
+            let log =
+                switch shape {
+                case .history: NotesWorkload(notes: notes, seed: UInt64(index + 1), scope: scope).events(count: count)
+                case .records: RecordsWorkload(seed: UInt64(index + 1), scope: scope).events(count: count)
+                case .longTail:
+                    RecordsWorkload(seed: UInt64(index + 1), scope: scope, hot: 20, hotShare: 0.1).events(count: count)
+                }
             for start in stride(from: 0, to: log.count, by: 1000) {
                 let batch = log[start..<min(start + 1000, log.count)].map { event -> Event in
                     var event = event
@@ -526,6 +537,16 @@ struct BootstrapReport: Codable, Sendable {
         }
         return lines.joined(separator: "\n")
     }
+}
+
+/// What the log `sync-bench bootstrap` pushes is made of.
+enum LogShape: String, ExpressibleByArgument, Codable, Sendable {
+    /// Many events per note: the Notes workload on a few hundred notes per scope.
+    case history
+    /// One event per note: every event creates a note of its own.
+    case records
+    /// Most notes with one event, a few with thousands.
+    case longTail = "long-tail"
 }
 
 /// Which `SyncTransport` the bench's devices use.

@@ -577,6 +577,42 @@ struct ReportBuilder {
                     ratio: pull.baseline.eventsPerSecond > 0 ? rate / pull.baseline.eventsPerSecond : nil,
                     higherIsBetter: true, noise: 0.10))
         }
+        let shapes: [(LogShape, BootstrapReport)] = [LogShape.records, .longTail].compactMap { shape in
+            raw.decode(BootstrapReport.self, "bootstrap-\(shape.rawValue).json").map { (shape, $0) }
+        }
+        if !shapes.isEmpty {
+            lines.append("")
+            lines.append(
+                "Many records rather than many events: a fresh device (the engine's defaults) pulls a log where every event creates a note of its own (`records`), and one where most notes have one event and 20 per scope have the rest (`long-tail`), while its user edits; against a plain HTTP client pulling the same pages."
+            )
+            lines.append("")
+            lines.append(
+                "| log | events | device events/s | plain client events/s | ratio | last tenth / first | edit p99 |")
+            lines.append("|---|---:|---:|---:|---:|---:|---:|")
+            for (shape, run) in shapes where run.device.events > 0 {
+                let ratio =
+                    run.baseline.eventsPerSecond > 0 ? run.device.eventsPerSecond / run.baseline.eventsPerSecond : 0
+                lines.append(
+                    "| \(shape.rawValue) | \(run.device.events.formatted()) | \(Fmt.int(run.device.eventsPerSecond)) | \(Fmt.int(run.baseline.eventsPerSecond)) | \(Fmt.ratio(ratio)) | \(Fmt.ratio(run.flatness)) | \(Fmt.ms(run.device.editP99Milliseconds)) ms |"
+                )
+                add(
+                    BenchFigure(
+                        id: "bootstrap.\(shape.rawValue).\(run.device.events)", scenario: "bootstrap",
+                        name:
+                            "Fresh device: \(run.device.events.formatted()) events, \(shape == .records ? "a record each" : "a long tail of records"), events/s",
+                        value: run.device.eventsPerSecond, unit: "events/s",
+                        baselineName: "plain HTTP client, same pages",
+                        baselineValue: run.baseline.eventsPerSecond,
+                        ratio: run.baseline.eventsPerSecond > 0 ? ratio : nil, higherIsBetter: true, noise: 0.10))
+                add(
+                    BenchFigure(
+                        id: "bootstrap.\(shape.rawValue).edit-p99.\(run.device.events)", scenario: "bootstrap",
+                        name:
+                            "Local edit p99 while a fresh device pulls \(run.device.events.formatted()) events (\(shape.rawValue)), ms",
+                        value: run.device.editP99Milliseconds, unit: "ms", baselineName: nil, baselineValue: nil,
+                        ratio: nil, higherIsBetter: false, noise: 0.30))
+            }
+        }
         if let on, let off {
             lines.append("")
             lines.append(
@@ -627,7 +663,13 @@ struct ReportBuilder {
                 offKeepingLog.map {
                     "churn history without compaction logging every event,\($0.events),\($0.seconds),\($0.eventsPerSecond),\($0.bytesOnTheWire)"
                 },
-            ].compactMap { $0 })
+            ].compactMap { $0 }
+                + shapes.flatMap { shape, run in
+                    [
+                        "fresh device (\(shape.rawValue)),\(run.device.events),\(run.device.seconds),\(run.device.eventsPerSecond),\(run.device.receivedBytesWire)",
+                        "plain HTTP client (\(shape.rawValue)),\(run.baseline.events),\(run.baseline.seconds),\(run.baseline.eventsPerSecond),\(run.baseline.bytesWire)",
+                    ]
+                })
         sections["bootstrap"] = lines
     }
 
@@ -803,7 +845,8 @@ struct ReportBuilder {
             "|---|---:|---:|---:|",
         ]
         let headlines = [
-            "throughput.bulk", "throughput.devices", "bootstrap.pull", "bootstrap.agent", "bootstrap.compaction",
+            "throughput.bulk", "throughput.devices", "bootstrap.pull", "bootstrap.agent", "bootstrap.records",
+            "bootstrap.long-tail", "bootstrap.compaction",
             "bootstrap.unfolded", "storage.server.compaction",
             "storage.device.compaction",
         ]

@@ -48,6 +48,10 @@ import Testing
         }
         // Figures whose size varies name it: the quick run's 10,000 events, its churn history.
         #expect(ids.contains("bootstrap.pull.10000") && ids.contains("bootstrap.agent.10000"), "\(ids.sorted())")
+        // Many records as well as many events: both shapes, each with its plain client's ratio.
+        for id in ["bootstrap.records.10000", "bootstrap.long-tail.10000"] {
+            #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
+        }
         #expect(ids.contains("storage.server.compaction.10000") && ids.contains("storage.device.none.10000"))
         #expect(ids.contains { $0.hasPrefix("bootstrap.compaction.") }, "\(ids.sorted())")
         // Every figure with an in-run baseline has its ratio.

@@ -579,11 +579,21 @@ extension StreamStateModel {
         let cache = projection.cache
         try cache.begin(db)
         let keys = streams.map { Set($0.compactMap(key(ofStream:))) }
-        let dirty = Array(cache.dirtyEntries(among: keys).sorted { $0.key < $1.key }.prefix(max(0, limit)))
+        let dirty =
+            if let keys {
+                Array(cache.dirtyEntries(among: keys).sorted { $0.key < $1.key }.prefix(max(0, limit)))
+            } else {
+                cache.nextDirty(limit)
+            }
         try projection.save(dirty, db, workers: projection.workers)
         let held = cache.markClean(dirty, through: nil)
-        let folded = Array(
-            cache.foldedEntries(among: keys).sorted { $0.key < $1.key }.prefix(max(0, limit - dirty.count)))
+        let rest = max(0, limit - dirty.count)
+        let folded =
+            if let keys {
+                Array(cache.foldedEntries(among: keys).sorted { $0.key < $1.key }.prefix(rest))
+            } else {
+                cache.nextFolded(rest)
+            }
         try projection.save(folded, db, asSnapshot: true, workers: projection.workers)
         cache.markFoldedWritten(folded)
         return ProjectionFlush(streams: Set((dirty + folded).map { stream(of: $0.key) }), heldThrough: held)

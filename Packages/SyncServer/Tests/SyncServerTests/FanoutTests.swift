@@ -45,12 +45,12 @@ import Testing
     }
 
     /// One long-poll: its status and, when 200, its page.
-    static func poll(http: HTTPClient, base: String, token: String, scope: Scope, wait: Int) async throws -> (
-        Int, PullResponse?
-    ) {
+    static func poll(
+        http: HTTPClient, base: String, token: String, scope: Scope, wait: Int, timeout: TimeAmount? = nil
+    ) async throws -> (Int, PullResponse?) {
         var request = HTTPClientRequest(url: base + TestServer.uri(PullRequest(scopes: [scope], wait: wait)))
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
-        let response = try await http.execute(request, timeout: .seconds(Int64(wait) + 60))
+        let response = try await http.execute(request, timeout: timeout ?? .seconds(Int64(wait) + 60))
         let body = try await response.body.collect(upTo: 1 << 20)
         guard response.status == .ok else { return (Int(response.status.code), nil) }
         return (200, try WireCodec().decode(PullResponse.self, from: Data(buffer: body)))
@@ -66,13 +66,15 @@ import Testing
         return 0
     }
 
-    static func push(_ event: Event, http: HTTPClient, base: String, token: String) async throws -> Int {
+    static func push(
+        _ event: Event, http: HTTPClient, base: String, token: String, timeout: TimeAmount = .seconds(60)
+    ) async throws -> Int {
         var request = HTTPClientRequest(url: base + "/v1/push")
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.body = .bytes(
             ByteBuffer(bytes: try WireCodec().encode(PushRequest(replica: EventFixtures.replica, events: [event]))))
-        let response = try await http.execute(request, timeout: .seconds(60))
+        let response = try await http.execute(request, timeout: timeout)
         _ = try await response.body.collect(upTo: 1 << 20)
         return Int(response.status.code)
     }
@@ -174,9 +176,16 @@ import Testing
     /// two cores shared with the whole suite, that happened once in a clean-clone run (2026-11-27). The
     /// server never saw those requests, so, like the sync engine after a transport failure, devices and the
     /// pusher send them again; the pusher has a client of its own, as another device would.
+    ///
+    /// How long the burst takes depends on the machine: on one half as fast, loaded by the rest of the suite, a
+    /// request waited over a minute behind the others and a fixed deadline failed the test. No request has a
+    /// deadline of its own here; the test fails instead when the burst stops making progress: nothing answered
+    /// for a minute while requests are outstanding (`BurstProgress`).
     @Test func aBurstOfTwoThousandConnectsRefusesNoPush() async throws {
         let devices = 2000
         let scopes = try (0..<100).map { try Scope("burst-\($0)") }
+        // Far beyond any wait: the progress watchdog bounds the test, not a request's deadline.
+        let unbounded = TimeAmount.hours(1)
         try await Self.withClient(devices: devices, configure: { $0.databaseQueueLimit = 32 }) { http, base, server in
             var tokens: [(String, Scope)] = []
             for index in 0..<devices {
@@ -184,38 +193,50 @@ import Testing
                 tokens.append((try await server.token([scope.name], subject: "device-\(index)"), scope))
             }
             let pusher = try await server.token([scopes[0].name], subject: "pusher")
+            let devicesTokens = tokens
             let statuses = Tally()
             let unsent = Tally()
+            let progress = BurstProgress()
             try await Self.withHTTPClient(.init()) { pusherHTTP in
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    // Every device connects at once and long-polls, retrying after a 503 as clients do.
-                    for (token, scope) in tokens {
-                        group.addTask {
-                            var attempt = 0
-                            while true {
-                                let status = try await Self.unsent(retried: unsent) {
-                                    try await Self.poll(http: http, base: base, token: token, scope: scope, wait: 5).0
+                try await progress.bound(stall: .seconds(60)) {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        // Every device connects at once and long-polls, retrying after a 503 as clients do.
+                        for (token, scope) in devicesTokens {
+                            group.addTask {
+                                var attempt = 0
+                                while true {
+                                    let status = try await Self.unsent(retried: unsent) {
+                                        try await progress.track {
+                                            try await Self.poll(
+                                                http: http, base: base, token: token, scope: scope, wait: 5,
+                                                timeout: unbounded
+                                            ).0
+                                        }
+                                    }
+                                    statuses.add(status)
+                                    guard status == 503 else { return }
+                                    attempt += 1
+                                    try #require(attempt < 50, "a device was refused \(attempt) times")
+                                    try await Task.sleep(for: .milliseconds(200 * min(attempt, 10)))
                                 }
-                                statuses.add(status)
-                                guard status == 503 else { return }
-                                attempt += 1
-                                try #require(attempt < 50, "a device was refused \(attempt) times")
-                                try await Task.sleep(for: .milliseconds(200 * min(attempt, 10)))
                             }
                         }
+                        // Pushes arrive while the devices connect.
+                        var pushStatuses: [Int] = []
+                        for _ in 0..<5 {
+                            let event = EventFixtures.event(scope: scopes[0])
+                            pushStatuses.append(
+                                try await Self.unsent(retried: unsent) {
+                                    try await progress.track {
+                                        try await Self.push(
+                                            event, http: pusherHTTP, base: base, token: pusher, timeout: unbounded)
+                                    }
+                                })
+                            try await Task.sleep(for: .milliseconds(20))
+                        }
+                        #expect(pushStatuses == Array(repeating: 200, count: 5))
+                        try await group.waitForAll()
                     }
-                    // Pushes arrive while the devices connect.
-                    var pushStatuses: [Int] = []
-                    for _ in 0..<5 {
-                        let event = EventFixtures.event(scope: scopes[0])
-                        pushStatuses.append(
-                            try await Self.unsent(retried: unsent) {
-                                try await Self.push(event, http: pusherHTTP, base: base, token: pusher)
-                            })
-                        try await Task.sleep(for: .milliseconds(20))
-                    }
-                    #expect(pushStatuses == Array(repeating: 200, count: 5))
-                    try await group.waitForAll()
                 }
             }
             let answered = statuses.counts
@@ -223,6 +244,52 @@ import Testing
             // Every device got its page in the end; the 503s were only ever retries.
             #expect(
                 answered[200] == devices, "statuses: \(answered), requests sent again: \(unsent.counts[0, default: 0])")
+        }
+    }
+}
+
+/// Whether a burst of requests is still moving: a test bounded by it fails when requests are outstanding and
+/// none was answered (or failed) for a while, however long the whole burst takes on a slow or loaded machine.
+final class BurstProgress: Sendable {
+    struct Stalled: Error, CustomStringConvertible {
+        var outstanding: Int
+        var stall: Duration
+        var description: String { "\(outstanding) requests outstanding and none answered for \(stall)" }
+    }
+
+    private let state = Mutex<(outstanding: Int, last: ContinuousClock.Instant)>((0, .now))
+
+    /// `request`'s result, counted as outstanding until it returns or throws.
+    func track<T>(_ request: () async throws -> T) async throws -> T {
+        state.withLock { $0.outstanding += 1 }
+        defer {
+            state.withLock {
+                $0.outstanding -= 1
+                $0.last = .now
+            }
+        }
+        return try await request()
+    }
+
+    /// `body`'s result, or `Stalled` (and `body` cancelled) once requests have been outstanding for `stall`
+    /// with none answered.
+    func bound<T: Sendable>(stall: Duration, _ body: @Sendable @escaping () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: .milliseconds(500))
+                    let (outstanding, last) = self.state.withLock { ($0.outstanding, $0.last) }
+                    if outstanding > 0, ContinuousClock.now - last > stall {
+                        throw Stalled(outstanding: outstanding, stall: stall)
+                    }
+                }
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let result { return result }
+            }
+            throw CancellationError()
         }
     }
 }
