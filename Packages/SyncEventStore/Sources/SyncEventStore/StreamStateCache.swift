@@ -15,8 +15,8 @@ import Synchronization
 /// - it is emptied when another connection (another process on the same file) has committed since it was
 ///   filled, which SQLite's `PRAGMA data_version` tells;
 /// - it is emptied by every other way the projection changes rows (rebuilds, catch-up, snapshot restores);
-/// - past `capacity` states, clean ones are dropped all at once rather than one by one; buffered ones stay
-///   until written.
+/// - past `capacity` states and a quarter, clean ones are dropped all at once rather than one by one;
+///   buffered ones stay until written.
 /// Emptying it loses buffered states, never their events: the projection's checkpoint is still where the
 /// rows hold everything, and the store catches the rows up from there. Folded states dropped unwritten are a
 /// loss the store is told of (`foldedLoss`): the log does not hold their events.
@@ -40,16 +40,23 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         /// The order flushes take `dirty` and `folded` in, sorted once per pass rather than once per page.
         @usableFromInline var dirtyOrder = FlushOrder<Key>()
         @usableFromInline var foldedOrder = FlushOrder<Key>()
-        /// Keys visited and comparisons made by flushes taking pages of `dirty` and `folded`, since the cache
-        /// was made: what a test reads to see that a flush costs O(n log n), not O(n²), in the states it writes.
-        @usableFromInline var flushWork = 0
+        /// Keys visited and comparisons made by passes over the cache since it was made (flushes taking pages
+        /// of `dirty` and `folded`, drops of clean states): what a test reads to see that a long pull costs
+        /// O(n log n), not O(n²), in the records it writes.
+        @usableFromInline var work = 0
 
         @inlinable
         init() {}
 
+        /// Drops every clean state once the cache holds a quarter more than `capacity`: buffered and folded
+        /// ones are at most `capacity` (`markDirty`, `markFolded`), so each drop frees at least a quarter of
+        /// it and costs O(1) per state stored since the last. Dropping at `capacity` itself cost a pass over
+        /// every entry per transaction once buffered states filled the cache: a long pull of many records
+        /// spent most of its time there.
         @inlinable
         mutating func dropClean(toFit capacity: Int) {
-            guard entries.count > capacity else { return }
+            guard entries.count > capacity + capacity / 4 else { return }
+            work += entries.count
             entries = entries.filter { dirty.contains($0.key) || folded.contains($0.key) }
         }
 
@@ -58,11 +65,11 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         mutating func empty() {
             let version = dataVersion
             let lost = foldedLost || !folded.isEmpty
-            let work = flushWork
+            let done = work
             self = Storage()
             dataVersion = version
             foldedLost = lost
-            flushWork = work
+            work = done
         }
     }
 
@@ -175,13 +182,13 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     @inlinable
     func nextDirty(_ limit: Int) -> [Entry] {
         storage.withLock { storage in
-            let keys = storage.dirtyOrder.take(limit, of: storage.dirty, work: &storage.flushWork)
+            let keys = storage.dirtyOrder.take(limit, of: storage.dirty, work: &storage.work)
             return keys.compactMap { storage.entries[$0] }
         }
     }
 
-    /// What flushes have visited and compared so far (`Storage.flushWork`).
-    var flushWork: Int { storage.withLock { $0.flushWork } }
+    /// What passes over the cache have visited and compared so far (`Storage.work`).
+    var work: Int { storage.withLock { $0.work } }
 
     @inlinable
     func clear() {
@@ -253,7 +260,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     @inlinable
     func nextFolded(_ limit: Int) -> [Entry] {
         storage.withLock { storage in
-            let keys = storage.foldedOrder.take(limit, of: storage.folded, work: &storage.flushWork)
+            let keys = storage.foldedOrder.take(limit, of: storage.folded, work: &storage.work)
             return keys.compactMap { storage.entries[$0] }
         }
     }
