@@ -59,6 +59,12 @@ extension EventStore {
         return done
     }
 
+    /// Whether some projection's memory is nearly full of buffered records (`BufferingProjection.needsFlush`):
+    /// time to write them, before the next page finds no room.
+    public func hasFullProjectionBuffers() -> Bool {
+        projections.contains { ($0 as? any BufferingProjection)?.needsFlush == true }
+    }
+
     /// Whether some projection holds events in memory that its tables do not show yet (buffered or folded).
     public func hasBufferedProjections() -> Bool {
         projections.contains { Self.holdsWrites($0) }

@@ -29,14 +29,31 @@ struct DeferredVersions: Sendable {
     /// or an append in the same transaction reads the log).
     var inFlight = 0
 
+    /// The order flushes write `versions` in: by stream name, sorted once per pass, so that consecutive
+    /// flush transactions touch neighbouring pages of `streams`' unique index rather than pages all over it
+    /// (a dictionary's order is random, as are most stream names).
+    var order = FlushOrder<String>()
+    /// Keys visited and comparisons made by `order` (see `StreamStateCache`'s own count).
+    var work = 0
+
     /// Whether memory holds what `streams` lacks.
     var usable: Bool { complete && inFlight == 0 }
+
+    /// Up to `limit` deferred versions, in stream order within a pass over them.
+    mutating func next(_ limit: Int) -> [(String, (version: Int64, scope: String))] {
+        let versions = self.versions
+        let streams = order.take(
+            limit, count: versions.count, contains: { versions[$0] != nil }, keys: { Array(versions.keys) },
+            work: &work)
+        return streams.compactMap { stream in versions[stream].map { (stream, $0) } }
+    }
 
     /// Nothing deferred (`streams_through` gone); transactions in flight stay counted.
     mutating func clear() {
         versions = [:]
         marked = false
         complete = true
+        order = FlushOrder()
     }
 
     mutating func merge(_ stream: String, _ version: Int64, _ scope: String) {
@@ -120,7 +137,7 @@ extension EventStore {
                 onCommit: { [self] _ in deferredVersions.withLock { $0.clear() } }, onRollback: { _ in })
             return true
         }
-        let written = Array(state.versions.prefix(max(1, limit)))
+        let written = deferredVersions.withLock { $0.next(max(1, limit)) }
         let raise = try StreamVersionRaise(db)
         for (stream, held) in written { try raise(stream, in: held.scope, to: held.version) }
         let done = written.count == state.versions.count

@@ -177,6 +177,14 @@ public protocol BufferingProjection: Projection {
     /// Writes buffered records (only those of `streams` when given), at most `limit` of them, inside the
     /// caller's transaction.
     func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush
+    /// Whether memory is nearly full of buffered records: the store then writes them at once (in key order,
+    /// a pass at a time) rather than letting later pages find no room and write their records one page at a
+    /// time, scattered over the table's indexes. False by default.
+    var needsFlush: Bool { get }
+}
+
+extension BufferingProjection {
+    public var needsFlush: Bool { false }
 }
 
 /// What one `BufferingProjection.flush` wrote.

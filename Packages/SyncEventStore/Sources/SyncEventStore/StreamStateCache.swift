@@ -120,6 +120,13 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         storage.withLock { $0.dirty.isEmpty ? checkpoint == position : $0.heldThrough == position }
     }
 
+    /// Whether buffered and folded states take three quarters of the capacity or more: the rest may not hold
+    /// the next page, whose records would then be written with it, scattered over the table.
+    var isNearlyFull: Bool {
+        guard capacity > 0 else { return false }
+        return storage.withLock { ($0.dirty.count + $0.folded.count) * 4 >= capacity * 3 }
+    }
+
     var bufferedThrough: Int64? {
         storage.withLock { $0.dirty.isEmpty ? nil : $0.heldThrough }
     }
@@ -277,7 +284,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
 /// the sort wait for the next pass, which starts when this one is used up. Every key is visited once per pass
 /// and sorted once per pass it is in, so a flush costs O(n log n) whatever its pages.
 @usableFromInline
-struct FlushOrder<Key: Hashable & Comparable> {
+struct FlushOrder<Key: Hashable & Comparable & Sendable>: Sendable {
     @usableFromInline var keys: [Key] = []
     @usableFromInline var next = 0
 
@@ -288,18 +295,29 @@ struct FlushOrder<Key: Hashable & Comparable> {
     /// comparisons made.
     @inlinable
     mutating func take(_ limit: Int, of set: Set<Key>, work: inout Int) -> [Key] {
+        take(limit, count: set.count, contains: { set.contains($0) }, keys: { Array(set) }, work: &work)
+    }
+
+    /// Up to `limit` keys of a collection of `count` keys, `contains` telling which are in it and `keys`
+    /// listing them all (for a new pass), in key order within a pass.
+    @inlinable
+    mutating func take(
+        _ limit: Int, count: Int, contains: (Key) -> Bool, keys all: () -> [Key], work: inout Int
+    ) -> [Key] {
         var taken: [Key] = []
-        guard limit > 0, !set.isEmpty else { return taken }
+        guard limit > 0, count > 0 else { return taken }
         var sorted = false
         while taken.count < limit {
             if next == keys.count {
-                // A new pass: what the set holds now, once per call at most (the set is not empty), and only
-                // for a page that took nothing yet: the keys it took are still in the set until written.
+                // A new pass: what the collection holds now, once per call at most (it is not empty), and
+                // only for a page that took nothing yet: the keys it took are still in it until written.
                 guard !sorted, taken.isEmpty else { break }
                 sorted = true
                 var comparisons = 0
-                keys = set.sorted {
-                    comparisons += 1; return $0 < $1
+                keys = all()
+                keys.sort {
+                    comparisons += 1
+                    return $0 < $1
                 }
                 next = 0
                 work += comparisons
@@ -307,7 +325,7 @@ struct FlushOrder<Key: Hashable & Comparable> {
             let key = keys[next]
             next += 1
             work += 1
-            if set.contains(key) { taken.append(key) }
+            if contains(key) { taken.append(key) }
         }
         if next == keys.count {
             keys = []

@@ -156,6 +156,9 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
 
     public var bufferedThrough: Int64? { cache.bufferedThrough }
 
+    /// Three quarters of `cachedStreams` hold buffered or folded records.
+    public var needsFlush: Bool { cache.isNearlyFull }
+
     /// Buffered records first, then records holding folded events (written as their own snapshot), `limit`
     /// in all.
     public func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush {

@@ -168,7 +168,16 @@ import Testing
         while try await !store.flushProjections(limit: 100) {}
         #expect(!store.hasBufferedProjections())
         #expect(try await LabelModel.rows(store).count == count)
-        return projection.cache.work
+        // The streams' versions, deferred with the pages, are written in stream order too: new rows of
+        // `streams` take rowids in the order they are written.
+        while try await !store.flushDeferredVersions(limit: 100) {}
+        let streams = try await store.database.read { db in
+            try String.fetchAll(db, sql: "SELECT stream FROM streams ORDER BY rowid")
+        }
+        #expect(streams.count == count)
+        let inOrder = streams == streams.sorted()
+        #expect(inOrder, "the versions were written out of stream order")
+        return projection.cache.work + store.deferredVersions.withLock { $0.work }
     }
 
     /// A long pull of n records costs the cache O(n log n) in all: no sort of every buffered record per
