@@ -294,3 +294,23 @@ public struct StreamStateTable: Sendable {
         }
     }
 }
+
+extension StreamStateTable {
+    /// `select` (a query ending in `… IN`) over `keys.count` keys padded to the next power of two, as a cached
+    /// statement: a long pull looks up a few hundred records per transaction, and compiling a statement of
+    /// as many placeholders each time (their count differs from one transaction to the next) cost more than
+    /// the lookups.
+    @usableFromInline
+    func lookup(_ select: String, _ keys: [String], _ db: Database) throws -> Statement {
+        try db.cachedStatement(sql: "\(select) (\(databaseQuestionMarks(count: Self.padded(keys).count)))")
+    }
+
+    /// `keys` repeated at their first up to the next power of two (a key twice in `IN` is one key).
+    @usableFromInline
+    static func padded(_ keys: [String]) -> [String] {
+        guard let first = keys.first else { return [] }
+        var size = 1
+        while size < keys.count { size *= 2 }
+        return keys + Array(repeating: first, count: size - keys.count)
+    }
+}

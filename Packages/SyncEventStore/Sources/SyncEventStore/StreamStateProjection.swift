@@ -104,15 +104,13 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
             case .unknown: unknown[key.description] = stream
             }
         }
-        for slice in Array(unknown.keys).chunked(500) {
+        for slice in Array(unknown.keys).chunked(512) {
             var changed: Set<String> = []
             let rows = try String.fetchCursor(
-                db,
-                sql: """
-                    SELECT \(table.keyColumn) FROM \(table.name)
-                    WHERE changed = 1 AND \(table.keyColumn) IN (\(databaseQuestionMarks(count: slice.count)))
-                    """,
-                arguments: StatementArguments(slice))
+                table.lookup(
+                    "SELECT \(table.keyColumn) FROM \(table.name) WHERE changed = 1 AND \(table.keyColumn) IN", slice,
+                    db),
+                arguments: StatementArguments(StreamStateTable.padded(slice)))
             while let key = try rows.next() { changed.insert(key) }
             for key in slice where !changed.contains(key) { foldable.insert(unknown[key]!) }
         }
@@ -447,14 +445,12 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
             guard !missing.isEmpty else { return }
             let table = projection.table
             var loaded: [String: (scope: String, state: Model.State, changed: Bool)] = [:]
-            for slice in Array(missing.keys).chunked(500) {
+            for slice in Array(missing.keys).chunked(512) {
                 let rows = try Row.fetchCursor(
-                    db,
-                    sql: """
-                        SELECT \(table.keyColumn), scope, state, changed FROM \(table.name)
-                        WHERE \(table.keyColumn) IN (\(databaseQuestionMarks(count: slice.count)))
-                        """,
-                    arguments: StatementArguments(slice))
+                    table.lookup(
+                        "SELECT \(table.keyColumn), scope, state, changed FROM \(table.name) WHERE \(table.keyColumn) IN",
+                        slice, db),
+                    arguments: StatementArguments(StreamStateTable.padded(slice)))
                 while let row = try rows.next() {
                     loaded[row[0]] = (row[1], try projection.decode(row, 2), row[3])
                 }
