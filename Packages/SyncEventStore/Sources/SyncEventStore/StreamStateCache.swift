@@ -1,3 +1,4 @@
+import Dispatch
 import GRDB
 import Synchronization
 
@@ -27,7 +28,10 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     @usableFromInline
     struct Storage: @unchecked Sendable {
         @usableFromInline var dataVersion: Int64?
-        @usableFromInline var entries: [Key: Entry] = [:]
+        /// The states of `dirty` and `folded`: kept until written.
+        @usableFromInline var held: [Key: Entry] = [:]
+        /// The other states, as their rows hold them: dropped all at once (`dropClean`).
+        @usableFromInline var clean: [Key: Entry] = [:]
         /// Streams whose rows are behind their state here.
         @usableFromInline var dirty: Set<Key> = []
         /// The log position buffered states hold; nil when none is buffered.
@@ -48,16 +52,35 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         @inlinable
         init() {}
 
+        /// The state of `key`, held or clean.
+        @inlinable
+        func entry(_ key: Key) -> Entry? { held[key] ?? clean[key] }
+
+        /// Keeps `entry` as held (its key buffered or folded) or clean.
+        @inlinable
+        mutating func keep(_ entry: Entry) {
+            if dirty.contains(entry.key) || folded.contains(entry.key) {
+                clean.removeValue(forKey: entry.key)
+                held[entry.key] = entry
+            } else {
+                held.removeValue(forKey: entry.key)
+                clean[entry.key] = entry
+            }
+        }
+
         /// Drops every clean state once the cache holds a quarter more than `capacity`: buffered and folded
         /// ones are at most `capacity` (`markDirty`, `markFolded`), so each drop frees at least a quarter of
-        /// it and costs O(1) per state stored since the last. Dropping at `capacity` itself cost a pass over
-        /// every entry per transaction once buffered states filled the cache: a long pull of many records
-        /// spent most of its time there.
+        /// it. The clean states are a dictionary of their own, so dropping them is replacing it, and freeing
+        /// them happens on another thread: filtering one dictionary of every state took 25–35 ms, inside the
+        /// transaction that crossed the bound, which a local edit then waited for; dropping at `capacity`
+        /// itself made every transaction do it once buffered states filled the cache.
         @inlinable
         mutating func dropClean(toFit capacity: Int) {
-            guard entries.count > capacity + capacity / 4 else { return }
-            work += entries.count
-            entries = entries.filter { dirty.contains($0.key) || folded.contains($0.key) }
+            guard held.count + clean.count > capacity + capacity / 4, !clean.isEmpty else { return }
+            work += clean.count
+            nonisolated(unsafe) let dropped = clean
+            clean = [:]
+            DispatchQueue.global(qos: .utility).async { withExtendedLifetime(dropped) {} }
         }
 
         /// Empties the cache, keeping `dataVersion`; folded states dropped unwritten are a loss.
@@ -110,7 +133,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
 
     @inlinable
     func entry(_ key: Key) -> Entry? {
-        storage.withLock { $0.entries[key] }
+        storage.withLock { $0.entry(key) }
     }
 
     /// Whether the states here and the rows together hold the log's state at `position`, the rows being at
@@ -137,7 +160,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         guard capacity > 0 else { return }
         storage.withLock { storage in
             guard entries.count <= capacity else { return }
-            for entry in entries { storage.entries[entry.key] = entry }
+            for entry in entries { storage.keep(entry) }
             storage.dropClean(toFit: capacity)
         }
     }
@@ -150,8 +173,8 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
             let added = entries.reduce(0) { $0 + (storage.dirty.contains($1.key) ? 0 : 1) }
             guard storage.dirty.count + storage.folded.count + added <= capacity else { return false }
             for entry in entries {
-                storage.entries[entry.key] = entry
                 storage.dirty.insert(entry.key)
+                storage.keep(entry)
             }
             storage.heldThrough = last
             storage.dropClean(toFit: capacity)
@@ -167,7 +190,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
             if let last { storage.heldThrough = last }
             for entry in entries {
                 storage.dirty.remove(entry.key)
-                storage.entries[entry.key] = entry
+                storage.keep(entry)
             }
             storage.dropClean(toFit: capacity)
             guard storage.dirty.isEmpty, let held = storage.heldThrough else { return nil }
@@ -180,7 +203,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     @inlinable
     func dirtyEntries(among keys: Set<Key>) -> [Entry] {
         storage.withLock { storage in
-            keys.compactMap { storage.dirty.contains($0) ? storage.entries[$0] : nil }
+            keys.compactMap { storage.dirty.contains($0) ? storage.held[$0] : nil }
         }
     }
 
@@ -190,7 +213,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     func nextDirty(_ limit: Int) -> [Entry] {
         storage.withLock { storage in
             let keys = storage.dirtyOrder.take(limit, of: storage.dirty, work: &storage.work)
-            return keys.compactMap { storage.entries[$0] }
+            return keys.compactMap { storage.held[$0] }
         }
     }
 
@@ -208,7 +231,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         storage.withLock { storage in
             if storage.dirty.contains(key) { return .buffered }
             if storage.folded.contains(key) { return .snapshot }
-            switch storage.entries[key]?.rowIsSnapshot {
+            switch storage.entry(key)?.rowIsSnapshot {
             case true?: return .snapshot
             case false?: return .changed
             case nil: return .unknown
@@ -235,8 +258,8 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
             let added = entries.reduce(0) { $0 + (storage.folded.contains($1.key) ? 0 : 1) }
             guard storage.dirty.count + storage.folded.count + added <= capacity else { return false }
             for entry in entries {
-                storage.entries[entry.key] = entry
                 storage.folded.insert(entry.key)
+                storage.keep(entry)
             }
             storage.dropClean(toFit: capacity)
             return true
@@ -249,7 +272,11 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
         storage.withLock { storage in
             for entry in entries {
                 storage.folded.remove(entry.key)
-                if capacity > 0 { storage.entries[entry.key] = entry }
+                if capacity > 0 || storage.dirty.contains(entry.key) {
+                    storage.keep(entry)
+                } else {
+                    storage.held.removeValue(forKey: entry.key)
+                }
             }
             storage.dropClean(toFit: capacity)
         }
@@ -259,7 +286,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     @inlinable
     func foldedEntries(among keys: Set<Key>) -> [Entry] {
         storage.withLock { storage in
-            keys.compactMap { storage.folded.contains($0) ? storage.entries[$0] : nil }
+            keys.compactMap { storage.folded.contains($0) ? storage.held[$0] : nil }
         }
     }
 
@@ -268,7 +295,7 @@ final class StreamStateCache<Key: Hashable & Comparable & Sendable, State: Senda
     func nextFolded(_ limit: Int) -> [Entry] {
         storage.withLock { storage in
             let keys = storage.foldedOrder.take(limit, of: storage.folded, work: &storage.work)
-            return keys.compactMap { storage.entries[$0] }
+            return keys.compactMap { storage.held[$0] }
         }
     }
 }
