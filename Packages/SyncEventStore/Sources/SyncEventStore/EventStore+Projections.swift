@@ -51,6 +51,7 @@ extension EventStore {
     /// - Returns: true when nothing is buffered any more and every projection's tables hold the whole log.
     @discardableResult
     public func flushProjections(limit: Int = .max) async throws -> Bool {
+        for projection in projections { (projection as? any BufferingProjection)?.prepareFlush() }
         let (done, streams) = try await database.writer.write { db in try self.flushProjections(limit: limit, db) }
         if !streams.isEmpty {
             broadcaster.publish(

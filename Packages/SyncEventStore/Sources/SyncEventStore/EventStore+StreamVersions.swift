@@ -39,6 +39,12 @@ struct DeferredVersions: Sendable {
     /// Whether memory holds what `streams` lacks.
     var usable: Bool { complete && inFlight == 0 }
 
+    /// The streams of the next pass, when one is due: sorted by the caller outside the lock and the
+    /// transaction, then given to `order` (`FlushOrder.begin`).
+    func streamsToSort() -> [String]? {
+        order.needsPass && !versions.isEmpty ? Array(versions.keys) : nil
+    }
+
     /// Up to `limit` deferred versions, in stream order within a pass over them.
     mutating func next(_ limit: Int) -> [(String, (version: Int64, scope: String))] {
         let versions = self.versions
@@ -110,7 +116,16 @@ extension EventStore {
     /// - Returns: true when none is left.
     @discardableResult
     public func flushDeferredVersions(limit: Int) async throws -> Bool {
-        try await database.writer.write { db in try self.flushDeferredVersions(limit: limit, db) }
+        // A new pass's streams are sorted here rather than in the transaction (about as long as the writes).
+        if let streams = deferredVersions.withLock({ $0.streamsToSort() }) {
+            var work = 0
+            let sorted = FlushOrder.sorted(streams, work: &work)
+            deferredVersions.withLock { state in
+                state.order.begin(sorted)
+                state.work += work
+            }
+        }
+        return try await database.writer.write { db in try self.flushDeferredVersions(limit: limit, db) }
     }
 
     /// The version `stream` has in memory above what `streams` holds (0 when none), for a local append.

@@ -181,10 +181,14 @@ public protocol BufferingProjection: Projection {
     /// a pass at a time) rather than letting later pages find no room and write their records one page at a
     /// time, scattered over the table's indexes. False by default.
     var needsFlush: Bool { get }
+    /// Readies the next `flush(streams: nil, …)` outside its transaction (sorting what it will write, for
+    /// one), so that the transaction holds the store's writer for the writing only. Nothing by default.
+    func prepareFlush()
 }
 
 extension BufferingProjection {
     public var needsFlush: Bool { false }
+    public func prepareFlush() {}
 }
 
 /// What one `BufferingProjection.flush` wrote.

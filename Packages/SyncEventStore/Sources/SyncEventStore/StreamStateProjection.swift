@@ -157,6 +157,9 @@ public struct StreamStateProjection<Model: StreamStateModel>: ArrivalFoldingProj
     /// Three quarters of `cachedStreams` hold buffered or folded records.
     public var needsFlush: Bool { cache.isNearlyFull }
 
+    /// Sorts the buffered records of the flush's next pass, when one is due.
+    public func prepareFlush() { cache.prepareFlush() }
+
     /// Buffered records first, then records holding folded events (written as their own snapshot), `limit`
     /// in all.
     public func flush(streams: Set<String>?, limit: Int, in db: Database) throws -> ProjectionFlush {
