@@ -195,39 +195,14 @@ public struct TestDatabase: Sendable {
         }
     }
 
+    /// Runs `body` on a direct connection to `url`, connecting again (up to 5 times, a second apart) when
+    /// connecting failed, as a client does: while another test opens 2,000 connections at once, PostgreSQL
+    /// on two cores once took over 10 s (PostgresNIO's connect timeout) to answer a new one, and a test whose
+    /// own statements had nothing to do with it failed. A statement that failed is never sent twice.
     private static func connect<Result>(_ url: DatabaseURL, _ body: (PostgresConnection) async throws -> Result)
         async throws -> Result
     {
-        let connection = try await open(url)
-        do {
-            let result = try await body(connection)
-            try await connection.close()
-            return result
-        } catch {
-            try? await connection.close()
-            throw error
-        }
-    }
-
-    /// A direct connection to `url`, connecting again (up to 5 times, a second apart) when connecting failed,
-    /// as a client does: while another test opens 2,000 connections at once, PostgreSQL on two cores once
-    /// took over 10 s (PostgresNIO's connect timeout) to answer a new one, and a test whose own statements
-    /// had nothing to do with it failed. Only connecting is tried again: a statement that failed is never
-    /// sent twice.
-    static func open(_ url: DatabaseURL) async throws -> PostgresConnection {
-        var attempt = 0
-        while true {
-            do {
-                return try await PostgresConnection.connect(
-                    configuration: .init(
-                        host: url.host, port: url.port, username: url.username, password: url.password,
-                        database: url.database, tls: .disable),
-                    id: 1, logger: logger)
-            } catch let error as PSQLError where error.code == .connectionError && attempt < 5 {
-                attempt += 1
-                try await Task.sleep(for: .seconds(1))
-            }
-        }
+        try await url.withConnection(logger: logger, reconnects: 5, body)
     }
 }
 

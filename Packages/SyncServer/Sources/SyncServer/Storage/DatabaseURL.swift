@@ -50,14 +50,26 @@ public struct DatabaseURL: Sendable, Hashable {
 
 extension DatabaseURL {
     /// Runs `body` on one direct connection to this database (no pool), closed afterwards even when `body`
-    /// throws: for tools, tests and benchmarks that run a few statements.
+    /// throws: for tools, tests and benchmarks that run a few statements. With `reconnects`, connecting that
+    /// fails is tried again that many times, a second apart (never a statement: `body` runs once).
     public func withConnection<Result>(
-        logger: Logger, _ body: (PostgresConnection) async throws -> Result
+        logger: Logger, reconnects: Int = 0, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let connection = try await PostgresConnection.connect(
-            configuration: .init(
-                host: host, port: port, username: username, password: password, database: database, tls: .disable),
-            id: 1, logger: logger)
+        var attempt = 0
+        let connection: PostgresConnection
+        while true {
+            do {
+                connection = try await PostgresConnection.connect(
+                    configuration: .init(
+                        host: host, port: port, username: username, password: password, database: database,
+                        tls: .disable),
+                    id: 1, logger: logger)
+                break
+            } catch let error as PSQLError where error.code == .connectionError && attempt < reconnects {
+                attempt += 1
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
         do {
             let result = try await body(connection)
             try await connection.close()
