@@ -37,7 +37,7 @@ public final class SyncEngine: Sendable {
     private let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
     /// The streams in conflict as of the last applied answer, or when the engine opened (nil if that read
     /// failed): only changes from there are journaled.
-    private let conflicts: Mutex<Set<String>?>
+    let conflicts: Mutex<Set<String>?>
     /// Conflicts and verifications as metrics (`EngineMetrics`).
     let metrics: EngineMetrics
 
@@ -379,25 +379,6 @@ public final class SyncEngine: Sendable {
         return applied
     }
 
-    /// Reads the streams in conflict after an answer (one indexed query, nothing per event), journals those
-    /// opened and resolved since the last read, and counts them in the status. A failed read changes nothing:
-    /// the next answer reads again.
-    func trackConflicts() async {
-        guard let now = try? await store.streamsInConflict() else { return }
-        let before = conflicts.withLock { previous in
-            defer { previous = now }
-            return previous
-        }
-        guard before != now || status.openConflicts != now.count else { return }
-        if let before {
-            await journal.record(SyncJournal.entries(conflictsWere: before, are: now))
-            metrics.conflictsOpened.increment(by: now.subtracting(before).count)
-            metrics.conflictsResolved.increment(by: before.subtracting(now).count)
-        }
-        metrics.openConflicts.record(now.count)
-        await updateStatus { $0.openConflicts = now.count }
-    }
-
     /// A budget for answers applied outside a cycle (live frames, long-poll pages): one transaction each.
     func oneTransactionBudget() -> ApplyBudget { Self.budget(configuration) }
 
@@ -436,49 +417,6 @@ public final class SyncEngine: Sendable {
     /// A local database failure as a sync failure: permanent.
     static func storeFailure(_ error: any Error) -> SyncFailure {
         .permanent(code: "store.error", message: String(describing: error))
-    }
-
-    func recordFailure(_ failure: SyncFailure) async {
-        switch failure {
-        case .retryable: await journal.record("retry", failure.description)
-        case .authentication: await journal.record("pause", failure.description)
-        case .resetRequired:
-            // The server purged history this replica had not seen: what it holds could resurrect what others
-            // deleted. Or its history ends below this replica's cursor: it lost events this replica holds,
-            // which become pending again first. Drop the server's part, pull the folded history from the
-            // start, re-base the rest.
-            await rependWhatTheServerLost()
-            let report = try? await store.resetForBootstrap()
-            await journal.record(
-                "reset",
-                "dropped \(report?.confirmedDropped ?? 0) events from the server, pulling its history again from the start; \(report?.pendingKept ?? 0) pending events kept for re-basing"
-            )
-        case .permanent: await journal.record("error", failure.description)
-        }
-        await updateStatus { status in
-            status.lastError = failure.description
-            status.inFlight = 0
-            if case .authentication = failure { status.pausedForAuthentication = true }
-        }
-    }
-
-    /// Before a reset: the scopes whose history on the server ends below this replica's cursor (the server
-    /// was restored from a backup, say) lost events this replica holds. Its copies become pending again
-    /// (`EventStore.repend`), so the reset keeps them and the next push gives them back. A scope's head is
-    /// read with a checksum request of the empty range; a server that does not answer one is taken as not
-    /// behind (the reset then drops the events, as before).
-    func rependWhatTheServerLost() async {
-        guard let encoded = try? await store.cursor(), let cursor = try? ScopeCursor(encoded: encoded) else { return }
-        for scope in cursor.positions.keys.sorted() where cursor[scope] > 0 {
-            guard let answer = try? await transport.checksum(ChecksumRequest(scope: scope, after: 0, through: 0)),
-                answer.head < cursor[scope],
-                let count = try? await store.repend(scope: scope.name, above: answer.head), count > 0
-            else { continue }
-            await journal.record(
-                "repend",
-                "\(scope.name): the server's history ends at \(answer.head), below our cursor \(cursor[scope]); \(count) events it lost are pending again"
-            )
-        }
     }
 
     func updateStatus(_ change: @Sendable (inout EngineStatus) -> Void) async {
