@@ -41,7 +41,7 @@ struct BootstrapCommand: AsyncParsableCommand {
     @Option(help: "Notes per scope the events edit (the history shape).") var notes: Int = 500
     @Option(
         help:
-            "The log: history (every event edits one of --notes notes per scope, many events per note), records (every event creates a note of its own) or long-tail (most notes with one event, 20 per scope with the rest, thousands each at 1M events)."
+            "The log: history (every event edits one of --notes notes per scope, many events per note), records (every event creates a note of its own) or long-tail (most notes with one event; 30 % of the events on 2 notes per scope, about 1,900 each at 200,000 events)."
     )
     var shape: LogShape = .history
     @Option(help: "The device's first page size.") var pageSize: Int = SyncEngine.Configuration().pageSize
@@ -131,7 +131,7 @@ struct BootstrapCommand: AsyncParsableCommand {
                 case .history: NotesWorkload(notes: notes, seed: UInt64(index + 1), scope: scope).events(count: count)
                 case .records: RecordsWorkload(seed: UInt64(index + 1), scope: scope).events(count: count)
                 case .longTail:
-                    RecordsWorkload(seed: UInt64(index + 1), scope: scope, hot: 20, hotShare: 0.1).events(count: count)
+                    RecordsWorkload(seed: UInt64(index + 1), scope: scope, hot: 2, hotShare: 0.3).events(count: count)
                 }
             for start in stride(from: 0, to: log.count, by: 1000) {
                 let batch = log[start..<min(start + 1000, log.count)].map { event -> Event in

@@ -583,7 +583,7 @@ struct ReportBuilder {
         if !shapes.isEmpty {
             lines.append("")
             lines.append(
-                "Many records rather than many events: a fresh device (the engine's defaults) pulls a log where every event creates a note of its own (`records`), and one where most notes have one event and 20 per scope have the rest (`long-tail`), while its user edits; against a plain HTTP client pulling the same pages."
+                "Many records rather than many events: a fresh device (the engine's defaults) pulls a log where every event creates a note of its own (`records`), and one where most notes have one event and 2 per scope take 30 % of the events (`long-tail`), while its user edits; against a plain HTTP client pulling the same pages."
             )
             lines.append("")
             lines.append(
