@@ -66,6 +66,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         // Only the tests, the benchmarks and sync-load use these.
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
@@ -134,6 +135,7 @@ let package = Package(
                 "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Packages/SyncEngine/Sources/SyncEngine"
         ),
@@ -169,6 +171,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Packages/SyncServer/Sources/SyncServer"
         ),

@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
         .target(
@@ -30,6 +31,7 @@ let package = Package(
                 "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(name: "SyncEngineTesting", dependencies: ["SyncEngine", "SyncModels", "SyncProtocol"]),

@@ -61,6 +61,24 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// 500: a bug in the server. Bad input never produces it.
     public static let serverInternal: ErrorCode = "server.internal"
 
+    // MARK: Blob codes (docs/PROTOCOL.md, "Blobs"; additions to v1)
+
+    /// 404: no committed blob of that hash in the scope (or the scope may not be read).
+    public static let blobNotFound: ErrorCode = "blob.notFound"
+    /// 404: no open upload session of that id for a scope the token may write (expired, or never asked for).
+    public static let uploadNotFound: ErrorCode = "upload.notFound"
+    /// 400: a chunk index outside the blob, or a chunk shorter than its place in the blob.
+    public static let blobChunkInvalid: ErrorCode = "blob.chunkInvalid"
+    /// 400: a chunk's bytes do not match its `X-Chunk-SHA256`, or the whole blob does not match its hash at the
+    /// commit (the session is then discarded).
+    public static let blobHashMismatch: ErrorCode = "blob.hashMismatch"
+    /// 409: a commit while chunks are still missing (the answer's message names how many).
+    public static let uploadIncomplete: ErrorCode = "upload.incomplete"
+    /// 416: a `Range` that starts at or past the end of the blob.
+    public static let blobRangeNotSatisfiable: ErrorCode = "blob.rangeNotSatisfiable"
+    /// 413: the upload would take the scope's blob bytes over its quota.
+    public static let blobQuotaExceeded: ErrorCode = "blob.quotaExceeded"
+
     // MARK: Per-event rejection codes
 
     /// The event breaks a domain rule (for the reference domain: the per-scope note quota).
@@ -69,17 +87,21 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let conflictVersion: ErrorCode = "conflict.version"
     /// The envelope breaks its own rules (`Event.validate()`).
     public static let eventInvalid: ErrorCode = "event.invalid"
+    /// The event refers to a blob the scope does not hold (never committed there, or collected): a device
+    /// uploads the blob, then pushes the event again (an addition to v1).
+    public static let blobMissing: ErrorCode = "blob.missing"
 
     /// Every request-level code with its status.
     public static let requestCodes: [ErrorCode] = [
         .authMissing, .authInvalid, .authExpired, .scopeForbidden, .requestMalformed, .requestInvalid,
         .requestTooLarge, .requestUnsupportedEncoding, .routeNotFound, .methodNotAllowed, .resetRequired, .rateLimited,
-        .serverUnavailable, .serverInternal, .checksumUnavailable,
+        .serverUnavailable, .serverInternal, .checksumUnavailable, .blobNotFound, .uploadNotFound,
+        .blobChunkInvalid, .blobHashMismatch, .uploadIncomplete, .blobRangeNotSatisfiable, .blobQuotaExceeded,
     ]
 
     /// Every code a push result may carry.
     public static let rejectionCodes: [ErrorCode] = [
-        .scopeForbidden, .validationFailed, .conflictVersion, .eventInvalid,
+        .scopeForbidden, .validationFailed, .conflictVersion, .eventInvalid, .blobMissing,
     ]
 
     /// The HTTP status a request-level code is sent with; nil for codes that only appear in push results.
@@ -87,13 +109,14 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
         switch self {
         case .authMissing, .authInvalid, .authExpired: 401
         case .scopeForbidden: 403
-        case .requestMalformed, .requestInvalid: 400
-        case .requestTooLarge: 413
+        case .requestMalformed, .requestInvalid, .blobChunkInvalid, .blobHashMismatch: 400
+        case .requestTooLarge, .blobQuotaExceeded: 413
         case .requestUnsupportedEncoding: 415
-        case .routeNotFound: 404
+        case .routeNotFound, .blobNotFound, .uploadNotFound: 404
         case .methodNotAllowed: 405
         case .resetRequired: 410
-        case .checksumUnavailable: 409
+        case .checksumUnavailable, .uploadIncomplete: 409
+        case .blobRangeNotSatisfiable: 416
         case .rateLimited: 429
         case .serverUnavailable: 503
         case .serverInternal: 500
