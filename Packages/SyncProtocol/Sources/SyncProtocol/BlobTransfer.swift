@@ -28,7 +28,9 @@ public struct UploadRequest: Codable, Hashable, Sendable {
     /// - Throws: `request.invalid` naming the field.
     public func validate() throws(SyncProtocolError) {
         guard size >= 0 else { throw .invalid("size must be 0 or more") }
-        guard BlobReference.isValidMediaType(type) else { throw .invalid("type must be a media type such as image/png") }
+        guard BlobReference.isValidMediaType(type) else {
+            throw .invalid("type must be a media type such as image/png")
+        }
     }
 }
 
