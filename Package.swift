@@ -132,7 +132,7 @@ let package = Package(
         .target(
             name: "SyncEngine",
             dependencies: [
-                "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression",
+                "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression", "SyncStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -18,6 +18,7 @@ let package = Package(
         .package(path: "../SyncEventStore"),
         .package(path: "../SyncProtocol"),
         .package(path: "../SyncCompression"),
+        .package(path: "../SyncStorage"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -28,7 +29,7 @@ let package = Package(
         .target(
             name: "SyncEngine",
             dependencies: [
-                "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression",
+                "SyncModels", "SyncEventStore", "SyncProtocol", "SyncCompression", "SyncStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),

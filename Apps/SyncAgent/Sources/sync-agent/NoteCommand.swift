@@ -2,7 +2,10 @@ import ArgumentParser
 import Foundation
 import NotesDomain
 import NotesStore
+import SyncEngine
+import SyncEventStore
 import SyncModels
+import Synchronization
 
 /// `sync-agent note …`: edits that work offline and return at once.
 struct NoteCommand: AsyncParsableCommand {
@@ -10,7 +13,7 @@ struct NoteCommand: AsyncParsableCommand {
         commandName: "note", abstract: "Create, edit and read notes (offline; nothing waits for the network).",
         subcommands: [
             Create.self, SetTitle.self, SetBody.self, Tag.self, Pin.self, View.self, Checklist.self, Delete.self,
-            Resolve.self,
+            Resolve.self, Attach.self, Detach.self, Files.self, Open.self,
         ])
 
     static func noteID(_ text: String) throws -> NoteID {
@@ -131,6 +134,144 @@ struct NoteCommand: AsyncParsableCommand {
         @Argument(help: "The note id.") var id: String
 
         func run() async throws { try await options.client().delete(try noteID(id)) }
+    }
+}
+
+extension NoteCommand {
+    struct Attach: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Attach a file to a note (offline: the file is copied beside the database at once).",
+            discussion: """
+                The note shows the file at once. `sync` (or `run`) uploads it in chunks, resuming where it \
+                stopped, and pushes the attachment once the server holds the whole file.
+                """)
+        @OptionGroup var options: AgentOptions
+        @Argument(help: "The note id.") var id: String
+        @Argument(help: "The file to attach.") var file: String
+        @Option(help: "The name in the note (default: the file's name).") var name: String?
+        @Option(help: "The media type (default: from the file's extension).") var type: String?
+
+        func run() async throws {
+            let client = try options.client()
+            let note = try noteID(id)
+            let url = URL(fileURLWithPath: file)
+            let mediaType = type ?? MediaType.guess(for: url)
+            guard BlobReference.isValidMediaType(mediaType) else {
+                throw ValidationError("\(mediaType) is not a media type")
+            }
+            let name = name ?? url.lastPathComponent
+            guard NoteAttachment.isValidName(name) else {
+                throw ValidationError("attachment names are 1-255 characters")
+            }
+            let blob = try LocalBlobs(store: client.store).add(file: url, type: mediaType)
+            try await client.attach(note, name: name, blob: blob)
+            print(blob.hash.hex)
+        }
+    }
+
+    struct Detach: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a note's attachment by name.")
+        @OptionGroup var options: AgentOptions
+        @Argument(help: "The note id.") var id: String
+        @Argument(help: "The attachment's name.") var name: String
+
+        func run() async throws { try await options.client().detach(try noteID(id), name: name) }
+    }
+
+    struct Files: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a note's attachments as JSON: name, hash, size, type, whether the bytes are here.")
+        @OptionGroup var options: AgentOptions
+        @Argument(help: "The note id.") var id: String
+
+        struct Listed: Encodable {
+            var name: String
+            var hash: String
+            var size: Int64
+            var type: String
+            var local: Bool
+        }
+
+        func run() async throws {
+            let client = try options.client()
+            guard let (_, attachments) = try await client.attachments(try noteID(id)) else {
+                throw ValidationError("no note \(id)")
+            }
+            let local = try LocalBlobs(store: client.store)
+            try printJSON(
+                attachments.map { attachment in
+                    Listed(
+                        name: attachment.name, hash: attachment.blob.hash.hex, size: attachment.blob.size,
+                        type: attachment.blob.type,
+                        local: FileManager.default.fileExists(atPath: local.fileURL(attachment.blob.hash).path))
+                })
+        }
+    }
+
+    struct Open: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a note's attachment to a file, downloading it first when its bytes are not here.")
+        @OptionGroup var options: AgentOptions
+        @Argument(help: "The note id.") var id: String
+        @Argument(help: "The attachment's name.") var name: String
+        @Option(help: "Where to write it.") var out: String
+
+        func run() async throws {
+            let client = try options.client()
+            guard let (scope, attachments) = try await client.attachments(try noteID(id)) else {
+                throw ValidationError("no note \(id)")
+            }
+            guard let attachment = attachments.first(where: { $0.name == name }) else {
+                throw ValidationError("note \(id) has no attachment \(name)")
+            }
+            let local = try LocalBlobs(store: client.store)
+            let file: URL
+            if let here = try local.file(attachment.blob.hash) {
+                file = here
+            } else {
+                guard let blobs = try options.engine(for: client).blobs else { throw ValidationError("no blob queue") }
+                file = try await blobs.open(attachment.blob, scope: scope)
+            }
+            let target = URL(fileURLWithPath: out)
+            if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+            try FileManager.default.copyItem(at: file, to: target)
+        }
+    }
+}
+
+/// A media type from a file's extension, for the common kinds; `application/octet-stream` otherwise.
+enum MediaType {
+    static let byExtension: [String: String] = [
+        "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif", "heic": "image/heic",
+        "webp": "image/webp", "pdf": "application/pdf", "txt": "text/plain", "md": "text/markdown",
+        "json": "application/json", "mp3": "audio/mpeg", "m4a": "audio/mp4", "wav": "audio/wav", "mp4": "video/mp4",
+        "mov": "video/quicktime", "zip": "application/zip",
+    ]
+
+    static func guess(for url: URL) -> String {
+        byExtension[url.pathExtension.lowercased()] ?? "application/octet-stream"
+    }
+}
+
+/// Reports blob transfers on standard error, at most once a second while bytes move.
+final class BlobProgressReport: Sendable {
+    private let last = Mutex<ContinuousClock.Instant?>(nil)
+
+    @Sendable func record(_ progress: BlobProgress) {
+        let now = ContinuousClock.now
+        let due = last.withLock { last -> Bool in
+            if let previous = last, now - previous < .seconds(1) { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        if progress.uploadBytes > 0, progress.uploadsPending > 0 {
+            report(
+                "uploaded \(progress.uploadedBytes) of \(progress.uploadBytes) bytes (\(progress.uploadedBytes * 100 / max(progress.uploadBytes, 1))%), \(progress.uploadsPending) files left"
+            )
+        } else if progress.downloadedBytes > 0 {
+            report("downloaded \(progress.downloadedBytes) bytes")
+        }
     }
 }
 

@@ -59,9 +59,10 @@ struct AgentOptions: ParsableArguments {
         configuration.live = live
         configuration.rebaser = NotesRebaser(replica: client.store.replica)
         configuration.autoCompactAfter = compactAfter > 0 ? compactAfter : nil
-        return try SyncEngine(
-            store: client.store, transport: HTTPClientTransport(baseURL: url, token: bearer),
-            configuration: configuration)
+        let transport = HTTPClientTransport(baseURL: url, token: bearer)
+        let blobs = BlobSync(local: try LocalBlobs(store: client.store), transport: transport)
+        blobs.observe(BlobProgressReport().record)
+        return try SyncEngine(store: client.store, transport: transport, configuration: configuration, blobs: blobs)
     }
 }
 

@@ -35,6 +35,8 @@ public enum NoteEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case checklistItemDoneSet = "note.checklistItemDoneSet"
     case deleted = "note.deleted"
     case snapshot = "note.snapshot"
+    case attachmentAdded = "note.attachmentAdded"
+    case attachmentRemoved = "note.attachmentRemoved"
 
     /// The prefix of every type of this domain; other types are not this domain's business.
     public static let prefix = "note."

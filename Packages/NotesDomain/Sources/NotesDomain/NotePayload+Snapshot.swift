@@ -77,6 +77,7 @@ extension NoteState {
         title.merge(other.title)
         Self.merge(&body, other.body)
         tags.merge(other.tags)
+        attachments.merge(other.attachments)
         pinned.merge(other.pinned)
         views.merge(other.views)
         Self.merge(&checklist, other.checklist)
@@ -123,6 +124,7 @@ extension NoteState {
         body.compact(stableAt: stable.body.version.versionVector)
         checklist.compact(stableAt: stable.checklist.version.versionVector)
         tags.compact(stableAt: stable.tags.context.versionVector)
+        attachments.compact(stableAt: stable.attachments.context.versionVector)
         title.compact(stableAt: stable.title.stableVector)
         let items = Set(checklist.elements)
         itemText = itemText.filter { items.contains($0.key) }

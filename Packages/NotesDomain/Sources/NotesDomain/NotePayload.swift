@@ -25,6 +25,8 @@ public enum NotePayload: Sendable, Hashable {
     case checklistItemDoneSet(ChecklistItemDoneSet)
     case deleted(Deleted)
     case snapshot(Snapshot)
+    case attachmentAdded(AttachmentAdded)
+    case attachmentRemoved(AttachmentRemoved)
 
     /// The payload of the case.
     public var payload: any NoteEventPayload {
@@ -42,6 +44,8 @@ public enum NotePayload: Sendable, Hashable {
         case .checklistItemDoneSet(let payload): payload
         case .deleted(let payload): payload
         case .snapshot(let payload): payload
+        case .attachmentAdded(let payload): payload
+        case .attachmentRemoved(let payload): payload
         }
     }
 
@@ -80,6 +84,8 @@ public enum NotePayload: Sendable, Hashable {
         case .checklistItemDoneSet: self = .checklistItemDoneSet(try ChecklistItemDoneSet(jsonBytes: bytes))
         case .deleted: self = .deleted(try Deleted(jsonBytes: bytes))
         case .snapshot: self = .snapshot(try Snapshot(jsonBytes: bytes))
+        case .attachmentAdded: self = .attachmentAdded(try AttachmentAdded(jsonBytes: bytes))
+        case .attachmentRemoved: self = .attachmentRemoved(try AttachmentRemoved(jsonBytes: bytes))
         }
     }
 }
@@ -101,6 +107,8 @@ extension NoteEventType {
         case .checklistItemDoneSet: NotePayload.ChecklistItemDoneSet.self
         case .deleted: NotePayload.Deleted.self
         case .snapshot: NotePayload.Snapshot.self
+        case .attachmentAdded: NotePayload.AttachmentAdded.self
+        case .attachmentRemoved: NotePayload.AttachmentRemoved.self
         }
     }
 }

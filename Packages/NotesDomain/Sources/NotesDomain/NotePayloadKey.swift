@@ -7,7 +7,7 @@ import SyncModels
 /// A payload type has the keys its `NoteEventPayload.keys` lists; any other key in a payload is ignored, by
 /// `Codable` and by the reader alike.
 public enum NotePayloadKey: String, CodingKey, CaseIterable, Sendable {
-    case title, ops, tag, observed, count, op, pinned, item, text, done, state, overwrites
+    case title, ops, tag, observed, count, op, pinned, item, text, done, state, overwrites, attachment
 
     /// The names in `allCases` order: a key's index is its bit in the set of keys a reader has seen.
     static let names: [String] = allCases.map(\.rawValue)

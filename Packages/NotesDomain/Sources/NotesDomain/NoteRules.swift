@@ -48,6 +48,12 @@ public enum NoteRules {
         case .tagRemoved(let remove):
             tagViolation(remove.tag)
                 ?? (remove.op.element == remove.tag && !remove.op.isAdd ? nil : opMessage(.tagRemoved))
+        case .attachmentAdded(let add):
+            attachmentViolation(add.attachment)
+                ?? (add.op.element == add.attachment && add.op.isAdd ? nil : opMessage(.attachmentAdded))
+        case .attachmentRemoved(let remove):
+            attachmentViolation(remove.attachment)
+                ?? (remove.op.element == remove.attachment && !remove.op.isAdd ? nil : opMessage(.attachmentRemoved))
         case .pinnedSet, .deleted: nil
         case .viewed(let view):
             // The operation carries the replica's running totals: at least this event's views, no subtraction.
@@ -83,6 +89,7 @@ public enum NoteRules {
         case .done: return "done is a boolean"
         case .state: return snapshotMessage
         case .overwrites: return overwritesMessage
+        case .attachment: return attachmentMessage
         }
     }
 
@@ -94,6 +101,7 @@ public enum NoteRules {
         case .count: value.intValue.flatMap { Int(exactly: $0) }.flatMap(countViolation)
         case .item: value.stringValue.flatMap(itemViolation)
         case .text: value.stringValue.flatMap(textViolation)
+        case .attachment: value.stringValue.flatMap(attachmentViolation)
         case .ops, .observed, .op, .pinned, .done, .state, .overwrites: nil
         }
     }
@@ -134,6 +142,13 @@ public enum NoteRules {
         NoteID(item) == nil ? "item is an id" : nil
     }
 
+    static let attachmentMessage =
+        "attachment is \"<sha-256 hex> <size> <media type> <name>\", the name 1-\(NoteAttachment.nameLength.upperBound) characters"
+
+    private static func attachmentViolation(_ attachment: String) -> String? {
+        NoteAttachment(element: attachment) == nil ? attachmentMessage : nil
+    }
+
     private static func textViolation(_ text: String) -> String? {
         text.count > maxChecklistTextLength ? "checklist items are at most \(maxChecklistTextLength) characters" : nil
     }
@@ -144,6 +159,8 @@ public enum NoteRules {
         case .tagAdded: "op adds the tag"
         case .tagRemoved: "op removes the tag"
         case .viewed: "op adds the views"
+        case .attachmentAdded: "op adds the attachment"
+        case .attachmentRemoved: "op removes the attachment"
         default: "op is a checklist operation"
         }
     }

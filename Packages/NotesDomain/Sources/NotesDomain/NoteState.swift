@@ -28,6 +28,8 @@ public struct NoteState: Sendable, Codable, Equatable {
     public var itemText: [String: LWWRegister<String>] = [:]
     public var itemDone: [String: LWWRegister<Bool>] = [:]
     public var deleted = LWWRegister<Bool>()
+    /// The files attached (`NoteAttachment` elements): an add-wins OR-Set, as tags are.
+    public var attachments = ORSet<String, AddWins>()
 
     public init() {}
 
@@ -88,6 +90,10 @@ public struct NoteState: Sendable, Codable, Equatable {
             itemDone[set.item, default: .init()].apply(assignment(set.done))
         case .deleted:
             deleted.apply(assignment(true))
+        case .attachmentAdded(let add):
+            attachments.apply(add.op)
+        case .attachmentRemoved(let remove):
+            attachments.apply(remove.op)
         case .snapshot(let snapshot):
             // A snapshot that does not decode (which the server never writes) changes nothing.
             if let state = try? snapshot.state() { merge(state) }
@@ -99,7 +105,13 @@ public struct NoteState: Sendable, Codable, Equatable {
         NoteView(
             title: title.value ?? "", body: body.text, tags: tags.elements.sorted(), pinned: pinned.value ?? false,
             viewCount: views.value,
-            checklist: checklistItems, deleted: deleted.value ?? false, titleConflict: titleConflict)
+            checklist: checklistItems, deleted: deleted.value ?? false, titleConflict: titleConflict,
+            attachments: attachmentList.isEmpty ? nil : attachmentList)
+    }
+
+    /// The attachments, by name.
+    public var attachmentList: [NoteAttachment] {
+        attachments.elements.compactMap(NoteAttachment.init(element:)).sorted()
     }
 
     /// The titles of the open conflict, the shown one first; nil when there is none.
@@ -155,18 +167,25 @@ public struct NoteView: Sendable, Codable, Hashable {
     public var deleted: Bool
     /// The open title conflict, the shown title first (nil, and absent from the JSON, when there is none).
     public var titleConflict: [ConflictValue]?
+    /// The attached files by name (nil, and absent from the JSON, when there is none).
+    public var attachments: [NoteAttachment]? = nil
 }
 
 extension NoteState: BinaryCodable {
     /// The first byte of the binary form. JSON (the form of format 1) starts with `{`, so stored states of
-    /// any form can be told apart. Format 3 holds the title as a `ReviewRegister`; format 2 held it as an
-    /// `LWWRegister`, which reads as the register it migrates to (`ReviewRegister(migrating:)`).
-    static let binaryFormat: UInt8 = 3
+    /// any form can be told apart. Format 4 ends with the attachments; format 3 is the same without them, and
+    /// is still what a note without attachments is written as (the bytes of such notes, their snapshots
+    /// included, stay those that readers before attachments read). Format 3 holds the title as a
+    /// `ReviewRegister`; format 2 held it as an `LWWRegister`, which reads as the register it migrates to
+    /// (`ReviewRegister(migrating:)`).
+    static let binaryFormat: UInt8 = 4
+    static let noAttachmentsFormat: UInt8 = 3
     static let lwwTitleFormat: UInt8 = 2
 
     /// Every field in declaration order, after the format byte.
     public func encode(to writer: inout BinaryWriter) {
-        writer.writeByte(Self.binaryFormat)
+        let withAttachments = attachments != ORSet<String, AddWins>()
+        writer.writeByte(withAttachments ? Self.binaryFormat : Self.noAttachmentsFormat)
         created.encode(to: &writer)
         title.encode(to: &writer)
         body.encode(to: &writer)
@@ -177,11 +196,12 @@ extension NoteState: BinaryCodable {
         itemText.encode(to: &writer)
         itemDone.encode(to: &writer)
         deleted.encode(to: &writer)
+        if withAttachments { attachments.encode(to: &writer) }
     }
 
     public init(from reader: inout BinaryReader) throws {
         let format = try reader.readByte()
-        guard format == Self.binaryFormat || format == Self.lwwTitleFormat else {
+        guard format == Self.binaryFormat || format == Self.noAttachmentsFormat || format == Self.lwwTitleFormat else {
             throw SyncCRDTError(code: "encoding.version", message: "not a binary note state")
         }
         self.init()
@@ -199,9 +219,10 @@ extension NoteState: BinaryCodable {
         itemText = try [String: LWWRegister<String>](from: &reader)
         itemDone = try [String: LWWRegister<Bool>](from: &reader)
         deleted = try LWWRegister(from: &reader)
+        if format == Self.binaryFormat { attachments = try ORSet(from: &reader) }
     }
 
-    /// Decodes a stored state in any form: binary (format 3, what is written now, or format 2, with a
+    /// Decodes a stored state in any form: binary (format 4 or 3, what is written now, or format 2, with a
     /// last-writer-wins title) or JSON (format 1, written before).
     public init(stored bytes: [UInt8]) throws {
         if bytes.first == UInt8(ascii: "{") {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import NotesDomain
+import SyncModels
 import SyncServer
 
 /// The Notes reference domain plugged into the generic server: every `note.*` event is a CRDT operation
@@ -22,6 +23,15 @@ public struct NotesServerDomain: SyncDomain {
 
     /// Compaction folds each note's history into one `note.snapshot` (`NoteFolder`).
     public var folder: (any StreamFolder)? { NoteFolder() }
+
+    /// An attachment's event refers to its blob: the server accepts it only once the scope holds the blob.
+    public func blobReferences(in event: Event) -> [BlobReference] {
+        guard event.type == NoteEventType.attachmentAdded.rawValue, case .object(let fields) = event.payload,
+            case .string(let element)? = fields[NotePayloadKey.attachment.stringValue],
+            let attachment = NoteAttachment(element: element)
+        else { return [] }
+        return [attachment.blob]
+    }
 }
 
 /// The Notes domain's settings on a server's command line, each overriding its `SYNC_*` variable.

@@ -89,6 +89,57 @@ public struct NotesClient: Sendable {
         }
     }
 
+    /// Attaches the blob `blob` (its bytes already in the device's blob directory, `LocalBlobs.add`) under
+    /// `name`. The note shows it at once; the event is pushed once the server holds the blob
+    /// (`EventDraft.blobs`). Attaching the same bytes under the same name again changes nothing.
+    public func attach(_ id: NoteID, name: String, blob: BlobReference) async throws {
+        let replica = replica
+        let attachment = NoteAttachment(name: name, blob: blob)
+        try await change(id) { state, scope in
+            var draft = Self.draft(
+                scope, id,
+                .attachmentAdded(
+                    .init(
+                        attachment: attachment.element, op: state.attachments.add(attachment.element, replica: replica))
+                ))
+            draft.blobs = [blob]
+            return [draft]
+        }
+    }
+
+    /// Removes the attachments named `name` as this replica sees them; one attached concurrently elsewhere
+    /// survives (add-wins).
+    /// - Throws: `EventStoreError` `attachment.unknown` when the note has no attachment of that name.
+    public func detach(_ id: NoteID, name: String) async throws {
+        let replica = replica
+        try await change(id) { state, scope in
+            let named = state.attachmentList.filter { $0.name == name }
+            guard !named.isEmpty else {
+                throw EventStoreError(code: "attachment.unknown", message: "note \(id) has no attachment \(name)")
+            }
+            return named.map { attachment in
+                Self.draft(
+                    scope, id,
+                    .attachmentRemoved(
+                        .init(
+                            attachment: attachment.element,
+                            op: state.attachments.remove(attachment.element, replica: replica))))
+            }
+        }
+    }
+
+    /// The note's attachments and the scope they are read from (nil when there is no such note here).
+    public func attachments(_ id: NoteID) async throws -> (scope: Scope, attachments: [NoteAttachment])? {
+        try await store.database.read { db in
+            guard let state = try NotesProjection.state(of: id, in: db),
+                let scopeName = try String.fetchOne(
+                    db, sql: "SELECT scope FROM notes WHERE id = ?", arguments: [id.description]),
+                let scope = try? Scope(scopeName)
+            else { return nil }
+            return (scope, state.attachmentList)
+        }
+    }
+
     public func setPinned(_ id: NoteID, _ pinned: Bool) async throws {
         try await change(id) { _, scope in [Self.draft(scope, id, .pinnedSet(.init(pinned: pinned)))] }
     }

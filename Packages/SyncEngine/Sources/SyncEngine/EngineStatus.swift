@@ -38,6 +38,9 @@ public struct EngineStatus: Sendable, Hashable, Codable {
     /// other, kept for review: `EventStore.streamsInConflict`) as of the last applied answer; each one
     /// opened or resolved is journaled (`conflict.open`, `conflict.resolved`).
     public var openConflicts = 0
+    /// The blob queue (`BlobSync`): uploads waiting and their bytes, what the server has acknowledged, the
+    /// last upload failure, and what was downloaded. Zero when the engine has no blob queue.
+    public var blobs = BlobProgress()
 
     public init() {}
 }

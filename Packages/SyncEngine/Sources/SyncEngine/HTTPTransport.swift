@@ -187,7 +187,7 @@ public final class HTTPTransport: SyncTransport {
     }
 
     /// Inflates, classifies and decodes one answer; also returns the inflated size.
-    private static func answer<T: Decodable>(_ type: T.Type, status: Int, retryAfter: String?, body data: Data)
+    static func answer<T: Decodable>(_ type: T.Type, status: Int, retryAfter: String?, body data: Data)
         throws(SyncFailure) -> (value: T, plainCount: Int)
     {
         let codec = WireCodec()

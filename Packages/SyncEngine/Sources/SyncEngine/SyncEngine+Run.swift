@@ -20,6 +20,9 @@ extension SyncEngine {
         let watcher = Task {
             for await change in changes where change.kind == .appended { await inbox.post(.localWrite) }
         }
+        running.withLock { $0 = true }
+        defer { running.withLock { $0 = false } }
+        let uploader = blobs.map { blobs in Task { await self.uploadBlobs(blobs) } }
         var wakeAt: ContinuousClock.Instant? = nil
         var nextInterval = configuration.interval.map { clock.now.advanced(by: $0) }
         // The first cycle is also the catch-up the stream waits for.
@@ -63,6 +66,38 @@ extension SyncEngine {
             if case .wake(let at) = action { wakeAt = at } else { wakeAt = nil }
         }
         watcher.cancel()
+        uploader?.cancel()
         await stopLive(&live)
+    }
+
+    /// `run()`'s blob uploads: a pass after every local write (an attachment appends its event) and after a
+    /// failed pass's backoff; each committed blob asks for a cycle, which pushes the events that waited.
+    func uploadBlobs(_ blobs: BlobSync) async {
+        let changes = store.changes()
+        var random = SystemRandomNumberGenerator()
+        var failures = 0
+        var iterator = changes.makeAsyncIterator()
+        while !Task.isCancelled {
+            let report = await blobs.uploadPending()
+            if report.committed > 0 { post(.explicit) }
+            if report.waiting > 0 {
+                failures += 1
+                let retryAfter: Duration? =
+                    if case .retryable(_, let after)? = report.lastFailure { after } else { nil }
+                try? await Task.sleep(
+                    for: configuration.backoff.delay(attempt: failures - 1, retryAfter: retryAfter, using: &random))
+                continue
+            }
+            failures = 0
+            // The next local write; none will come once the store's changes end.
+            var wrote = false
+            while let change = await iterator.next() {
+                if change.kind == .appended {
+                    wrote = true
+                    break
+                }
+            }
+            if !wrote { return }
+        }
     }
 }

@@ -40,10 +40,19 @@ public final class SyncEngine: Sendable {
     let conflicts: Mutex<Set<String>?>
     /// Conflicts and verifications as metrics (`EngineMetrics`).
     let metrics: EngineMetrics
+    /// The blob queue, when the app has attachments: `syncNow()` uploads what pending events wait for before
+    /// it pushes them, and `run()` uploads in a task of its own, so that a large file does not hold up the
+    /// cycles.
+    public let blobs: BlobSync?
+    /// Whether `run()` is running (its own task then uploads blobs, not `syncNow()`).
+    let running = Mutex(false)
 
-    public init(store: EventStore, transport: any SyncTransport, configuration: Configuration = Configuration()) throws
-    {
+    public init(
+        store: EventStore, transport: any SyncTransport, configuration: Configuration = Configuration(),
+        blobs: BlobSync? = nil
+    ) throws {
         self.store = store
+        self.blobs = blobs
         self.transport = transport
         self.configuration = configuration
         self.journal = try SyncJournal(database: store.database, bounds: configuration.journal)
@@ -55,6 +64,12 @@ public final class SyncEngine: Sendable {
         self.metrics = EngineMetrics(factory: configuration.metricsFactory)
         metrics.openConflicts.record(status.openConflicts)
         self.learned = Mutex(Self.budget(configuration))
+        if let blobs {
+            blobs.observe { [weak self] progress in
+                guard let self else { return }
+                Task { await self.updateStatus { $0.blobs = progress } }
+            }
+        }
     }
 
     /// The current status.
@@ -94,6 +109,17 @@ public final class SyncEngine: Sendable {
     /// - Throws: the `SyncFailure` that ended the cycle; what was committed before it stays committed.
     public func syncNow() async throws(SyncFailure) {
         journal.hold("start")
+        // The events that wait for a blob go out in this cycle once it is uploaded. A blob that fails waits
+        // for the next cycle; the events before it go out now.
+        if let blobs, !running.withLock({ $0 }) {
+            let report = await blobs.uploadPending()
+            if report.committed > 0 || report.lastFailure != nil {
+                await journal.record(
+                    "blob.upload",
+                    "\(report.committed) blobs committed, \(report.chunks) chunks (\(report.bytes) bytes) sent, \(report.waiting) waiting"
+                        + (report.lastFailure.map { ": \($0)" } ?? ""))
+            }
+        }
         var budget = learned.withLock { $0 }
         defer { learned.withLock { [budget] in $0 = budget } }
         var resets = 0

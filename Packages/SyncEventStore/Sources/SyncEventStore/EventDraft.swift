@@ -9,10 +9,13 @@ public struct EventDraft: Sendable, Hashable {
     public var payload: JSONValue
     /// The stream version the caller believes is current; the append fails with `conflict.version` if not.
     public var expectedVersion: ExpectedVersion
+    /// The blobs the payload refers to (an attachment's bytes, named by hash): the event is pushed only once
+    /// the server holds each of them in the event's scope (`EventStore+Blobs.swift`).
+    public var blobs: [BlobReference]
 
     public init(
         scope: Scope, stream: String, type: String, schemaVersion: Int = 1, payload: JSONValue,
-        expectedVersion: ExpectedVersion = .any
+        expectedVersion: ExpectedVersion = .any, blobs: [BlobReference] = []
     ) {
         self.scope = scope
         self.stream = stream
@@ -20,6 +23,7 @@ public struct EventDraft: Sendable, Hashable {
         self.schemaVersion = schemaVersion
         self.payload = payload
         self.expectedVersion = expectedVersion
+        self.blobs = blobs
     }
 }
 

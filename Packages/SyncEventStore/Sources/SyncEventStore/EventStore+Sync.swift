@@ -308,6 +308,10 @@ extension EventStore {
                     db, sql: "SELECT \(StoredEvent.columns) FROM events WHERE event_id = ? AND status = 'pending'",
                     arguments: [id.description])
             else { continue }
+            // The server lost (or never had) a blob the event refers to: upload it again and keep the event.
+            if rejection.code == Self.blobMissingCode, try Self.requeueBlobs(ofPending: row["position"], db) {
+                continue
+            }
             try db.execute(
                 sql: """
                     UPDATE events SET status = 'rejected', reject_code = ?, reject_message = ?

@@ -147,7 +147,9 @@ public final class EventStore: Sendable {
                 throw EventStoreError.from(error)
             }
             versions[draft.stream] = current + 1
-            stored.append(try Self.insert(event, status: .pending, db))
+            let inserted = try Self.insert(event, status: .pending, db)
+            if !draft.blobs.isEmpty { try Self.holdForBlobs(inserted.position, draft.scope, draft.blobs, db) }
+            stored.append(inserted)
         }
         try Self.count(.pending, stored.count, db)
         try Self.markOutbox(from: stored[0].position, db)
@@ -231,7 +233,11 @@ public final class EventStore: Sendable {
         pending: [StoredEvent], cursor: String?, acknowledged: String?
     ) {
         try await database.read { db in
-            let pending = limit > 0 ? try Self.pendingEvents(after: position, limit: limit, db) : []
+            var pending = limit > 0 ? try Self.pendingEvents(after: position, limit: limit, db) : []
+            // Nothing from the first event whose blobs the server does not hold yet on (`EventStore+Blobs`).
+            if let held = try Self.firstHeldForBlobs(db), let cut = pending.firstIndex(where: { $0.position >= held }) {
+                pending.removeSubrange(cut...)
+            }
             return (pending, try Self.meta("cursor", db), try Self.acknowledgedCursor(db))
         }
     }

@@ -229,5 +229,8 @@ enum EventStoreSchema {
         migrations.register("eventstore.v8.checksums") { db in
             try EventStore.createChecksums(db)
         }
+        migrations.register("eventstore.v9.blobs") { db in
+            try EventStore.createBlobTables(db)
+        }
     }
 }

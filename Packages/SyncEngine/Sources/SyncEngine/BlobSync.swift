@@ -1,0 +1,346 @@
+import Crypto
+import Foundation
+import GRDB
+import SyncEventStore
+import SyncModels
+import SyncProtocol
+import SyncStorage
+import Synchronization
+
+/// The device's blob queue: uploads the blobs pending events refer to, chunk by chunk, and downloads blobs
+/// on demand (docs/ARCHITECTURE.md, "Attachments").
+///
+/// **Uploads.** Each blob a pending event refers to and the server does not hold yet (`local_blobs`, see
+/// `EventStore+Blobs.swift`) goes through an upload session: asked for again on every attempt (the server
+/// answers the open session, with the chunks it still lacks, or `committed` when the scope holds the blob
+/// already: another device attached the same file), then each missing chunk is read from the file, hashed and
+/// sent, retried with backoff on a network failure, and acknowledged chunks are recorded in the database as
+/// they are. A device killed mid-upload asks again and sends only what the server lacks: at most the chunk
+/// that was in flight. After the commit the blob is marked uploaded, and the events that waited for it
+/// leave the outbox with the next push.
+///
+/// **Downloads.** `open(_:scope:)` gives the file of a blob, fetching it first when its bytes are not here:
+/// into `HASH.part`, resumed with `Range` after a cut, checked against its hash before it is renamed into
+/// place. Never more than one piece of a blob in memory, up or down.
+public final class BlobSync: Sendable {
+    public let local: LocalBlobs
+    let transport: any BlobTransport
+    let database: SyncDatabase
+    let backoff: BackoffPolicy
+    /// Attempts per chunk (and per download) within one pass before the blob waits for the next pass.
+    let attempts: Int
+    let state = Mutex(State())
+    /// Called with the queue's progress after each chunk and each finished blob.
+    let observers = Mutex<[@Sendable (BlobProgress) -> Void]>([])
+
+    struct State {
+        /// Blobs being uploaded now, by scope and hash: a second pass skips them.
+        var uploading: Set<String> = []
+        var progress = BlobProgress()
+    }
+
+    public init(
+        local: LocalBlobs, transport: any BlobTransport, backoff: BackoffPolicy = BackoffPolicy(), attempts: Int = 8
+    ) {
+        self.local = local
+        self.transport = transport
+        self.database = local.database
+        self.backoff = backoff
+        self.attempts = max(1, attempts)
+    }
+
+    /// The queue's progress now.
+    public var progress: BlobProgress { state.withLock { $0.progress } }
+
+    /// Adds a function told of progress (the engine's status, a command line's progress lines).
+    public func observe(_ handler: @escaping @Sendable (BlobProgress) -> Void) {
+        observers.withLock { $0.append(handler) }
+    }
+
+    // MARK: Uploads
+
+    /// One blob waiting for its upload.
+    public struct PendingUpload: Sendable, Hashable {
+        public var scope: Scope
+        public var reference: BlobReference
+        public var upload: String?
+        public var sentBytes: Int64
+    }
+
+    /// The blobs waiting for their upload, oldest reference first.
+    public func pendingUploads() throws -> [PendingUpload] {
+        try database.writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT b.scope, b.hash, b.size, b.type, b.upload_id, b.sent_bytes FROM local_blobs b
+                    WHERE b.uploaded = 0
+                    ORDER BY (SELECT min(position) FROM outbox_blobs o WHERE o.scope = b.scope AND o.hash = b.hash),
+                        b.scope, b.hash
+                    """
+            ).compactMap { row -> PendingUpload? in
+                guard let scope = try? Scope(row["scope"] as String), let hash = try? BlobHash(row["hash"] as String)
+                else { return nil }
+                return PendingUpload(
+                    scope: scope, reference: BlobReference(hash: hash, size: row["size"], type: row["type"]),
+                    upload: row["upload_id"], sentBytes: row["sent_bytes"])
+            }
+        }
+    }
+
+    /// What one pass over the queue did.
+    public struct UploadReport: Sendable, Hashable {
+        /// Blobs committed by this pass (or found already on the server).
+        public var committed = 0
+        /// Chunks sent, and their bytes.
+        public var chunks = 0
+        public var bytes: Int64 = 0
+        /// Blobs left waiting, and the failure of the last one that failed.
+        public var waiting = 0
+        public var lastFailure: SyncFailure?
+    }
+
+    /// Uploads every pending blob, each to its end or until its attempts run out; a blob that fails waits for
+    /// the next pass and the others go on. An authentication failure ends the pass (every request would fail).
+    @discardableResult
+    public func uploadPending() async -> UploadReport {
+        var report = UploadReport()
+        let pending: [PendingUpload]
+        do {
+            pending = try pendingUploads()
+        } catch {
+            report.lastFailure = .retryable(reason: "the local database: \(error)", retryAfter: nil)
+            return report
+        }
+        updateProgress { progress in
+            progress.uploadsPending = pending.count
+            progress.uploadBytes = pending.reduce(0) { $0 + $1.reference.size }
+            progress.uploadedBytes = pending.reduce(0) { $0 + $1.sentBytes }
+        }
+        for blob in pending {
+            let key = "\(blob.scope.name)/\(blob.reference.hash.hex)"
+            guard state.withLock({ $0.uploading.insert(key).inserted }) else { continue }
+            defer { _ = state.withLock { $0.uploading.remove(key) } }
+            do throws(SyncFailure) {
+                try await upload(blob, report: &report)
+                report.committed += 1
+                updateProgress { $0.uploadsPending = max(0, $0.uploadsPending - 1) }
+            } catch {
+                report.waiting += 1
+                report.lastFailure = error
+                record(error, for: blob)
+                if case .authentication = error { break }
+            }
+        }
+        updateProgress { $0.lastUploadError = report.lastFailure?.description }
+        return report
+    }
+
+    /// Uploads one blob: asks for its session, sends the chunks the server lacks, commits.
+    func upload(_ blob: PendingUpload, report: inout UploadReport) async throws(SyncFailure) {
+        let request = UploadRequest(scope: blob.scope, reference: blob.reference)
+        var session = try await retrying { () async throws(SyncFailure) in try await transport.startUpload(request) }
+        if !session.committed {
+            guard let id = session.upload else {
+                throw .permanent(code: "blob.noSession", message: "the server answered no upload session")
+            }
+            let file = local.fileURL(blob.reference.hash)
+            guard FileManager.default.fileExists(atPath: file.path) else {
+                throw .permanent(
+                    code: "blob.notLocal",
+                    message: "the bytes of blob \(blob.reference.hash.hex) are not on this device")
+            }
+            try recordSession(blob, session)
+            let input: FileHandle
+            do {
+                input = try FileHandle(forReadingFrom: file)
+            } catch {
+                throw .permanent(code: "blob.unreadable", message: "blob file: \(error)")
+            }
+            defer { try? input.close() }
+            for index in session.missing {
+                let range = session.chunkRange(index)
+                let bytes: Data
+                do {
+                    try input.seek(toOffset: UInt64(range.lowerBound))
+                    bytes = try input.read(upToCount: range.count) ?? Data()
+                } catch {
+                    throw .permanent(code: "blob.unreadable", message: "blob file: \(error)")
+                }
+                guard bytes.count == range.count else {
+                    throw .permanent(code: "blob.changed", message: "the blob's file is shorter than its reference")
+                }
+                let sha = BlobHash(digest: SHA256.hash(data: bytes))
+                session = try await retrying { () async throws(SyncFailure) in
+                    try await transport.putChunk(upload: id, index: index, bytes: bytes, sha256: sha)
+                }
+                report.chunks += 1
+                report.bytes += Int64(bytes.count)
+                try recordSession(blob, session)
+                updateProgress { $0.uploadedBytes += Int64(bytes.count) }
+            }
+            if !session.missing.isEmpty {
+                throw .retryable(reason: "the server still lacks \(session.missing.count) chunks", retryAfter: nil)
+            }
+            session = try await retrying { () async throws(SyncFailure) in try await transport.commitUpload(id) }
+        }
+        guard session.committed else {
+            throw .retryable(reason: "the upload was not committed", retryAfter: nil)
+        }
+        try markUploaded(blob)
+    }
+
+    /// Runs `request` until it succeeds, a failure is not retryable, or the attempts run out.
+    func retrying<T>(_ request: () async throws(SyncFailure) -> T) async throws(SyncFailure) -> T {
+        var random = SystemRandomNumberGenerator()
+        var attempt = 0
+        while true {
+            do {
+                return try await request()
+            } catch {
+                attempt += 1
+                guard case .retryable(_, let retryAfter) = error, attempt < attempts else { throw error }
+                try? await Task.sleep(for: backoff.delay(attempt: attempt - 1, retryAfter: retryAfter, using: &random))
+                if Task.isCancelled { throw error }
+            }
+        }
+    }
+
+    /// Records the session and what the server has acknowledged of it.
+    func recordSession(_ blob: PendingUpload, _ session: UploadState) throws(SyncFailure) {
+        let missing = Set(session.missing)
+        let sent = (0..<session.chunks).filter { !missing.contains($0) }.reduce(Int64(0)) {
+            $0 + Int64(session.chunkRange($1).count)
+        }
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE local_blobs SET upload_id = ?, chunk_size = ?, sent_bytes = ?, last_error = NULL
+                    WHERE scope = ? AND hash = ?
+                    """,
+                arguments: [session.upload, session.chunkSize, sent, blob.scope.name, blob.reference.hash.hex])
+        }
+    }
+
+    /// The blob is on the server: the events that waited for it may go.
+    func markUploaded(_ blob: PendingUpload) throws(SyncFailure) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE local_blobs SET uploaded = 1, upload_id = NULL, sent_bytes = size, last_error = NULL
+                    WHERE scope = ? AND hash = ?
+                    """, arguments: [blob.scope.name, blob.reference.hash.hex])
+            try EventStore.forgetSettledBlobHolds(db)
+        }
+    }
+
+    func record(_ failure: SyncFailure, for blob: PendingUpload) {
+        try? write { db in
+            try db.execute(
+                sql: "UPDATE local_blobs SET attempts = attempts + 1, last_error = ? WHERE scope = ? AND hash = ?",
+                arguments: [failure.description, blob.scope.name, blob.reference.hash.hex])
+        }
+    }
+
+    func write(_ body: @Sendable (Database) throws -> Void) throws(SyncFailure) {
+        do {
+            try database.writer.write(body)
+        } catch {
+            throw .retryable(reason: "the local database: \(error)", retryAfter: nil)
+        }
+    }
+
+    func updateProgress(_ change: (inout BlobProgress) -> Void) {
+        let progress = state.withLock { state -> BlobProgress in
+            change(&state.progress)
+            return state.progress
+        }
+        for observer in observers.withLock({ $0 }) { observer(progress) }
+    }
+
+    // MARK: Downloads
+
+    /// The file of blob `reference` of `scope`: here already, or downloaded now (resumed from what an earlier
+    /// attempt left), checked against its hash, then kept in the cache.
+    /// - Throws: `SyncFailure`: retryable when the network failed more than `attempts` times in a row,
+    ///   permanent when the server does not have the blob (`blob.notFound`) or sent other bytes.
+    public func open(_ reference: BlobReference, scope: Scope) async throws(SyncFailure) -> URL {
+        do {
+            if let file = try local.file(reference.hash) { return file }
+        } catch {
+            throw .retryable(reason: "the local database: \(error)", retryAfter: nil)
+        }
+        let partial = local.partialURL(reference.hash)
+        try await retrying { () async throws(SyncFailure) in try await download(reference, scope: scope, into: partial)
+        }
+        let (hash, size) = try fileOperation { try LocalBlobs.hash(of: partial) }
+        guard hash == reference.hash, size == reference.size else {
+            try? FileManager.default.removeItem(at: partial)
+            throw .permanent(code: "blob.hashMismatch", message: "the downloaded bytes do not match the blob's hash")
+        }
+        try fileOperation { try local.place(partial, as: reference.hash, size: size) }
+        updateProgress { $0.downloadedBlobs += 1 }
+        _ = try? local.evict()
+        return local.fileURL(reference.hash)
+    }
+
+    /// One attempt: appends to `partial` from its current length.
+    func download(_ reference: BlobReference, scope: Scope, into partial: URL) async throws(SyncFailure) {
+        if !FileManager.default.fileExists(atPath: partial.path) {
+            _ = FileManager.default.createFile(atPath: partial.path, contents: nil)
+        }
+        let output = try fileOperation { try FileHandle(forWritingTo: partial) }
+        defer { try? output.close() }
+        let offset = try fileOperation { try output.seekToEnd() }
+        // Everything arrived before (the process stopped before checking it).
+        if Int64(offset) >= reference.size { return }
+        try await transport.download(
+            reference.hash, scope: scope, from: Int64(offset),
+            begin: { start, _ in
+                if start != Int64(offset) {
+                    try output.truncate(atOffset: UInt64(start))
+                    try output.seek(toOffset: UInt64(start))
+                }
+            },
+            receive: { piece in
+                try output.write(contentsOf: piece)
+                updateProgress { $0.downloadedBytes += Int64(piece.count) }
+            })
+        try fileOperation { try output.synchronize() }
+    }
+
+    /// Downloads the pinned blobs that are not here (of `scope`).
+    public func prefetchPinned(scope: Scope) async -> Int {
+        guard let missing = try? local.pinnedMissing() else { return 0 }
+        var fetched = 0
+        for (hash, size) in missing {
+            if (try? await open(BlobReference(hash: hash, size: size), scope: scope)) != nil { fetched += 1 }
+        }
+        return fetched
+    }
+
+    func fileOperation<T>(_ body: () throws -> T) throws(SyncFailure) -> T {
+        do {
+            return try body()
+        } catch let failure as SyncFailure {
+            throw failure
+        } catch {
+            throw .permanent(code: "blob.file", message: "\(error)")
+        }
+    }
+}
+
+/// What the blob queue has done and has left (in `EngineStatus.blobs`).
+public struct BlobProgress: Sendable, Hashable, Codable {
+    /// Blobs waiting for their upload, their bytes, and the bytes the server has acknowledged of them.
+    public var uploadsPending = 0
+    public var uploadBytes: Int64 = 0
+    public var uploadedBytes: Int64 = 0
+    /// The last upload failure of the last pass (nil once a pass had none).
+    public var lastUploadError: String?
+    /// Blobs and bytes downloaded by this process.
+    public var downloadedBlobs = 0
+    public var downloadedBytes: Int64 = 0
+
+    public init() {}
+}
