@@ -9,7 +9,8 @@ import SyncStorage
 /// about them (`EventStore+Blobs.swift`), and a byte bound on what it keeps of blobs it can fetch again.
 ///
 /// A blob added here (an attachment made on this device) is readable at once, offline, and stays until the
-/// server holds it: the cache never evicts a blob waiting for its upload, nor a pinned one. Others (uploaded,
+/// server holds it and the events referring to it are pushed: the cache never evicts a blob waiting for its
+/// upload or referred to by a pending event, nor a pinned one. Others (uploaded,
 /// or downloaded) are evicted least recently used first once the directory holds more than `cacheBytes`.
 /// Files are written under a temporary name, flushed and renamed, so a crash leaves either the whole blob or
 /// none; a download in progress keeps its bytes in `HASH.part`, where the next attempt resumes.
@@ -157,10 +158,14 @@ public final class LocalBlobs: Sendable {
         }
     }
 
-    /// Which present blobs the cache may drop: not pinned, and not waiting for an upload.
+    /// Which present blobs the cache may drop: not pinned, not waiting for an upload, and not referred to by a
+    /// pending event (if the server collected it before that event arrives, the device uploads it again).
     static let evictable = """
-        f.present = 1 AND f.pinned = 0 AND NOT EXISTS (
-            SELECT 1 FROM local_blobs b WHERE b.hash = f.hash AND b.uploaded = 0)
+        f.present = 1 AND f.pinned = 0
+        AND NOT EXISTS (SELECT 1 FROM local_blobs b WHERE b.hash = f.hash AND b.uploaded = 0)
+        AND NOT EXISTS (
+            SELECT 1 FROM outbox_blobs o JOIN events e ON e.position = o.position
+            WHERE o.hash = f.hash AND e.status = 'pending')
         """
 
     /// Deletes the least recently used evictable blobs until those left take at most `cacheBytes`.
