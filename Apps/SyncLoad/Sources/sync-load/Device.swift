@@ -94,7 +94,12 @@ final class Device: Sendable {
         let metrics = metrics
         let replicaID = client.store.replica
         configuration.onRound = { round in metrics.applied(round, by: replicaID) }
-        let engine = try SyncEngine(store: client.store, transport: transport, configuration: configuration)
+        // Attachments: a small cache, so that a thousand devices' blobs fit the disk; pending uploads are kept.
+        let blobs = BlobSync(
+            local: try LocalBlobs(store: client.store, cacheBytes: 16 << 20), transport: transport,
+            backoff: configuration.backoff)
+        let engine = try SyncEngine(
+            store: client.store, transport: transport, configuration: configuration, blobs: blobs)
         replica.withLock { $0 = Replica(client: client, engine: engine, running: nil) }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import SyncEngine
 import SyncEngineHTTPClient
+import SyncModels
 import SyncProtocol
 import SyncTestSupport
 import Synchronization
@@ -244,5 +245,43 @@ extension SplitMix64 {
     static func stream(_ seed: UInt64, _ index: Int) -> SplitMix64 {
         var mixer = SplitMix64(seed: seed ^ (UInt64(index) &* 0xD1B5_4A32_D192_ED03))
         return SplitMix64(seed: mixer.next())
+    }
+}
+
+/// The blob routes through the same online switch and seeded faults as a sync: a lost request, a lost
+/// answer, a duplicate, a delay, a reordered retransmission or a 500, per request (each chunk is one).
+extension FaultyTransport: BlobTransport {
+    func startUpload(_ request: UploadRequest) async throws(SyncFailure) -> UploadState {
+        let requests = requests
+        return try await faulted({ _ = try? await requests.startUpload(request) }) { () async throws(SyncFailure) in
+            try await requests.startUpload(request)
+        }
+    }
+
+    func putChunk(upload: String, index: Int, bytes: Data, sha256: BlobHash) async throws(SyncFailure)
+        -> UploadState
+    {
+        let requests = requests
+        return try await faulted({
+            _ = try? await requests.putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256)
+        }) {
+            () async throws(SyncFailure) in
+            try await requests.putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256)
+        }
+    }
+
+    func commitUpload(_ upload: String) async throws(SyncFailure) -> UploadState {
+        let requests = requests
+        return try await faulted({ _ = try? await requests.commitUpload(upload) }) { () async throws(SyncFailure) in
+            try await requests.commitUpload(upload)
+        }
+    }
+
+    func download(
+        _ hash: BlobHash, scope: Scope, from offset: Int64, begin: (Int64, Int64) throws -> Void,
+        receive: (Data) throws -> Void
+    ) async throws(SyncFailure) {
+        guard isOnline else { throw .retryable(reason: "network: offline", retryAfter: nil) }
+        try await requests.download(hash, scope: scope, from: offset, begin: begin, receive: receive)
     }
 }

@@ -301,7 +301,7 @@ struct RunCommand: AsyncParsableCommand {
                 + "write-to-visible p50 \(step.writeToVisibleMs.p50) ms p99 \(step.writeToVisibleMs.p99) ms (\(step.label)); "
                 + "verdict \(verdict.passed ? "PASS" : "FAIL"): \(verdict.serverEvents) events on the server, lost \(verdict.lost), "
                 + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), unsettled \(verdict.unsettled), gaps \(verdict.gaps), "
-                + "delivery \(verdict.delivery ?? 0)"
+                + "delivery \(verdict.delivery ?? 0), attachments unreadable \(verdict.blobs ?? 0) of \(verdict.blobsChecked ?? 0)"
         )
         for (kind, findings) in verdict.findings.sorted(by: { $0.key < $1.key }) {
             for finding in findings { say("  \(kind): \(finding)") }

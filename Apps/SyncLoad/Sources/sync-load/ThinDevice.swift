@@ -135,6 +135,8 @@ final class ThinDevice: Sendable {
         case .view: edits = [.view]
         case .pin: edits = [.pin]
         case .delete: edits = [.delete]
+        // A thin device has no blob queue: it edits a title where a full device attaches a file.
+        case .attach: edits = [.title]
         }
         var made = 0
         for (index, edit) in edits.enumerated() {

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GRDB
+import NotesDomain
 import NotesStore
 import SyncEngine
 import SyncEngineHTTPClient
@@ -49,6 +50,11 @@ struct Verdict: Codable, Sendable {
     /// Ranges repaired and resets made by the devices' verification during the run and the settle (absent in
     /// earlier versions).
     var repairs: Int? = nil
+    /// Attachments checked (every attachment of every live note, on every device and on a fresh device of
+    /// its scope: readable, its bytes matching its hash), and those that were not (absent in earlier
+    /// versions).
+    var blobsChecked: Int? = nil
+    var blobs: Int? = nil
     /// The first findings of each kind (at most 20 each).
     var findings: [String: [Finding]]
 }
@@ -239,6 +245,7 @@ struct Verifier {
             found("duplicated", Finding(scope: "?", event: id, detail: "on the server \(copies.count) times"))
         }
 
+        var blobsChecked = 0
         // What each device made.
         var made = 0
         var rejected = 0
@@ -388,12 +395,29 @@ struct Verifier {
                 client: http)
             var configuration = SyncEngine.Configuration(scopes: [try Scope(scope)])
             configuration.autoCompactAfter = nil
+            let freshBlobs: BlobSync
             do {
-                let engine = try SyncEngine(store: fresh.store, transport: transport, configuration: configuration)
+                freshBlobs = BlobSync(
+                    local: try LocalBlobs(store: fresh.store, cacheBytes: 16 << 20), transport: transport)
+                let engine = try SyncEngine(
+                    store: fresh.store, transport: transport, configuration: configuration, blobs: freshBlobs)
                 try await Self.retrying { try await engine.syncNow() }
             } catch {
                 found("bootstrap", Finding(scope: scope, detail: "a fresh device could not bootstrap: \(error)"))
                 continue
+            }
+            // Every attachment readable from the server, and on every device of the scope, with its hash.
+            for (device, client, blobs) in [(nil, fresh, freshBlobs)]
+                + devices.compactMap({ device in
+                    device.plan.scope == scope
+                        ? device.client.flatMap { client in device.engine?.blobs.map { (device, client, $0) } } : nil
+                })
+            {
+                let (checked, problems) = await Self.checkAttachments(client, blobs)
+                blobsChecked += checked
+                for problem in problems {
+                    found("blobs", Finding(device: device?.plan.index, scope: scope, detail: problem))
+                }
             }
             let reference = try await fresh.exportState()
             for device in devices where device.plan.scope == scope {
@@ -408,16 +432,40 @@ struct Verifier {
                 }
             }
         }
-        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap", "delivery"].contains {
-            counts[$0, default: 0] > 0
-        }
+        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap", "delivery", "blobs"]
+            .contains {
+                counts[$0, default: 0] > 0
+            }
         return Verdict(
             passed: !failed, settleSeconds: 0, serverEvents: log.values.reduce(0) { $0 + $1.count },
             deviceEvents: made, rejected: rejected, rejectedByCode: rejectedByCode, lost: counts["lost", default: 0],
             duplicated: counts["duplicated", default: 0], diverged: counts["diverged", default: 0],
             rejectedOnServer: counts["rejectedOnServer", default: 0], unsettled: 0, gaps: counts["gaps", default: 0],
             bootstrap: counts["bootstrap", default: 0], delivery: counts["delivery", default: 0],
-            findings: findings)
+            blobsChecked: blobsChecked, blobs: counts["blobs", default: 0], findings: findings)
+    }
+
+    /// Opens every attachment of every live note `client` shows (downloading what is not on the device, checked
+    /// against its hash); returns how many it checked and what failed.
+    static func checkAttachments(_ client: NotesClient, _ blobs: BlobSync) async -> (Int, [String]) {
+        var checked = 0
+        var problems: [String] = []
+        let notes =
+            (try? await client.store.database.read { db in
+                try String.fetchAll(db, sql: "SELECT id FROM notes WHERE created = 1 AND deleted = 0")
+            }) ?? []
+        for note in notes.compactMap(NoteID.init) {
+            guard let (scope, attachments) = try? await client.attachments(note) else { continue }
+            for attachment in attachments {
+                checked += 1
+                do {
+                    _ = try await retrying { try await blobs.open(attachment.blob, scope: scope) }
+                } catch {
+                    problems.append("note \(note) shows \(attachment.blob.hash.hex), which cannot be read: \(error)")
+                }
+            }
+        }
+        return (checked, problems)
     }
 
     /// Every event of the run's scopes, read with `GET /v1/pull` from the start, by scope in seq order; 100

@@ -1,20 +1,21 @@
 import Foundation
 import NotesDomain
 import NotesStore
+import SyncEngine
 import SyncModels
 import SyncTestSupport
 
 /// The edits a device makes, with their relative weights (`--weights create=5,title=10,…`).
 struct WorkloadWeights: Codable, Sendable, Hashable {
     enum Action: String, CaseIterable, Codable, Sendable {
-        case create, title, body, tag, untag, checklist, check, view, pin, delete
+        case create, title, body, tag, untag, checklist, check, view, pin, delete, attach
     }
 
     var weights: [Action: Int]
 
     static let standard = WorkloadWeights(weights: [
         .create: 6, .title: 8, .body: 30, .tag: 8, .untag: 4, .checklist: 10, .check: 8, .view: 16, .pin: 6,
-        .delete: 4,
+        .delete: 4, .attach: 2,
     ])
 
     /// Parses `name=weight,…`; actions left out weigh 0.
@@ -140,8 +141,30 @@ struct NotesUser {
         case .delete:
             try await client.delete(id)
             known.removeAll { $0 == id }
+        case .attach:
+            let bytes = attachmentBytes()
+            let blob = try LocalBlobs(store: client.store).add(data: bytes, type: "application/octet-stream")
+            try await client.attach(id, name: "\(word)-\(random.int(below: 10_000)).bin", blob: blob)
         }
         edited()
+    }
+
+    /// An attachment's bytes: mostly small files (1–64 KiB), one in fifty of 1–2 MiB; random, so neither
+    /// compresses nor repeats another device's.
+    mutating func attachmentBytes() -> Data {
+        let size = random.chance(0.02) ? random.int((1 << 20)...(2 << 20)) : random.int(1024...(64 << 10))
+        var data = Data(count: size)
+        data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+            var index = 0
+            while index < size {
+                var word = random.next()
+                withUnsafeBytes(of: &word) { word in
+                    for offset in 0..<min(8, size - index) { buffer[index + offset] = word[offset] }
+                }
+                index += 8
+            }
+        }
+        return data
     }
 }
 
