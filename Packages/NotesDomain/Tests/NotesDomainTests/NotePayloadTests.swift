@@ -23,6 +23,12 @@ import Testing
         let view = state.views.add(1, at: Dot(replica: replica, counter: 1))
         let insert = state.checklist.insertElement(item, at: 0, replica: replica)
         let delete = state.checklist.removeElement(item, replica: replica)!
+        let file = NoteAttachment(
+            name: "list v2.txt",
+            blob: BlobReference(hash: try! BlobHash(String(repeating: "0f", count: 32)), size: 12, type: "text/plain")
+        ).element
+        let attach = state.attachments.add(file, replica: replica)
+        let detach = state.attachments.remove(file, replica: replica)
         let dot1 = #"{"counter":1,"replica":"0123456789abcdef0fedcba987654321"}"#
         let dot2 = #"{"counter":2,"replica":"0123456789abcdef0fedcba987654321"}"#
         return [
@@ -64,6 +70,16 @@ import Testing
                     + #"[{"count":1,"first":1,"replica":"0123456789abcdef0fedcba987654321"}]}}}"#
             ),
             (.deleted(.init()), "{}"),
+            (
+                .attachmentAdded(.init(attachment: file, op: attach)),
+                #"{"attachment":"\#(file)","op":{"dot":\#(dot1),"element":"\#(file)","isAdd":true,"observed":[],"#
+                    + #""observedUpTo":{"counters":{},"version":1}}}"#
+            ),
+            (
+                .attachmentRemoved(.init(attachment: file, op: detach)),
+                #"{"attachment":"\#(file)","observed":[\#(dot1)],"op":{"dot":\#(dot2),"element":"\#(file)","#
+                    + #""isAdd":false,"observed":[\#(dot1)],"observedUpTo":{"counters":{},"version":1}}}"#
+            ),
             (
                 .snapshot(.init(state: NoteState())),
                 #"{"state":"\#(Data(NoteState().binaryEncoded).base64EncodedString())"}"#
@@ -240,6 +256,19 @@ import Testing
                 payload = .checklistItemDoneSet(.init(item: items.last ?? Self.item, done: Bool.random(using: &random)))
             case .deleted: payload = .deleted(.init())
             case .snapshot: payload = .snapshot(.init(state: state))
+            case .attachmentAdded:
+                let attachment = NoteAttachment(
+                    name: text(&random, length: 1...4),
+                    blob: BlobReference(
+                        hash: BlobHash(digest: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }),
+                        size: Int64.random(in: 0...1 << 40, using: &random), type: "image/png")
+                ).element
+                payload = .attachmentAdded(
+                    .init(attachment: attachment, op: state.attachments.add(attachment, replica: replica)))
+            case .attachmentRemoved:
+                let attachment = state.attachments.elements.sorted().randomElement(using: &random) ?? text(&random)
+                payload = .attachmentRemoved(
+                    .init(attachment: attachment, op: state.attachments.remove(attachment, replica: replica)))
             }
             payloads.append(payload)
         }
