@@ -391,6 +391,7 @@ let package = Package(
                 "SyncModels",
                 "SyncTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/EndToEndTests"
         ),

@@ -95,6 +95,9 @@ public final class BlobSync: Sendable {
         /// Chunks sent, and their bytes.
         public var chunks = 0
         public var bytes: Int64 = 0
+        /// Blobs given up because their bytes are no longer on the device (the events waiting for them were
+        /// rejected here, `blob.notLocal`).
+        public var abandoned = 0
         /// Blobs left waiting, and the failure of the last one that failed.
         public var waiting = 0
         public var lastFailure: SyncFailure?
@@ -126,6 +129,10 @@ public final class BlobSync: Sendable {
                 report.committed += 1
                 updateProgress { $0.uploadsPending = max(0, $0.uploadsPending - 1) }
             } catch {
+                if case .permanent(Self.notLocal, _) = error, await abandon(blob) {
+                    report.abandoned += 1
+                    continue
+                }
                 report.waiting += 1
                 report.lastFailure = error
                 record(error, for: blob)
@@ -188,6 +195,37 @@ public final class BlobSync: Sendable {
             throw .retryable(reason: "the upload was not committed", retryAfter: nil)
         }
         try markUploaded(blob)
+    }
+
+    /// The code of a blob the device must upload but whose bytes it no longer has.
+    static let notLocal = "blob.notLocal"
+
+    /// A blob whose bytes are gone (deleted behind the store's back) can never be uploaded: the pending
+    /// events that wait for it are rejected here, as a `blob.missing` without the bytes is, and shown with
+    /// the other rejections, so that they do not hold the outbox back for ever. Says whether it did.
+    func abandon(_ blob: PendingUpload) async -> Bool {
+        do {
+            let ids = try await database.read { db in
+                try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT e.event_id FROM outbox_blobs o JOIN events e ON e.position = o.position
+                        WHERE o.scope = ? AND o.hash = ? AND e.status = 'pending'
+                        """, arguments: [blob.scope.name, blob.reference.hash.hex])
+            }.compactMap { try? EventID($0) }
+            _ = try await local.store.markRejected(
+                ids, code: Self.notLocal,
+                message: "the attached file is no longer on this device: the attachment cannot be sent")
+            try await database.writer.write { db in
+                try db.execute(
+                    sql: "DELETE FROM local_blobs WHERE scope = ? AND hash = ? AND uploaded = 0",
+                    arguments: [blob.scope.name, blob.reference.hash.hex])
+                try EventStore.forgetSettledBlobHolds(db)
+            }
+            return true
+        } catch {
+            return false
+        }
     }
 
     /// Runs `request` until it succeeds, a failure is not retryable, or the attempts run out.

@@ -16,6 +16,7 @@ import SyncStorage
 /// none; a download in progress keeps its bytes in `HASH.part`, where the next attempt resumes.
 public final class LocalBlobs: Sendable {
     public let directory: URL
+    let store: EventStore
     let database: SyncDatabase
     /// The most bytes of evictable blobs kept (pending uploads and pinned blobs do not count against it
     /// being exceeded: they are never evicted).
@@ -28,6 +29,7 @@ public final class LocalBlobs: Sendable {
     ///   - directory: where the files go; by default `<database path>.blobs`.
     ///   - cacheBytes: the bound on evictable blobs (default 512 MiB).
     public init(store: EventStore, directory: URL? = nil, cacheBytes: Int64 = 512 << 20) throws {
+        self.store = store
         self.database = store.database
         self.directory = directory ?? URL(fileURLWithPath: store.database.path + ".blobs")
         self.cacheBytes = cacheBytes
@@ -105,10 +107,14 @@ public final class LocalBlobs: Sendable {
     /// The file of blob `hash` when its bytes are here (and marks it used), else nil.
     public func file(_ hash: BlobHash) throws -> URL? {
         let url = fileURL(hash)
-        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        try database.writer.write { db in
-            try db.execute(sql: "UPDATE blob_files SET used_at = ? WHERE hash = ?", arguments: [Self.now(), hash.hex])
+        // The row decides, not the file system: eviction marks a blob absent before it removes the file.
+        let present = try database.writer.write { db -> Bool in
+            try db.execute(
+                sql: "UPDATE blob_files SET used_at = ? WHERE hash = ? AND present = 1",
+                arguments: [Self.now(), hash.hex])
+            return db.changesCount > 0
         }
+        guard present, FileManager.default.fileExists(atPath: url.path) else { return nil }
         return url
     }
 
@@ -188,11 +194,16 @@ public final class LocalBlobs: Sendable {
         }
         var freed: Int64 = 0
         for (hash, size) in victims {
-            // Marked absent first: a reader never gets a file that is being removed.
-            try database.writer.write { db in
+            // Marked absent first, and only if it is still evictable (an attachment of the same bytes made
+            // since the choice keeps it): a reader never gets a file that is being removed.
+            let marked = try database.writer.write { db -> Bool in
                 try db.execute(
-                    sql: "UPDATE blob_files SET present = 0 WHERE hash = ? AND pinned = 0", arguments: [hash])
+                    sql:
+                        "UPDATE blob_files SET present = 0 WHERE hash = ? AND hash IN (SELECT f.hash FROM blob_files f WHERE \(Self.evictable))",
+                    arguments: [hash])
+                return db.changesCount > 0
             }
+            guard marked else { continue }
             try? FileManager.default.removeItem(at: directory.appendingPathComponent(hash))
             freed += size
         }

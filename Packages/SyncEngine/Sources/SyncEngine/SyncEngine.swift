@@ -65,9 +65,10 @@ public final class SyncEngine: Sendable {
         metrics.openConflicts.record(status.openConflicts)
         self.learned = Mutex(Self.budget(configuration))
         if let blobs {
-            blobs.observe { [weak self] progress in
+            // The queue's progress as it is when the status is updated: updates may finish out of order.
+            blobs.observe { [weak self] _ in
                 guard let self else { return }
-                Task { await self.updateStatus { $0.blobs = progress } }
+                Task { await self.updateStatus { $0.blobs = blobs.progress } }
             }
         }
     }

@@ -181,19 +181,20 @@ import Testing
         #expect(next.committed == 2)
     }
 
-    @Test func aBlobWhoseBytesAreNotHereWaitsAndSendsNothing() async throws {
+    @Test func aBlobWhoseBytesAreGoneRejectsTheEventsWaitingForItAndHoldsNothingBack() async throws {
         let device = try Device()
         let content = Self.bytes(100)
         let reference = try await device.attach(content)
+        try await device.store.append([title("note:2", "after the attachment", scope: Self.scope)])
+        #expect(try await device.pushable == 0, "the attachment holds back what follows it")
         try FileManager.default.removeItem(at: device.local.fileURL(reference.hash))
         let report = await device.sync.uploadPending()
-        #expect(report.committed == 0 && report.waiting == 1)
-        guard case .permanent(code: "blob.notLocal", _)? = report.lastFailure else {
-            Issue.record("\(String(describing: report.lastFailure))")
-            return
-        }
+        #expect(report.committed == 0 && report.abandoned == 1 && report.waiting == 0)
         #expect(device.server.storedChunks.isEmpty)
-        #expect(try await device.pushable == 0)
+        let rejected = try await device.store.rejectedEvents()
+        #expect(rejected.map(\.rejection?.code) == ["blob.notLocal"], "shown with the other rejections")
+        #expect(try await device.pushable == 1, "the next event is no longer held back")
+        #expect(try await device.sync.pendingUploads().isEmpty)
     }
 
     // MARK: Downloads

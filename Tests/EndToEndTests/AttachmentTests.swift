@@ -1,0 +1,137 @@
+import Crypto
+import Foundation
+import SyncTestSupport
+import Testing
+
+/// Attachments through real processes (docs/ARCHITECTURE.md, "Attachments"): `sync-agent note attach` on one
+/// device, uploads killed and resumed, the blob read back on another device, byte for byte.
+@Suite(.serialized) struct AttachmentTests {
+    /// Small chunks, so that a few MiB make many of them.
+    static let chunkBytes = 256 << 10
+    static let environment = ["SYNC_BLOB_CHUNK_BYTES": String(chunkBytes)]
+
+    /// A file of `bytes` pseudo-random bytes (incompressible, as photos are) and its SHA-256.
+    static func randomFile(in directory: URL, name: String, bytes: Int, seed: UInt64) throws -> (URL, String) {
+        var random = SplitMix64(seed: seed)
+        var data = Data(count: bytes)
+        data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+            for index in stride(from: 0, to: bytes, by: 8) {
+                var word = random.next()
+                withUnsafeBytes(of: &word) { word in
+                    for offset in 0..<min(8, bytes - index) { buffer[index + offset] = word[offset] }
+                }
+            }
+        }
+        let url = directory.appendingPathComponent(name)
+        try data.write(to: url)
+        return (url, sha256(data))
+    }
+
+    static func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    struct Listed: Decodable {
+        var name: String
+        var hash: String
+        var size: Int64
+        var local: Bool
+    }
+
+    @Test func aKilledUploadResumesSendingAtMostOneChunkAgainAndAnotherDeviceReadsTheSameBytes() async throws {
+        let stack = try await Stack(serverEnvironment: Self.environment)
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let chunks = 24
+        let (file, hash) = try Self.randomFile(
+            in: stack.directory, name: "photo.jpg", bytes: chunks * Self.chunkBytes - 1000, seed: 46)
+        let note = try a("note", "create", "--scope", "team-1", "--title", "Trip")
+        #expect(try a("note", "attach", note, file.path) == hash)
+        let listedOffline = try JSONDecoder().decode([Listed].self, from: Data(try a("note", "files", note).utf8))
+        #expect(listedOffline.map(\.name) == ["photo.jpg"] && listedOffline.first?.local == true, "readable at once")
+
+        // Killed once the server holds a few chunks, before it holds them all.
+        let syncing = try a.start(["sync"])
+        var stored = 0
+        for _ in 0..<600 {
+            stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+            if stored >= 3 || !syncing.isRunning { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        kill(syncing.processIdentifier, SIGKILL)
+        syncing.waitUntilExit()
+        stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+        #expect(stored > 0 && stored < chunks, "killed mid-upload (\(stored) of \(chunks) chunks stored)")
+        #expect(
+            try stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["0"],
+            "the attachment's event waits for its blob")
+
+        try a("sync")
+        let journal = try a.status().journal.filter { $0.kind == "blob.upload" }
+        let detail = try #require(journal.last?.detail)
+        let sent = try #require(Int(detail.split(separator: " ").dropFirst(3).first ?? ""), "\(detail)")
+        #expect(sent <= chunks - stored + 1, "the rerun sent \(sent) chunks; the server lacked \(chunks - stored)")
+        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["1"])
+        #expect(try stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["1"])
+
+        let b = stack.agent("b", token: token)
+        try b("sync")
+        let listed = try JSONDecoder().decode([Listed].self, from: Data(try b("note", "files", note).utf8))
+        #expect(listed.map(\.hash) == [hash] && listed.first?.local == false)
+        let copy = stack.directory.appendingPathComponent("copy.jpg")
+        try b("note", "open", note, "photo.jpg", "--out", copy.path)
+        #expect(Self.sha256(try Data(contentsOf: copy)) == hash, "byte-identical on the second device")
+        let after = try JSONDecoder().decode([Listed].self, from: Data(try b("note", "files", note).utf8))
+        #expect(after.first?.local == true, "kept in the second device's cache")
+        #expect(try a("export", "--state") == b("export", "--state"))
+    }
+
+    @Test func twoDevicesAttachingTheSameFileOfflineStoreItOnce() async throws {
+        let stack = try await Stack(serverEnvironment: Self.environment)
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        let (file, hash) = try Self.randomFile(
+            in: stack.directory, name: "scan.pdf", bytes: 3 * Self.chunkBytes + 17, seed: 7)
+        let first = try a("note", "create", "--scope", "team-1", "--title", "A")
+        let second = try b("note", "create", "--scope", "team-1", "--title", "B")
+        try a("note", "attach", first, file.path)
+        try b("note", "attach", second, file.path, "--name", "same scan.pdf")
+        try a("sync")
+        try b("sync")
+        try a("sync")
+        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["1"], "stored once")
+        #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
+        #expect(try a("export", "--state") == b("export", "--state"))
+        let listed = try JSONDecoder().decode([Listed].self, from: Data(try a("note", "files", second).utf8))
+        #expect(listed.map(\.name) == ["same scan.pdf"] && listed.first?.local == true, "the bytes were here already")
+    }
+
+    @Test func anUploadCutByAServerRestartResumes() async throws {
+        let stack = try await Stack(serverEnvironment: Self.environment)
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let chunks = 16
+        let (file, hash) = try Self.randomFile(
+            in: stack.directory, name: "talk.m4a", bytes: chunks * Self.chunkBytes, seed: 3)
+        let note = try a("note", "create", "--scope", "team-1", "--title", "Talk")
+        try a("note", "attach", note, file.path)
+        let syncing = try a.start(["sync"])
+        for _ in 0..<600 {
+            let stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+            if stored >= 2 || !syncing.isRunning { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        stack.killServer()
+        syncing.waitUntilExit()
+        try await stack.startServer()
+        try a("sync")
+        #expect(try a.status().pending == 0)
+        #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
+        let b = stack.agent("b", token: token)
+        try b("sync")
+        let copy = stack.directory.appendingPathComponent("copy.m4a")
+        try b("note", "open", note, "talk.m4a", "--out", copy.path)
+        #expect(Self.sha256(try Data(contentsOf: copy)) == hash)
+    }
+}
