@@ -6,16 +6,26 @@
 public enum OpenAPIDocument {
     /// The paths the document describes, with their methods, as `"METHOD /path"`.
     public static let operations: [String] = [
-        "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /v1/live", "GET /v1/checksum", "GET /healthz",
-        "GET /readyz", "GET /metrics", "GET /openapi.json",
+        "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /v1/live", "GET /v1/checksum", "POST /v1/uploads",
+        "GET /v1/uploads/{id}", "PUT /v1/uploads/{id}/chunks/{index}", "POST /v1/uploads/{id}/commit",
+        "HEAD /v1/blobs/{hash}", "GET /v1/blobs/{hash}", "GET /healthz", "GET /readyz", "GET /metrics",
+        "GET /openapi.json",
     ]
 
     /// The methods a path is served with (from `operations`), or nil for a path the API does not have: a
-    /// request to a known path with another method is answered 405 with these in `Allow`.
+    /// request to a known path with another method is answered 405 with these in `Allow`. A path parameter
+    /// (`{id}`) matches any one non-empty segment.
     public static func allowedMethods(path: String) -> [String]? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         let methods = operations.compactMap { operation -> String? in
             let parts = operation.split(separator: " ", maxSplits: 1)
-            return parts[1] == path ? String(parts[0]) : nil
+            let template = parts[1].split(separator: "/", omittingEmptySubsequences: false)
+            guard template.count == segments.count else { return nil }
+            for (expected, actual) in zip(template, segments) {
+                let isParameter = expected.first == "{" && expected.last == "}"
+                guard isParameter ? !actual.isEmpty : expected == actual else { return nil }
+            }
+            return String(parts[0])
         }
         return methods.isEmpty ? nil : methods
     }
@@ -27,7 +37,7 @@ public enum OpenAPIDocument {
           "info": {
             "title": "offline-sync protocol",
             "version": "1.0.0",
-            "description": "Sync protocol v1. JSON bodies in UTF-8. A request body may be sent gzip-compressed with the header Content-Encoding: gzip (the body must then be a gzip stream: anything else is 400 request.malformed; an encoding other than gzip or identity is 415 request.unsupportedEncoding); responses larger than 1 KiB are gzip when the request sends Accept-Encoding: gzip. Limits (defaults, configurable per server): 8 MiB gzip body on the wire, 64 MiB after decompression (also the most for an identity body), 5000 events per push, 256 KiB per event payload; past a limit the answer is 413 request.tooLarge. Every error is a 4xx or 5xx with an Error body; bad input never gets a 500; a known path asked with a method it does not serve is 405 route.methodNotAllowed with an Allow header. Ordering: each scope has a gap-free sequence seq equal to commit order. Stream versions: an event whose type the served domain does not declare commutative (CRDT operations are) asks for an optimistic-concurrency check, and is rejected with conflict.version when its stream already holds an event with a streamVersion at least as high; the result carries the stream's currentVersion. Domain rules: the served domain may refuse events it cannot accept (for example a quota no device can check alone) with validation.failed and a message for the user. docs/PROTOCOL.md in the repository is the full contract."
+            "description": "Sync protocol v1. JSON bodies in UTF-8. A request body may be sent gzip-compressed with the header Content-Encoding: gzip (the body must then be a gzip stream: anything else is 400 request.malformed; an encoding other than gzip or identity is 415 request.unsupportedEncoding); responses larger than 1 KiB are gzip when the request sends Accept-Encoding: gzip. Limits (defaults, configurable per server): 8 MiB gzip body on the wire, 64 MiB after decompression (also the most for an identity body), 5000 events per push, 256 KiB per event payload; past a limit the answer is 413 request.tooLarge. Every error is a 4xx or 5xx with an Error body; bad input never gets a 500; a known path asked with a method it does not serve is 405 route.methodNotAllowed with an Allow header. Ordering: each scope has a gap-free sequence seq equal to commit order. Stream versions: an event whose type the served domain does not declare commutative (CRDT operations are) asks for an optimistic-concurrency check, and is rejected with conflict.version when its stream already holds an event with a streamVersion at least as high; the result carries the stream's currentVersion. Domain rules: the served domain may refuse events it cannot accept (for example a quota no device can check alone) with validation.failed and a message for the user. Blobs (an addition): an attachment's bytes are uploaded in chunks through an upload session and read by their SHA-256 in a scope; events refer to blobs and are rejected with blob.missing while their scope does not hold them. docs/PROTOCOL.md in the repository is the full contract."
           },
           "servers": [{"url": "/"}],
           "security": [{"bearer": []}],
@@ -155,6 +165,125 @@ public enum OpenAPIDocument {
                 }
               }
             },
+            "/v1/uploads": {
+              "post": {
+                "operationId": "openUpload",
+                "summary": "Ask for an upload session of one blob in one scope (an addition; docs/PROTOCOL.md, Blobs).",
+                "description": "Answers the scope's blob at once (committed true, no upload id) when the scope holds it already; otherwise the open session of the same scope and hash, if any (asking again resumes it), else a new one. A session expires at expiresAt with its chunks. The scope's committed blobs, its other open sessions and this size together may not pass the server's per-scope quota (413 blob.quotaExceeded, nothing created); a size past the server's largest blob is 413 request.tooLarge.",
+                "requestBody": {
+                  "required": true,
+                  "description": "An UploadRequest as JSON; may be a gzip stream of it with Content-Encoding: gzip.",
+                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UploadRequest"}}}
+                },
+                "responses": {
+                  "200": {"description": "The session, or the committed blob.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UploadState"}}}},
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "403": {"$ref": "#/components/responses/Forbidden"},
+                  "413": {"$ref": "#/components/responses/BlobTooLarge"},
+                  "415": {"$ref": "#/components/responses/UnsupportedEncoding"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/uploads/{id}": {
+              "parameters": [
+                {"name": "id", "in": "path", "required": true, "description": "The session's id (UploadState.upload).", "schema": {"type": "string"}}
+              ],
+              "get": {
+                "operationId": "uploadState",
+                "summary": "The state of an upload session: the chunks still missing (to resume).",
+                "responses": {
+                  "200": {"description": "The session.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UploadState"}}}},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "404": {"$ref": "#/components/responses/UploadNotFound"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/uploads/{id}/chunks/{index}": {
+              "parameters": [
+                {"name": "id", "in": "path", "required": true, "description": "The session's id.", "schema": {"type": "string"}},
+                {"name": "index", "in": "path", "required": true, "description": "The chunk's index, 0 to chunks - 1.", "schema": {"type": "integer", "minimum": 0}}
+              ],
+              "put": {
+                "operationId": "uploadChunk",
+                "summary": "Send one chunk of an upload session, in any order; sending it again changes nothing.",
+                "description": "The body is the chunk's bytes as they are (no Content-Encoding): chunkSize bytes, the last chunk of a blob shorter (size - index * chunkSize). The header X-Chunk-SHA256 carries the SHA-256 of those bytes as 64 hex digits (required: 400 request.invalid without it). A chunk longer than its place is 413 request.tooLarge, read no further; shorter, or an index outside the blob, 400 blob.chunkInvalid; bytes that do not match X-Chunk-SHA256, 400 blob.hashMismatch. A refused chunk is not stored.",
+                "requestBody": {
+                  "required": true,
+                  "description": "The chunk's bytes.",
+                  "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+                },
+                "responses": {
+                  "200": {"description": "The session after the chunk.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UploadState"}}}},
+                  "400": {"$ref": "#/components/responses/ChunkRefused"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "404": {"$ref": "#/components/responses/UploadNotFound"},
+                  "413": {"$ref": "#/components/responses/TooLarge"},
+                  "415": {"$ref": "#/components/responses/UnsupportedEncoding"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/uploads/{id}/commit": {
+              "parameters": [
+                {"name": "id", "in": "path", "required": true, "description": "The session's id.", "schema": {"type": "string"}}
+              ],
+              "post": {
+                "operationId": "commitUpload",
+                "summary": "Check the whole blob's SHA-256 and make it readable in the scope.",
+                "description": "While chunks are missing: 409 upload.incomplete. Bytes that do not match the blob's hash: 400 blob.hashMismatch, and the session is deleted with its chunks. A commit again answers committed until the session expires.",
+                "responses": {
+                  "200": {"description": "The session, committed.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UploadState"}}}},
+                  "400": {"$ref": "#/components/responses/HashMismatch"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "404": {"$ref": "#/components/responses/UploadNotFound"},
+                  "409": {"$ref": "#/components/responses/UploadIncomplete"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/blobs/{hash}": {
+              "parameters": [
+                {"name": "hash", "in": "path", "required": true, "description": "The blob's SHA-256.", "schema": {"$ref": "#/components/schemas/BlobHash"}},
+                {"name": "scope", "in": "query", "required": true, "description": "The scope holding the blob; the token must name it.", "schema": {"$ref": "#/components/schemas/Scope"}}
+              ],
+              "head": {
+                "operationId": "blobHead",
+                "summary": "Whether the scope holds the blob, and its length and type.",
+                "responses": {
+                  "200": {"description": "The scope holds it: Content-Length is the blob's size, Content-Type its type.", "headers": {"ETag": {"description": "The blob's hash in quotes.", "schema": {"type": "string"}}, "Accept-Ranges": {"schema": {"type": "string", "enum": ["bytes"]}}}},
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "403": {"$ref": "#/components/responses/Forbidden"},
+                  "404": {"$ref": "#/components/responses/BlobNotFound"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              },
+              "get": {
+                "operationId": "blob",
+                "summary": "The blob's bytes, or one range of them.",
+                "description": "Content-Type is the blob's type; never compressed. A blob never changes: ETag is its hash in quotes, and Cache-Control says private, max-age=31536000, immutable. If-None-Match naming the ETag (or *) is answered 304. A Range header of one bytes range is answered 206 with Content-Range; a range starting at or past the end is 416 blob.rangeNotSatisfiable with Content-Range: bytes */size; other Range headers are ignored (200, the whole blob).",
+                "responses": {
+                  "200": {"description": "The whole blob.", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
+                  "206": {"description": "The range asked for, with Content-Range.", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
+                  "304": {"description": "Not modified: If-None-Match named the blob's ETag."},
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/Unauthorized"},
+                  "403": {"$ref": "#/components/responses/Forbidden"},
+                  "404": {"$ref": "#/components/responses/BlobNotFound"},
+                  "416": {"$ref": "#/components/responses/RangeNotSatisfiable"},
+                  "429": {"$ref": "#/components/responses/RateLimited"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
             "/healthz": {
               "get": {
                 "operationId": "healthz",
@@ -202,6 +331,13 @@ public enum OpenAPIDocument {
               "ResetRequired": {"description": "reset.required: this replica is behind history compaction purged (its cursor, or on push its acknowledged position, is below the scope's retained history, and it has not pulled from position 0 since): drop what the server sent, pull from position 0, re-base pending events. Also for a cursor ahead of the scope's history.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "TooLarge": {"description": "request.tooLarge: a body, decompressed body, event count or payload past its limit.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "UnsupportedEncoding": {"description": "request.unsupportedEncoding: a Content-Encoding other than gzip or identity.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "BlobTooLarge": {"description": "request.tooLarge (a body past its limit, or a blob larger than the server's largest) or blob.quotaExceeded (the scope's blobs and uploads would pass its quota).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "ChunkRefused": {"description": "request.invalid (X-Chunk-SHA256 missing or not 64 hex digits), blob.chunkInvalid (an index outside the blob, a chunk shorter than its place) or blob.hashMismatch (the bytes do not match X-Chunk-SHA256).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "HashMismatch": {"description": "blob.hashMismatch: the uploaded bytes do not match the blob's hash; the session is deleted.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "UploadNotFound": {"description": "upload.notFound: no open session of that id in a scope of the token (never asked for, expired, or of another scope).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "UploadIncomplete": {"description": "upload.incomplete: chunks are still missing (GET the session to see which).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "BlobNotFound": {"description": "blob.notFound: the scope holds no committed blob of that hash.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "RangeNotSatisfiable": {"description": "blob.rangeNotSatisfiable: the range starts at or past the end of the blob.", "headers": {"Content-Range": {"description": "bytes */size", "schema": {"type": "string"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "ChecksumUnavailable": {"description": "checksum.unavailable: the range reaches into folded history (below the scope's compactedThrough) or into events stored before the server kept checksums.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "RateLimited": {"description": "rate.limited: too many concurrent requests for this token; see Retry-After.", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "Unavailable": {"description": "server.unavailable: the database is unreachable or saturated; retry after Retry-After (1 to 3 seconds, random, so refused clients spread out).", "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1, "maximum": 3}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
@@ -215,7 +351,7 @@ public enum OpenAPIDocument {
                     "type": "object",
                     "required": ["code", "message"],
                     "properties": {
-                      "code": {"type": "string", "enum": ["auth.missing", "auth.invalid", "auth.expired", "scope.forbidden", "request.malformed", "request.invalid", "request.tooLarge", "request.unsupportedEncoding", "route.notFound", "route.methodNotAllowed", "reset.required", "rate.limited", "server.unavailable", "server.internal", "checksum.unavailable"]},
+                      "code": {"type": "string", "enum": ["auth.missing", "auth.invalid", "auth.expired", "scope.forbidden", "request.malformed", "request.invalid", "request.tooLarge", "request.unsupportedEncoding", "route.notFound", "route.methodNotAllowed", "reset.required", "rate.limited", "server.unavailable", "server.internal", "checksum.unavailable", "blob.notFound", "upload.notFound", "blob.chunkInvalid", "blob.hashMismatch", "upload.incomplete", "blob.rangeNotSatisfiable", "blob.quotaExceeded"]},
                       "message": {"type": "string"}
                     }
                   }
@@ -261,6 +397,33 @@ public enum OpenAPIDocument {
                   }
                 ]
               },
+              "BlobHash": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$", "description": "The SHA-256 of a blob's bytes as 64 hex digits (servers answer in lowercase)."},
+              "UploadRequest": {
+                "type": "object",
+                "required": ["scope", "hash", "size", "type"],
+                "properties": {
+                  "scope": {"$ref": "#/components/schemas/Scope"},
+                  "hash": {"$ref": "#/components/schemas/BlobHash"},
+                  "size": {"type": "integer", "minimum": 0, "description": "The blob's length in bytes."},
+                  "type": {"type": "string", "minLength": 3, "maxLength": 127, "description": "A media type (type/subtype), application/octet-stream when unknown."}
+                }
+              },
+              "UploadState": {
+                "type": "object",
+                "required": ["scope", "hash", "size", "type", "chunkSize", "chunks", "missing", "committed"],
+                "properties": {
+                  "upload": {"type": "string", "description": "The session's id; absent when the scope held the blob already."},
+                  "scope": {"$ref": "#/components/schemas/Scope"},
+                  "hash": {"$ref": "#/components/schemas/BlobHash"},
+                  "size": {"type": "integer", "minimum": 0},
+                  "type": {"type": "string"},
+                  "chunkSize": {"type": "integer", "minimum": 1, "description": "The length of every chunk but the last."},
+                  "chunks": {"type": "integer", "minimum": 0, "description": "How many chunks the blob is cut in (0 for an empty blob)."},
+                  "missing": {"type": "array", "items": {"type": "integer", "minimum": 0}, "description": "The chunks the server does not hold yet, in order."},
+                  "committed": {"type": "boolean", "description": "Whether the blob is readable in the scope."},
+                  "expiresAt": {"type": "string", "format": "date-time", "description": "When an uncommitted session is forgotten with its chunks; absent once committed."}
+                }
+              },
               "ChecksumResponse": {
                 "type": "object",
                 "required": ["scope", "after", "through", "checksum", "head", "compactedThrough"],
@@ -305,7 +468,7 @@ public enum OpenAPIDocument {
                   "id": {"type": "string", "format": "uuid"},
                   "status": {"type": "string", "enum": ["accepted", "duplicate", "rejected"]},
                   "seq": {"type": "integer", "minimum": 1, "description": "For accepted and duplicate: the event's seq (for a duplicate, the one it got the first time)."},
-                  "code": {"type": "string", "enum": ["scope.forbidden", "validation.failed", "conflict.version", "event.invalid"]},
+                  "code": {"type": "string", "enum": ["scope.forbidden", "validation.failed", "conflict.version", "event.invalid", "blob.missing"], "description": "blob.missing (an addition): the event refers to a blob its scope does not hold; upload the blob, then push the event again."},
                   "message": {"type": "string"},
                   "currentVersion": {"type": "integer", "description": "For conflict.version: the stream's highest stored streamVersion."}
                 }

@@ -50,23 +50,36 @@ public struct TestServer: Sendable {
         _ test: @Sendable (TestServer) async throws -> Void
     ) async throws {
         try await TestDatabase.with(citus: citus) { database in
-            var configuration = ServerConfiguration()
-            configuration.port = 0
-            configuration.databaseURL = database.url.urlString
-            configuration.jwtSecret = secret
-            configuration.citus = citus
-            configuration.databasePoolSize = 4
-            configure(&configuration)
-            var logger = Logger(label: "sync-server-test")
-            logger.logLevel = .warning
-            var server = SyncServerApp(
-                configuration: configuration, domain: domain, logger: logger, registry: PrometheusCollectorRegistry())
-            server.acquireTimeout = acquireTimeout
-            let app = try await server.makeApplication()
-            let tokens = await TokenVerifier(secret: secret)
-            try await app.test(live ? .live : .router) { client in
-                try await test(TestServer(client: client, database: database, tokens: tokens))
-            }
+            try await run(
+                on: database, live: live, acquireTimeout: acquireTimeout, citus: citus, domain: domain,
+                configure: configure, test)
+        }
+    }
+
+    /// Starts a server on `database`, runs `test` and stops the server, leaving the database as the server left
+    /// it: for tests of what survives a restart (two servers one after the other on the same database).
+    public static func run(
+        on database: TestDatabase, live: Bool = false, acquireTimeout: Duration = .seconds(20),
+        citus: Bool = TestServer.onCitus, domain: any SyncDomain,
+        configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
+        _ test: @Sendable (TestServer) async throws -> Void
+    ) async throws {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.databaseURL = database.url.urlString
+        configuration.jwtSecret = secret
+        configuration.citus = citus
+        configuration.databasePoolSize = 4
+        configure(&configuration)
+        var logger = Logger(label: "sync-server-test")
+        logger.logLevel = .warning
+        var server = SyncServerApp(
+            configuration: configuration, domain: domain, logger: logger, registry: PrometheusCollectorRegistry())
+        server.acquireTimeout = acquireTimeout
+        let app = try await server.makeApplication()
+        let tokens = await TokenVerifier(secret: secret)
+        try await app.test(live ? .live : .router) { client in
+            try await test(TestServer(client: client, database: database, tokens: tokens))
         }
     }
 

@@ -56,6 +56,30 @@ import Testing
         #expect(!SyncServerApp.isWorthRetrying(try #require(error)))
     }
 
+    @Test func blobSettingsFromEnvironmentAndFlags() throws {
+        let defaults = ServerConfiguration().blobs
+        #expect(defaults.store == .postgres && defaults.chunkBytes == 8 << 20 && defaults.quotaBytes == 10 << 30)
+        #expect(defaults.maxBytes == 4 << 30 && defaults.uploadExpirySeconds == 86_400)
+        let environment = [
+            "SYNC_BLOB_STORE": "directory:/var/lib/sync/blobs", "SYNC_BLOB_CHUNK_BYTES": "65536",
+            "SYNC_BLOB_QUOTA_BYTES": "1000000", "SYNC_BLOB_MAX_BYTES": "500000", "SYNC_UPLOAD_EXPIRY_SECONDS": "3600",
+        ]
+        let blobs = try ServerConfiguration(environment: environment).blobs
+        #expect(blobs.store == .directory("/var/lib/sync/blobs") && blobs.chunkBytes == 65536)
+        #expect(blobs.quotaBytes == 1_000_000 && blobs.maxBytes == 500_000 && blobs.uploadExpirySeconds == 3600)
+        let options = try ServeOptions.parse(["--blob-store", "postgres", "--blob-chunk-bytes", "4096"])
+        let merged = try options.configuration(environment: environment).blobs
+        #expect(merged.store == .postgres && merged.chunkBytes == 4096 && merged.quotaBytes == 1_000_000)
+        for (name, value) in [
+            ("SYNC_BLOB_STORE", "s3://bucket"), ("SYNC_BLOB_STORE", "directory:"), ("SYNC_BLOB_CHUNK_BYTES", "10"),
+            ("SYNC_BLOB_CHUNK_BYTES", "\(1 << 30)"), ("SYNC_UPLOAD_EXPIRY_SECONDS", "0"),
+        ] {
+            #expect(throws: ConfigurationError.self, "\(name)=\(value)") {
+                try ServerConfiguration(environment: [name: value])
+            }
+        }
+    }
+
     @Test func databaseURLs() throws {
         let url = try DatabaseURL("postgres://user:p%40ss@db.local:6543/sync")
         #expect(url.host == "db.local" && url.port == 6543 && url.username == "user")

@@ -52,6 +52,9 @@ import Testing
                 (HTTPRequest.Method.trace, "/v1/push", "POST"), (.delete, "/v1/push", "POST"),
                 (.post, "/v1/pull", "GET"),
                 (.put, "/v1/sync", "POST"), (.post, "/healthz", "GET"), (.delete, "/openapi.json", "GET"),
+                (.get, "/v1/uploads", "POST"), (.delete, "/v1/uploads/abc", "GET"),
+                (.get, "/v1/uploads/abc/chunks/1", "PUT"), (.put, "/v1/uploads/abc/commit", "POST"),
+                (.post, "/v1/blobs/abc", "HEAD, GET"),
             ] {
                 let response = try await server.send(method, path)
                 #expect(response.status.code == 405, "\(method) \(path)")
@@ -168,7 +171,7 @@ import Testing
                     applied.sorted() == [
                         "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "0004-compaction",
                         "0005-event-id-per-scope", "0006-folded-events", "0007-lock-scopes-function",
-                        "0008-checksums", "test-rule-0001",
+                        "0008-checksums", "0009-blobs", "test-rule-0001",
                     ])
             }
             let again = try await TestServer.withClient(database) {
@@ -176,7 +179,7 @@ import Testing
             }
             #expect(again.isEmpty)
             let recorded = try await database.integers("SELECT count(*) FROM schema_migrations")
-            #expect(recorded == [9])
+            #expect(recorded == [10])
         }
     }
 }

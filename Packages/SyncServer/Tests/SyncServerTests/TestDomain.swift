@@ -8,11 +8,19 @@ import SyncServerTesting
 /// The domain the library's own tests serve: `doc.*` events are CRDT operations (commutative), every other
 /// type extends its stream by version, and one rule rejects `doc.rejected` events and counts the
 /// accepted `doc.counted` ones in a table of its own (so that rules, their migrations and their effects
-/// in the push transaction are all exercised without any real domain).
+/// in the push transaction are all exercised without any real domain). A `file.attached` event refers to the blob
+/// its payload's `blob` field holds (a `BlobReference` as JSON).
 struct TestDomain: SyncDomain {
     var name: String { "test" }
     var rules: [any EventRule] { [TestRule()] }
     func isCommutative(type: String) -> Bool { type.hasPrefix("doc.") }
+
+    func blobReferences(in event: Event) -> [BlobReference] {
+        guard event.type == "file.attached", case .object(let fields) = event.payload,
+            let reference = fields["blob"].flatMap(BlobReference.init(json:))
+        else { return [] }
+        return [reference]
+    }
 }
 
 struct TestRule: EventRule {

@@ -5,7 +5,8 @@ import SyncModels
 /// The server stores, orders and serves events of any type without knowing what they mean. A domain adds
 /// the meaning the server needs: rules that no device can check alone (run inside the push transaction,
 /// see `EventRule`), which event types are CRDT operations that commute (they skip the stream-version
-/// check), and how a stream's history folds into one snapshot event for compaction (`StreamFolder`).
+/// check), how a stream's history folds into one snapshot event for compaction (`StreamFolder`), and which
+/// blobs an event refers to (`blobReferences(in:)`).
 ///
 /// Every requirement has a default, so a domain states only what it needs:
 ///
@@ -28,6 +29,11 @@ public protocol SyncDomain: Sendable {
     /// How this domain's streams fold into one snapshot event when the server compacts (docs/ARCHITECTURE.md,
     /// "Compaction and retention"); nil when the domain's streams are never folded.
     var folder: (any StreamFolder)? { get }
+    /// The blobs `event` refers to (docs/PROTOCOL.md, "Blobs"): a push rejects an event that refers to a blob
+    /// not committed in the event's own scope with `blob.missing`, and records the references of the events it
+    /// accepts. Called once per pushed event, outside the push transaction; the default, no references, costs
+    /// nothing more.
+    func blobReferences(in event: Event) -> [BlobReference]
 }
 
 extension SyncDomain {
@@ -35,6 +41,7 @@ extension SyncDomain {
     public var rules: [any EventRule] { [] }
     public func isCommutative(type: String) -> Bool { false }
     public var folder: (any StreamFolder)? { nil }
+    public func blobReferences(in event: Event) -> [BlobReference] { [] }
 }
 
 /// A domain with no rules, no commutative types and no folding: the server as a plain ordered event log.

@@ -21,6 +21,8 @@ struct SyncAPI: Sendable {
     var readAhead = ReadAhead(maxEvents: 0)
     /// The live stream's subscribers and frames (`GET /v1/live`); nil: the route answers 503.
     var live: LiveHub? = nil
+    /// Upload sessions and committed blobs (`SyncAPI+Blobs.swift`); nil: the blob routes answer 503.
+    var blobs: BlobService? = nil
 
     /// The routes, as `"METHOD /path"`, that the OpenAPI document must describe exactly.
     func register(on router: Router<SyncRequestContext>) {
@@ -29,6 +31,7 @@ struct SyncAPI: Sendable {
         router.post("/v1/sync") { request, context in try await self.handleSync(request, context: context) }
         router.get("/v1/live") { request, context in try await self.handleLive(request, context: context) }
         router.get("/v1/checksum") { request, context in try await self.handleChecksum(request, context: context) }
+        registerBlobs(on: router)
         router.get("/healthz") { _, _ in Self.json(Data(#"{"status":"ok"}"#.utf8)) }
         router.get("/readyz") { _, context in try await self.handleReady(context: context) }
         router.get("/metrics") { _, _ in self.handleMetrics() }

@@ -22,12 +22,16 @@ struct PushService: Sendable {
     let sightings = ReplicaSightings()
     /// Group commit's queues; nil runs every push in a transaction of its own.
     let groups: PushGroups<PendingPush, Result<PushPlan, any Error>>?
+    /// The blobs an event refers to (`SyncDomain.blobReferences(in:)`), checked by `BlobReferenceCheck`.
+    let blobReferences: @Sendable (Event) -> [BlobReference]
 
     init(
         database: Database, rules: [any EventRule], limits: ProtocolLimits,
         isCommutative: @escaping @Sendable (String) -> Bool, hub: LongPollHub, metrics: ServerMetrics,
-        groupLanes: Int = 2, groupMaxEvents: Int = 256
+        groupLanes: Int = 2, groupMaxEvents: Int = 256,
+        blobReferences: @escaping @Sendable (Event) -> [BlobReference] = { _ in [] }
     ) {
+        self.blobReferences = blobReferences
         self.database = database
         self.rules = rules
         self.limits = limits
@@ -44,6 +48,8 @@ struct PushService: Sendable {
         var payloads: [Int: String]
         var replica: ReplicaID
         var logger: Logger
+        /// The blobs the pending events refer to, by index; only events that refer to some.
+        var references: [Int: [BlobReference]] = [:]
     }
 
     /// How often a push is retried after a deadlock, serialization failure or id race before giving up.
@@ -76,7 +82,10 @@ struct PushService: Sendable {
         }
         var plan = PushPlan(events: events, allowedScopes: scopes)
         var payloads: [Int: String] = [:]
+        var references: [Int: [BlobReference]] = [:]
         for index in plan.pendingIndexes {
+            let blobs = blobReferences(events[index])
+            if !blobs.isEmpty { references[index] = blobs }
             do {
                 payloads[index] = try PayloadEncoder.encode(events[index].payload, maxBytes: limits.maxPayloadBytes)
             } catch .tooLarge {
@@ -86,7 +95,7 @@ struct PushService: Sendable {
                 plan.reject(index, EventRejection(.eventInvalid, "payload strings must not contain U+0000"))
             }
         }
-        return PendingPush(plan: plan, payloads: payloads, replica: replica, logger: logger)
+        return PendingPush(plan: plan, payloads: payloads, replica: replica, logger: logger, references: references)
     }
 
     /// Runs `push` in a transaction: alone when group commit is off, when the push is larger than a group, or
@@ -278,6 +287,13 @@ struct PushService: Sendable {
             if !known.isEmpty { plan.markStored(known) }
             let candidates = plan.pendingIndexes.count
             let newVersions = plan.checkVersions(current: current, isCommutative: isCommutative)
+            if !push.references.isEmpty {
+                let pending = Set(plan.pendingIndexes)
+                let rejections = try await BlobReferenceCheck.rejections(
+                    push.references.filter { pending.contains($0.key) }, in: plan.events, on: connection,
+                    logger: logger)
+                for (index, rejection) in rejections { plan.reject(index, rejection) }
+            }
 
             var decisions: [([Int], RuleDecision)] = []
             for rule in rules {
@@ -328,6 +344,12 @@ struct PushService: Sendable {
             let acceptedSet = Set(accepted)
             for (indexes, decision) in decisions {
                 effects += decision.effects(indexes.filter { acceptedSet.contains($0) }.map { plan.events[$0] })
+            }
+            if !push.references.isEmpty,
+                let record = BlobReferenceCheck.record(
+                    accepted.compactMap { index in push.references[index].map { (plan.events[index], $0) } })
+            {
+                effects.append(record)
             }
         }
         guard !rows.isEmpty else { return plans }

@@ -48,6 +48,21 @@ public struct ServeOptions: ParsableArguments {
     @Option(help: "PostgreSQL connections in the pool (SYNC_DB_POOL_SIZE, default 16).")
     public var dbPoolSize: Int?
 
+    @Option(help: "Where blob bytes go: postgres or directory:/path (SYNC_BLOB_STORE, default postgres).")
+    public var blobStore: String?
+
+    @Option(help: "Blob chunk size in bytes (SYNC_BLOB_CHUNK_BYTES, default 8 MiB).")
+    public var blobChunkBytes: Int?
+
+    @Option(help: "Most blob bytes per scope (SYNC_BLOB_QUOTA_BYTES, default 10 GiB).")
+    public var blobQuotaBytes: Int64?
+
+    @Option(help: "Largest blob in bytes (SYNC_BLOB_MAX_BYTES, default 4 GiB).")
+    public var blobMaxBytes: Int64?
+
+    @Option(help: "Seconds an upload session lives (SYNC_UPLOAD_EXPIRY_SECONDS, default 86400).")
+    public var uploadExpirySeconds: Int?
+
     @OptionGroup(title: "Identity provider")
     public var identityProvider: IdentityProviderOptions
 
@@ -66,6 +81,11 @@ public struct ServeOptions: ParsableArguments {
         if let maxPayloadBytes { configuration.limits.maxPayloadBytes = maxPayloadBytes }
         if let maxConcurrentPerToken { configuration.maxConcurrentRequestsPerToken = maxConcurrentPerToken }
         if let dbPoolSize { configuration.databasePoolSize = dbPoolSize }
+        if let blobStore { configuration.blobs.store = try .init(parsing: blobStore) }
+        if let blobChunkBytes { configuration.blobs.chunkBytes = blobChunkBytes }
+        if let blobQuotaBytes { configuration.blobs.quotaBytes = blobQuotaBytes }
+        if let blobMaxBytes { configuration.blobs.maxBytes = blobMaxBytes }
+        if let uploadExpirySeconds { configuration.blobs.uploadExpirySeconds = uploadExpirySeconds }
         identityProvider.apply(to: &configuration.identityProvider)
         return configuration
     }

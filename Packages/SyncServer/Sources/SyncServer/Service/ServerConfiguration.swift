@@ -84,6 +84,11 @@ public struct ServerConfiguration: Sendable {
     /// migrations, idempotently (`SYNC_CITUS`, `true` or `false`, default false; see `CitusDistribution` and
     /// docs/SCALING.md). `sync-server distribute` does the same once.
     public var citus = false
+    /// Blobs (docs/PROTOCOL.md, "Blobs"): where their bytes go (`SYNC_BLOB_STORE`, `postgres` or
+    /// `directory:/path`), the chunk size (`SYNC_BLOB_CHUNK_BYTES`, 8 MiB), the bytes a scope may hold
+    /// (`SYNC_BLOB_QUOTA_BYTES`, 10 GiB), the largest blob (`SYNC_BLOB_MAX_BYTES`, 4 GiB) and how long an upload
+    /// session lives (`SYNC_UPLOAD_EXPIRY_SECONDS`, a day). See `BlobConfiguration`.
+    public var blobs = BlobConfiguration()
 
     public init() {}
 
@@ -165,6 +170,15 @@ public struct ServerConfiguration: Sendable {
         }
         if let value = try integer("SYNC_COMPACTION_BATCH_EVENTS", 1...1_000_000) { compaction.batchEvents = value }
         if let value = try integer("SYNC_COMPACTION_PAUSE_MS", 0...3_600_000) { compaction.pauseMilliseconds = value }
+        if let text = environment["SYNC_BLOB_STORE"], !text.isEmpty { blobs.store = try .init(parsing: text) }
+        if let value = try integer("SYNC_BLOB_CHUNK_BYTES", BlobConfiguration.chunkBytesRange) {
+            blobs.chunkBytes = value
+        }
+        if let value = try integer("SYNC_BLOB_QUOTA_BYTES") { blobs.quotaBytes = Int64(value) }
+        if let value = try integer("SYNC_BLOB_MAX_BYTES") { blobs.maxBytes = Int64(value) }
+        if let value = try integer("SYNC_UPLOAD_EXPIRY_SECONDS", 60...(365 * 86_400)) {
+            blobs.uploadExpirySeconds = value
+        }
     }
 
     /// Checks the values that have no safe default.
@@ -187,6 +201,9 @@ public struct ServerConfiguration: Sendable {
         _ = try DatabaseURL(databaseURL)
         guard limits.defaultPullLimit <= limits.maxPullLimit else {
             throw ConfigurationError(message: "the default pull limit exceeds the maximum")
+        }
+        guard BlobConfiguration.chunkBytesRange.contains(blobs.chunkBytes) else {
+            throw ConfigurationError(message: "the blob chunk size must be 1 KiB to 64 MiB")
         }
     }
 }

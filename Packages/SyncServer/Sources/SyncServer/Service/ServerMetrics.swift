@@ -52,6 +52,11 @@ final class ServerMetrics: Sendable {
     /// Pages read ahead for a replica catching up (`ReadAhead`), and those its next request was answered with.
     private let readAheadStarted: Counter
     private let readAheadUsed: Counter
+    /// Blob bytes received in chunks and sent in downloads.
+    private let blobBytesIn: Counter
+    private let blobBytesOut: Counter
+    /// Upload sessions by outcome (`UploadOutcome`).
+    private let uploads: [UploadOutcome: Counter]
     private let routes = Mutex([RouteKey: (Counter, Timer)]())
 
     struct RouteKey: Hashable {
@@ -98,6 +103,40 @@ final class ServerMetrics: Sendable {
             label: "sync_pull_read_ahead_total", dimensions: [("outcome", "started")], factory: factory)
         readAheadUsed = Counter(
             label: "sync_pull_read_ahead_total", dimensions: [("outcome", "used")], factory: factory)
+        blobBytesIn = Counter(label: "sync_blob_bytes_total", dimensions: [("direction", "in")], factory: factory)
+        blobBytesOut = Counter(label: "sync_blob_bytes_total", dimensions: [("direction", "out")], factory: factory)
+        uploads = Dictionary(
+            uniqueKeysWithValues: UploadOutcome.allCases.map { outcome in
+                (
+                    outcome,
+                    Counter(
+                        label: "sync_blob_uploads_total", dimensions: [("outcome", outcome.rawValue)], factory: factory)
+                )
+            })
+    }
+
+    /// What became of an upload session, or of a request for one.
+    enum UploadOutcome: String, CaseIterable, Sendable {
+        /// A new session.
+        case opened
+        /// The open session of the same blob, asked for again.
+        case resumed
+        /// No session: the scope held the blob already.
+        case deduplicated
+        /// The blob became readable.
+        case committed
+        /// The bytes did not match the hash: the session was deleted.
+        case discarded
+        /// The session expired uncommitted and was swept with its chunks.
+        case expired
+    }
+
+    func recordUpload(_ outcome: UploadOutcome) { uploads[outcome]?.increment() }
+
+    /// Blob bytes stored from a chunk, or sent from a blob.
+    func recordBlobBytes(received: Int = 0, sent: Int = 0) {
+        if received > 0 { blobBytesIn.increment(by: received) }
+        if sent > 0 { blobBytesOut.increment(by: sent) }
     }
 
     /// A transaction that ran several pushes together (group commit): committed, or `split` (it failed, and its

@@ -39,6 +39,10 @@ public struct SyncServerApp: Sendable {
     /// Called with the bound port once the server listens (useful with port 0).
     public var onListening: @Sendable (Int) async -> Void = { _ in }
 
+    /// Where blob bytes go instead of the store `configuration.blobs.store` names: a `BlobStore` of one's own
+    /// (over an object store, for example). Nil by default.
+    public var blobStore: (any BlobStore)? = nil
+
     /// The runnable application (its `services` include the pool and the hub).
     /// - Throws: `ConfigurationError` for invalid configuration.
     public func makeApplication() async throws -> some ApplicationProtocol {
@@ -69,7 +73,8 @@ public struct SyncServerApp: Sendable {
                 database: database, rules: rules, limits: configuration.limits,
                 isCommutative: Self.commutativity(domain: domain, prefixes: configuration.commutativeTypePrefixes),
                 hub: hub, metrics: metrics, groupLanes: configuration.pushGroupLanes,
-                groupMaxEvents: configuration.pushGroupEvents),
+                groupMaxEvents: configuration.pushGroupEvents,
+                blobReferences: { [domain] event in domain.blobReferences(in: event) }),
             pull: PullService(
                 database: database, limits: configuration.limits, hub: hub,
                 evictionHorizonSeconds: configuration.evictionHorizonSeconds,
@@ -78,6 +83,10 @@ public struct SyncServerApp: Sendable {
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
         api.live = live
+        let blobs = BlobService(
+            database: database, store: try blobStore ?? Self.blobStore(configuration.blobs.store, database, logger),
+            configuration: configuration.blobs, metrics: metrics)
+        api.blobs = blobs
         api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents, maxAge: configuration.readAheadMaxAge)
 
         let router = Router(context: SyncRequestContext.self)
@@ -86,6 +95,11 @@ public struct SyncServerApp: Sendable {
 
         var services: [any Service] = [client, hub, live]
         if let refresh = tokens.providerRefreshService { services.append(refresh) }
+        if configuration.blobs.sweepIntervalSeconds > 0 {
+            services.append(
+                BlobSweepService(
+                    blobs: blobs, intervalSeconds: configuration.blobs.sweepIntervalSeconds, logger: logger))
+        }
         if let folder = domain.folder, configuration.compaction.intervalSeconds > 0 {
             services.append(
                 CompactionService(
@@ -126,6 +140,23 @@ public struct SyncServerApp: Sendable {
             readiness.markMigrated()
         }
         return app
+    }
+
+    /// The blob store `store` names.
+    /// - Throws: `ConfigurationError` for a directory that cannot be created.
+    static func blobStore(_ store: BlobConfiguration.Store, _ database: Database, _ logger: Logger) throws
+        -> any BlobStore
+    {
+        switch store {
+        case .postgres:
+            return PostgresBlobStore(database: database, logger: logger)
+        case .directory(let path):
+            do {
+                return try DirectoryBlobStore(directory: path)
+            } catch {
+                throw ConfigurationError(message: "the blob directory \(path) cannot be created: \(error)")
+            }
+        }
     }
 
     /// Whether a type is commutative: the domain says so, or the configuration names its prefix.
