@@ -111,7 +111,7 @@ import Testing
         let stack = try await Stack(serverEnvironment: Self.environment)
         let token = try stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
-        let chunks = 16
+        let chunks = 48
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "talk.m4a", bytes: chunks * Self.chunkBytes, seed: 3)
         let note = try a("note", "create", "--scope", "team-1", "--title", "Talk")
@@ -122,9 +122,13 @@ import Testing
             if stored >= 2 || !syncing.isRunning { break }
             try await Task.sleep(for: .milliseconds(10))
         }
+        // The server dies mid-upload and comes back while the agent retries the chunk it was sending.
         stack.killServer()
-        syncing.waitUntilExit()
+        let stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["0"] && stored < chunks, "cut mid-upload")
         try await stack.startServer()
+        syncing.waitUntilExit()
+        #expect(syncing.terminationStatus == 0, "the same run resumed on the restarted server")
         try a("sync")
         #expect(try a.status().pending == 0)
         #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
