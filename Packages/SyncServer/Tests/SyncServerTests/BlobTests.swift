@@ -306,6 +306,7 @@ import Testing
     func anUploadResumesAfterTheServerRestarts(store: BlobStoreKind) async throws {
         let blob = TestBlob(size: 3 * Self.chunk - 7, seed: 16)
         try await TestDatabase.with { database in
+            defer { store.removeDirectory(of: database) }
             let id = try await store.run(on: database) { server in
                 let id = try #require(try server.uploadState(try await server.openUpload(blob, scope: "s")).upload)
                 for index in [0, 2] { _ = try await server.putChunk(id, index, blob.chunk(index), scopes: ["s"]) }
@@ -363,8 +364,14 @@ enum BlobStoreKind: String, CaseIterable, Sendable {
         _ test: @Sendable (TestServer) async throws -> Void
     ) async throws {
         try await TestDatabase.with(citus: TestServer.onCitus) { database in
+            defer { removeDirectory(of: database) }
             try await run(on: database, live: live, configure: configure) { server in try await test(server) }
         }
+    }
+
+    /// Removes what a `directory` store kept for `database`.
+    func removeDirectory(of database: TestDatabase) {
+        if self == .directory { try? FileManager.default.removeItem(atPath: Self.directory(of: database)) }
     }
 
     /// A test server on `database`; a `directory` store lives in a directory named after the database, so that a
