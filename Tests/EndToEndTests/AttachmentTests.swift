@@ -138,4 +138,57 @@ import Testing
         try b("note", "open", note, "talk.m4a", "--out", copy.path)
         #expect(Self.sha256(try Data(contentsOf: copy)) == hash)
     }
+
+    /// `sync-fault-proxy` resets every connection after 1 byte to 2 MiB of its answer: a download of 6 MiB
+    /// through it is cut again and again, and each attempt resumes with `Range` where the last one stopped,
+    /// so the bytes that cross the proxy stay about the blob's size, however many cuts.
+    @Test func aDownloadCutByTheNetworkResumesWhereItStopped() async throws {
+        let stack = try await Stack(serverEnvironment: Self.environment)
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let size = 6 << 20
+        let (file, hash) = try Self.randomFile(in: stack.directory, name: "video.mp4", bytes: size, seed: 11)
+        let note = try a("note", "create", "--scope", "team-1", "--title", "Clip")
+        try a("note", "attach", note, file.path)
+        try a("sync")
+
+        let port = try Stack.freePort()
+        let control = try Stack.freePort()
+        let proxy = try ChildProcess.start(
+            Stack.productsDirectory.appendingPathComponent("sync-fault-proxy").path,
+            [
+                "--port", String(port), "--control-port", String(control), "--upstream", "127.0.0.1:\(stack.port)",
+                "--reset", "1", "--reset-after", String(2 << 20), "--seed", "46",
+            ], environment: ProcessInfo.processInfo.environment,
+            output: stack.directory.appendingPathComponent("proxy.log").path)
+        defer {
+            proxy.terminate()
+            proxy.waitUntilExit()
+        }
+        try await Stack.waitUntilAnswered("http://127.0.0.1:\(control)/stats", while: { proxy.isRunning })
+
+        let b = stack.agent("b", token: token)
+        try b("sync")
+        let throughProxy = Agent(
+            executable: b.executable, database: b.database, server: "http://127.0.0.1:\(port)", token: token)
+        let copy = stack.directory.appendingPathComponent("copy.mp4")
+        // Each run makes up to 8 attempts; the partial file carries over from one run to the next.
+        var opened = false
+        for _ in 0..<4 where !opened {
+            opened = (try? throughProxy("note", "open", note, "video.mp4", "--out", copy.path)) != nil
+        }
+        #expect(opened)
+        #expect(Self.sha256(try Data(contentsOf: copy)) == hash, "byte-identical after the cuts")
+        struct Stats: Decodable {
+            var connectionsReset: Int
+            var bytesToClients: Int
+        }
+        let stats = try JSONDecoder().decode(
+            Stats.self,
+            from: Data(try Stack.run("/usr/bin/env", ["curl", "-sf", "http://127.0.0.1:\(control)/stats"]).utf8))
+        #expect(stats.connectionsReset >= 2, "the download was cut \(stats.connectionsReset) times")
+        #expect(
+            stats.bytesToClients < size + size / 4,
+            "resumed, not restarted: \(stats.bytesToClients) bytes crossed the proxy for a blob of \(size)")
+    }
 }
