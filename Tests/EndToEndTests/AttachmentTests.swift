@@ -191,4 +191,63 @@ import Testing
             stats.bytesToClients < size + size / 4,
             "resumed, not restarted: \(stats.bytesToClients) bytes crossed the proxy for a blob of \(size)")
     }
+
+    /// A blob whose last note is deleted is collected once the deletion is stable, never before: while a device
+    /// that has not seen the deletion holds the stable point back, the blob stays and that device can still
+    /// read it. A note folded into a snapshot keeps its attachment, and afterwards the store holds only what
+    /// live notes refer to.
+    @Test func aBlobIsCollectedOnceTheDeletionOfItsLastNoteIsStableAndNotBefore() async throws {
+        let stack = try await Stack(
+            serverEnvironment: Self.environment.merging(["SYNC_BLOB_COLLECT_AFTER_SECONDS": "0"]) { $1 })
+        let token = try stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        let (doomedFile, _) = try Self.randomFile(in: stack.directory, name: "old.pdf", bytes: 700_000, seed: 21)
+        let (keptFile, keptHash) = try Self.randomFile(in: stack.directory, name: "kept.png", bytes: 500_000, seed: 22)
+        let doomed = try a("note", "create", "--scope", "team-1", "--title", "to delete")
+        let kept = try a("note", "create", "--scope", "team-1", "--title", "to keep")
+        try a("note", "attach", doomed, doomedFile.path)
+        try a("note", "attach", kept, keptFile.path)
+        try a("sync")
+        try b("sync")
+        try b("sync")
+        try a("note", "delete", doomed)
+        try a("sync")
+        try a("sync")
+
+        struct Report: Decodable {
+            var collectedBlobs: Int
+        }
+        func compact() async throws -> Report {
+            // The server reads a scope's stable point at most once a second (SYNC_STABLE_POINT_REFRESH_MS).
+            try await Task.sleep(for: .milliseconds(1100))
+            return try JSONDecoder().decode(
+                Report.self,
+                from: Data(try stack.compact(environment: ["SYNC_BLOB_COLLECT_AFTER_SECONDS": "0"]).utf8))
+        }
+        // b has not seen the deletion: it is not stable, the blob stays, and b (offline) still reads it.
+        #expect(try await compact().collectedBlobs == 0)
+        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["2"])
+        let copy = stack.directory.appendingPathComponent("copy.pdf")
+        try b("note", "open", doomed, "old.pdf", "--out", copy.path)
+        #expect(try Data(contentsOf: copy) == Data(contentsOf: doomedFile))
+
+        // b syncs (twice: a replica acknowledges a page when it next asks from past it): the deletion is stable.
+        try b("sync")
+        try b("sync")
+        try a("sync")
+        #expect(try await compact().collectedBlobs == 1)
+        #expect(try stack.sql("SELECT hash FROM blobs") == [keptHash], "the folded note keeps its attachment")
+        let stored = try stack.sql("SELECT coalesce(sum(length(bytes)), 0) FROM blob_parts")
+        #expect(stored == ["500000"], "the store holds only what live notes refer to: \(stored)")
+        #expect(try stack.sql("SELECT count(*) FROM folded_events WHERE type = 'note.snapshot'") == ["1"])
+
+        // A fresh device bootstraps from the snapshot and reads the kept attachment.
+        let c = stack.agent("c", token: token)
+        try c("sync")
+        let keptCopy = stack.directory.appendingPathComponent("copy.png")
+        try c("note", "open", kept, "kept.png", "--out", keptCopy.path)
+        #expect(Self.sha256(try Data(contentsOf: keptCopy)) == keptHash)
+        #expect(try c("export", "--state") == a("export", "--state"))
+    }
 }

@@ -38,7 +38,13 @@ public struct BlobConfiguration: Sendable, Hashable {
     /// How long an upload session lives (`SYNC_UPLOAD_EXPIRY_SECONDS`, default 86,400): an uncommitted one is
     /// then deleted with its chunks, a committed one forgotten.
     public var uploadExpirySeconds: Int = 86_400
-    /// Seconds between two sweeps of expired sessions (`BlobSweepService`; 0 turns it off).
+    /// How long a committed blob that no event refers to is kept before it is collected
+    /// (`SYNC_BLOB_COLLECT_AFTER_SECONDS`, default 86,400): time for the device that uploaded it to push the
+    /// event that refers to it. A blob whose references compaction released is collected after it too
+    /// (`BlobService.collect`).
+    public var collectAfterSeconds: Int = 86_400
+    /// Seconds between two sweeps of expired sessions and unreferenced blobs (`BlobSweepService`; 0 turns it
+    /// off).
     public var sweepIntervalSeconds: Int = 60
 
     /// The chunk sizes a server accepts in its configuration.

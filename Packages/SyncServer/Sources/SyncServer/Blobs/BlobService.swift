@@ -439,4 +439,66 @@ struct BlobService: Sendable {
             if expired.count < batch { return swept }
         }
     }
+
+    /// Deletes the committed blobs that no event refers to and that were committed more than
+    /// `configuration.collectAfterSeconds` ago, metadata first and then their bytes.
+    ///
+    /// References leave `blob_refs` only through compaction, which folds only events at or below a scope's
+    /// stable point (`Compactor`): a blob whose last note was deleted is collected once the deletion is stable,
+    /// never before, and a device that was offline the whole time (holding the stable point back) can still
+    /// download it until then. A blob committed but not yet referred to (its device has not pushed the event
+    /// yet) is kept for `collectAfterSeconds`; a push that comes later is refused `blob.missing` and the device
+    /// uploads it again.
+    ///
+    /// Each blob is deleted in a transaction of its own that first locks its row (`FOR UPDATE`), which waits
+    /// for a push that refers to it (the push locks the rows it checks, `BlobReferenceCheck`), and then looks
+    /// for references again: a reference committed meanwhile keeps the blob.
+    /// - Returns: the blobs and bytes collected.
+    func collect(logger: Logger, batch: Int = 500) async throws -> (blobs: Int, bytes: Int64) {
+        var collected = 0
+        var bytes: Int64 = 0
+        let after = Double(configuration.collectAfterSeconds)
+        while true {
+            let candidates = try await database.withConnection { connection -> [(Scope, BlobHash)] in
+                let rows = try await connection.checkedQuery(
+                    """
+                    SELECT b.scope, b.hash FROM blobs b
+                    WHERE b.committed_at <= now() - make_interval(secs => \(after))
+                      AND NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.scope = b.scope AND r.hash = b.hash)
+                    ORDER BY b.scope, b.hash LIMIT \(batch)
+                    """, logger: logger)
+                var found: [(Scope, BlobHash)] = []
+                for try await (scope, hash) in rows.decode((String, String).self) {
+                    found.append((try Scope(scope), try BlobHash(hash)))
+                }
+                return found
+            }
+            for (scope, hash) in candidates {
+                let deleted = try await database.withTransaction(logger: logger) { connection -> Int64? in
+                    var size: Int64?
+                    for try await value in try await connection.checkedQuery(
+                        "SELECT size FROM blobs WHERE scope = \(scope.name) AND hash = \(hash.hex) FOR UPDATE",
+                        logger: logger
+                    ).decode(Int64.self) { size = value }
+                    guard let size else { return nil }
+                    var referenced = false
+                    for try await value in try await connection.checkedQuery(
+                        """
+                        SELECT EXISTS (SELECT 1 FROM blob_refs WHERE scope = \(scope.name) AND hash = \(hash.hex))
+                        """, logger: logger
+                    ).decode(Bool.self) { referenced = value }
+                    guard !referenced else { return nil }
+                    try await connection.checkedQuery(
+                        "DELETE FROM blobs WHERE scope = \(scope.name) AND hash = \(hash.hex)", logger: logger)
+                    return size
+                }
+                guard let size = deleted else { continue }
+                // After the commit: a crash here leaves bytes no metadata names, never metadata without bytes.
+                try await store.deleteBlob(hash, in: scope)
+                collected += 1
+                bytes += size
+            }
+            if candidates.count < batch { return (collected, bytes) }
+        }
+    }
 }

@@ -16,13 +16,17 @@ public struct CompactionReport: Sendable, Codable, Hashable {
     public var vacuumed: Bool
     /// The indexes rebuilt after the `VACUUM` because folds had left them mostly empty (`IndexReclaimer`).
     public var reindexed: [IndexReclaimer.Rebuilt] = []
+    /// Blobs no event refers to any more after the pass, collected (`BlobService.collect`), and their bytes.
+    public var collectedBlobs = 0
+    public var collectedBlobBytes: Int64 = 0
     public var seconds: Double
 }
 
 extension SyncServerApp {
     /// The server's tables whose space `compact` reports.
     static let measuredTables = [
-        "events", "folded_events", "streams", "scopes", "replica_progress", "scope_compaction",
+        "events", "folded_events", "streams", "scopes", "replica_progress", "scope_compaction", "blobs", "blob_parts",
+        "blob_refs",
     ]
 
     /// One compaction pass over `scopes` (every scope with events past its last fold when nil), each up to
@@ -46,7 +50,8 @@ extension SyncServerApp {
             let compactor = Compactor(
                 database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
                 evictionHorizonSeconds: configuration.evictionHorizonSeconds,
-                pauseMilliseconds: configuration.compaction.pauseMilliseconds, logger: logger)
+                pauseMilliseconds: configuration.compaction.pauseMilliseconds,
+                references: { domain.blobReferences(in: $0) }, logger: logger)
             let before = try await space(database, logger: logger)
             var names = scopes ?? []
             if scopes == nil { names = try await compactor.candidates().map(\.scope) }
@@ -61,10 +66,19 @@ extension SyncServerApp {
                 }
             }
             let reindexed = vacuum ? try await IndexReclaimer(database: database, logger: logger).reclaim() : []
+            // What the pass released: blobs whose last references it folded away (of every scope).
+            let blobs = BlobService(
+                database: database, store: try Self.blobStore(configuration.blobs.store, database, logger),
+                configuration: configuration.blobs,
+                metrics: ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry())))
+            let collected = try await blobs.collect(logger: logger)
             let after = try await space(database, logger: logger)
-            return CompactionReport(
+            var report = CompactionReport(
                 scopes: reports, bytesBefore: before, bytesAfter: after, vacuumed: vacuum, reindexed: reindexed,
                 seconds: (ContinuousClock.now - started) / .seconds(1))
+            report.collectedBlobs = collected.blobs
+            report.collectedBlobBytes = collected.bytes
+            return report
         }
     }
 

@@ -51,11 +51,17 @@ public struct Compactor: Sendable {
     public var pauseMilliseconds: Int
     /// Whether to vacuum `folded_events` after each window that changed it (see **Space**).
     public var vacuumFolded = true
+    /// The blobs an event refers to (the domain's `SyncDomain.blobReferences(in:)`): a window releases the
+    /// references of the events it folds away (`blob_refs`) and records those of the snapshots it writes, so
+    /// that a blob no live event refers to any more can be collected (`BlobService.collect`).
+    var references: @Sendable (Event) -> [BlobReference] = { _ in [] }
 
     init(
         database: Database, folder: any StreamFolder, batchEvents: Int, evictionHorizonSeconds: Int,
-        pauseMilliseconds: Int = 0, logger: Logger
+        pauseMilliseconds: Int = 0, references: @escaping @Sendable (Event) -> [BlobReference] = { _ in [] },
+        logger: Logger
     ) {
+        self.references = references
         self.database = database
         self.folder = folder
         self.batchEvents = max(1, batchEvents)
@@ -206,7 +212,7 @@ public struct Compactor: Sendable {
     /// One transaction: the next window after `compacted_through`, up to `stable`. Nil when there is nothing
     /// to fold or another compactor holds the scope.
     func foldWindow(scope: String, stable: Int64) async throws -> Window? {
-        try await database.withTransaction(logger: logger) { [logger, folder, batchEvents] connection in
+        try await database.withTransaction(logger: logger) { [logger, folder, batchEvents, references] connection in
             let locked = try await connection.checkedQuery(
                 "SELECT pg_try_advisory_xact_lock(hashtextextended('sync.compaction:' || \(scope), 0))",
                 logger: logger)
@@ -264,6 +270,12 @@ public struct Compactor: Sendable {
             var purgedThrough: Int64 = 0
             // What the dropped streams carried (their checksums; unknown ones, from before checksums, as 0).
             var purgedChecksum: Int64 = 0
+            // Of the window's rows and their streams' folded rows, those some blob reference names: only their
+            // streams' snapshots are asked for references (a scope without attachments pays one query).
+            let referencing = try await Self.referencing(
+                scope: scope, ids: window.map(\.id) + bases.values.map(\.id), on: connection, logger: logger)
+            var released: [UUID] = []
+            var recorded: [(hash: String, id: UUID)] = []
             var ids = EventIDGenerator()
             let wall = UInt64(Date().timeIntervalSince1970 * 1000)
             for stream in order {
@@ -284,6 +296,7 @@ public struct Compactor: Sendable {
                 do {
                     switch try folder.foldStable(try history.map { try $0.event(scope: scope) }) {
                     case .drop:
+                        released += history.map(\.id).filter { referencing.contains($0) }
                         purgedChecksum += history.reduce(0) { $0 + ($1.checksum ?? 0) }
                         deleted += events.map(\.seq)
                         folded += history.count
@@ -313,6 +326,13 @@ public struct Compactor: Sendable {
                 // The snapshot carries what its history did: the earlier folded row's sum and each event's
                 // checksum (unknown when one of them is, an event stored before checksums).
                 let carries = history.reduce(Int64?(0)) { sum, row in sum.flatMap { s in row.checksum.map { s + $0 } } }
+                let historyReferences = history.map(\.id).filter { referencing.contains($0) }
+                if !historyReferences.isEmpty {
+                    released += historyReferences
+                    for hash in Set(references(snapshot).map(\.hash.hex)) {
+                        recorded.append((hash, snapshot.id.uuid))
+                    }
+                }
                 rows.append(
                     EventRepository.NewEvent(
                         event: snapshot, seq: newest.seq,
@@ -320,6 +340,8 @@ public struct Compactor: Sendable {
             }
             try await Self.replace(
                 scope: scope, deleting: deleted, with: rows, dropping: dropped, on: connection, logger: logger)
+            try await Self.moveReferences(
+                scope: scope, releasing: released, recording: recorded, on: connection, logger: logger)
             try await Self.advance(
                 scope, to: through, folded: folded - snapshots, purged: purgedChecksum, on: connection, logger: logger)
             if purgedThrough > 0 {
@@ -384,6 +406,41 @@ public struct Compactor: Sendable {
                 type = EXCLUDED.type, schema_version = EXCLUDED.schema_version, hlc = EXCLUDED.hlc,
                 dot_replica = EXCLUDED.dot_replica, dot_counter = EXCLUDED.dot_counter, payload = EXCLUDED.payload,
                 received_at = EXCLUDED.received_at, carries = EXCLUDED.carries
+            """, logger: logger)
+    }
+
+    /// The ids among `ids` that some blob reference of `scope` names.
+    static func referencing(scope: String, ids: [UUID], on connection: PostgresConnection, logger: Logger)
+        async throws -> Set<UUID>
+    {
+        guard !ids.isEmpty else { return [] }
+        var found: Set<UUID> = []
+        for try await id in try await connection.checkedQuery(
+            """
+            SELECT DISTINCT event_id FROM blob_refs
+            WHERE scope = \(scope) AND event_id = ANY(\(ids)::uuid[])
+              AND EXISTS (SELECT 1 FROM blob_refs WHERE scope = \(scope))
+            """, logger: logger
+        ).decode(UUID.self) { found.insert(id) }
+        return found
+    }
+
+    /// Releases the references of the events a window folded away and records those of its snapshots.
+    static func moveReferences(
+        scope: String, releasing released: [UUID], recording recorded: [(hash: String, id: UUID)],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        if !released.isEmpty {
+            try await connection.checkedQuery(
+                "DELETE FROM blob_refs WHERE scope = \(scope) AND event_id = ANY(\(released)::uuid[])", logger: logger)
+        }
+        guard !recorded.isEmpty else { return }
+        try await connection.checkedQuery(
+            """
+            INSERT INTO blob_refs (scope, hash, event_id)
+            SELECT \(scope), r.hash, r.event_id FROM unnest(\(recorded.map(\.hash))::text[], \(recorded.map(\.id))::uuid[])
+              AS r(hash, event_id)
+            ON CONFLICT DO NOTHING
             """, logger: logger)
     }
 

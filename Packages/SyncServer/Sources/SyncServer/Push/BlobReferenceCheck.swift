@@ -17,12 +17,22 @@ enum BlobReferenceCheck {
         _ references: [Int: [BlobReference]], in events: [Event], on connection: PostgresConnection, logger: Logger
     ) async throws -> [Int: EventRejection] {
         guard !references.isEmpty else { return [:] }
-        let scopes = Array(Set(references.keys.map { events[$0].scope.name })).sorted()
-        let hashes = Array(Set(references.values.flatMap { $0.map(\.hash.hex) })).sorted()
-        let rows = try await connection.checkedQuery(
-            "SELECT scope, hash FROM blobs WHERE scope = ANY(\(scopes)) AND hash = ANY(\(hashes))", logger: logger)
+        var wanted: [String: Set<String>] = [:]
+        for (index, blobs) in references {
+            wanted[events[index].scope.name, default: []].formUnion(blobs.map(\.hash.hex))
+        }
+        // Locked until the push commits (`FOR KEY SHARE`), so that collection (`BlobService.collect`), which
+        // locks a blob's row before it looks for references, waits for this push's references. One statement
+        // per scope: each goes to one shard on Citus.
         var held: Set<[String]> = []
-        for try await (scope, hash) in rows.decode((String, String).self) { held.insert([scope, hash]) }
+        for (scope, hashes) in wanted.sorted(by: { $0.key < $1.key }) {
+            let rows = try await connection.checkedQuery(
+                """
+                SELECT hash FROM blobs WHERE scope = \(scope) AND hash = ANY(\(hashes.sorted())) ORDER BY hash
+                FOR KEY SHARE
+                """, logger: logger)
+            for try await hash in rows.decode(String.self) { held.insert([scope, hash]) }
+        }
         var rejections: [Int: EventRejection] = [:]
         for (index, blobs) in references {
             let scope = events[index].scope

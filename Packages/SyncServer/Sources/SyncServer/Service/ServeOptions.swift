@@ -63,6 +63,12 @@ public struct ServeOptions: ParsableArguments {
     @Option(help: "Seconds an upload session lives (SYNC_UPLOAD_EXPIRY_SECONDS, default 86400).")
     public var uploadExpirySeconds: Int?
 
+    @Option(
+        help:
+            "Seconds an unreferenced blob is kept before it is collected (SYNC_BLOB_COLLECT_AFTER_SECONDS, default 86400)."
+    )
+    public var blobCollectAfterSeconds: Int?
+
     @OptionGroup(title: "Identity provider")
     public var identityProvider: IdentityProviderOptions
 
@@ -86,6 +92,7 @@ public struct ServeOptions: ParsableArguments {
         if let blobQuotaBytes { configuration.blobs.quotaBytes = blobQuotaBytes }
         if let blobMaxBytes { configuration.blobs.maxBytes = blobMaxBytes }
         if let uploadExpirySeconds { configuration.blobs.uploadExpirySeconds = uploadExpirySeconds }
+        if let blobCollectAfterSeconds { configuration.blobs.collectAfterSeconds = blobCollectAfterSeconds }
         identityProvider.apply(to: &configuration.identityProvider)
         return configuration
     }

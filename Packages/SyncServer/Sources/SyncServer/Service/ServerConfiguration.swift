@@ -179,6 +179,9 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_UPLOAD_EXPIRY_SECONDS", 60...(365 * 86_400)) {
             blobs.uploadExpirySeconds = value
         }
+        if let value = try integer("SYNC_BLOB_COLLECT_AFTER_SECONDS", 0...(365 * 86_400)) {
+            blobs.collectAfterSeconds = value
+        }
     }
 
     /// Checks the values that have no safe default.

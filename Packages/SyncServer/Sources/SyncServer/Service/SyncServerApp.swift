@@ -106,7 +106,8 @@ public struct SyncServerApp: Sendable {
                     compactor: Compactor(
                         database: database, folder: folder, batchEvents: configuration.compaction.batchEvents,
                         evictionHorizonSeconds: configuration.evictionHorizonSeconds,
-                        pauseMilliseconds: configuration.compaction.pauseMilliseconds, logger: logger),
+                        pauseMilliseconds: configuration.compaction.pauseMilliseconds,
+                        references: { domain.blobReferences(in: $0) }, logger: logger),
                     reclaimer: IndexReclaimer(database: database, logger: logger),
                     policy: configuration.compaction, metrics: metrics, logger: logger))
         }

@@ -66,4 +66,10 @@ extension Migration {
             """,
             "ALTER TABLE blob_parts ALTER COLUMN bytes SET STORAGE EXTERNAL",
         ])
+
+    /// Collection of unreferenced blobs (`BlobService.collect`): compaction releases the references of the
+    /// events it folds away by event id, and records those of the snapshots it writes.
+    static let blobCollection = Migration(
+        id: "0010-blob-collection",
+        statements: ["CREATE INDEX blob_refs_event ON blob_refs (scope, event_id)"])
 }
