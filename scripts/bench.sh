@@ -14,6 +14,8 @@
 #               against the live state alone; a fresh device's bootstrap of each history
 #   bootstrap   a fresh device pulling and applying a long history, against a plain HTTP client; a fresh
 #               sync-agent process doing the same
+#   blobs       one large attachment up and down through the blob routes, against curl putting and getting
+#               the same file on nginx's static route; the device's and the server's memory growth
 #   crdt        the editing traces of Packages/SyncCRDT/Data/editing-traces replayed, against a plain array
 #
 # Environment:
@@ -31,7 +33,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 quick="${BENCH_QUICK:-0}"
-scenarios="${BENCH_SCENARIOS:-throughput latency rebuild storage bootstrap crdt}"
+scenarios="${BENCH_SCENARIOS:-throughput latency rebuild storage bootstrap blobs crdt}"
 commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 # "-dirty" when the code measured differs from the commit (documentation and other scripts do not count).
 if [ -n "$(git status --porcelain --untracked-files=no -- Packages Apps Benchmarks/SyncBench Package.swift \
@@ -58,6 +60,7 @@ if [ "$quick" = 1 ]; then
     rebuild_sizes="1000 5000 20000" rebuild_runs=3
     churn_notes=500 churn_operations=10000 churn_checkpoints="2500,5000,10000" churn_cost=0
     bootstrap_events=10000 records_events=10000
+    blob_mib=16 blob_runs=1
     trace_runs=1
 else
     push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30
@@ -65,6 +68,7 @@ else
     rebuild_sizes="5000 100000 1000000" rebuild_runs=3
     churn_notes=10000 churn_operations=1000000 churn_checkpoints="100000,250000,500000,1000000" churn_cost=100000
     bootstrap_events=1000000 records_events=200000
+    blob_mib=100 blob_runs=3
     trace_runs=5
 fi
 
@@ -74,9 +78,9 @@ churn_warm_up="${BENCH_CHURN_WARM_UP:-0}"
 # finished ones compared with their expectation).
 declare -A expected
 if [ "$quick" = 1 ]; then
-    expected=([throughput]=25 [latency]=50 [rebuild]=15 [storage]=30 [bootstrap]=35 [crdt]=25)
+    expected=([throughput]=25 [latency]=50 [rebuild]=15 [storage]=30 [bootstrap]=35 [blobs]=15 [crdt]=25)
 else
-    expected=([throughput]=60 [latency]=240 [rebuild]=150 [storage]=780 [bootstrap]=260 [crdt]=10)
+    expected=([throughput]=60 [latency]=240 [rebuild]=150 [storage]=780 [bootstrap]=260 [blobs]=60 [crdt]=10)
 fi
 suite_start=$(date +%s)
 done_expected=0
@@ -133,6 +137,7 @@ stop_server() {
 }
 cleanup() {
     stop_server
+    [ -n "${static_pid:-}" ] && kill -TERM "$static_pid" 2>/dev/null || true
     [ "${status:-1}" = 0 ] && rm -rf "$work"
     for database in $(psql "$admin" -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'bench\_%'" 2>/dev/null); do
         psql "$admin" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true
@@ -248,6 +253,63 @@ scenario_bootstrap() {
     done
 }
 
+# nginx serving a folder on loopback, accepting PUT (its dav module): the static route curl moves the
+# blob scenario's bytes to and from. Its folder is world-writable, for nginx's worker user when run as root.
+static_pid=""
+start_static() {
+    local dir="$work/static"
+    mkdir -p "$dir/files" "$dir/tmp" "$dir/logs"
+    chmod 777 "$dir/files" "$dir/tmp"
+    static_port=$((port + 1))
+    cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    sendfile on;
+    client_body_temp_path $dir/tmp;
+    proxy_temp_path $dir/tmp;
+    fastcgi_temp_path $dir/tmp;
+    uwsgi_temp_path $dir/tmp;
+    scgi_temp_path $dir/tmp;
+    server {
+        listen 127.0.0.1:$static_port;
+        location /static/ {
+            root $dir/files;
+            dav_methods PUT;
+            create_full_put_path on;
+            client_max_body_size 0;
+        }
+    }
+}
+EOF
+    nginx -c "$dir/nginx.conf" -p "$dir" >"$work/nginx.log" 2>&1 &
+    static_pid=$!
+    for _ in $(seq 1 50); do
+        curl -s -o /dev/null "http://127.0.0.1:$static_port/static/" && return 0
+        sleep 0.1
+    done
+    echo "bench: nginx did not start:" >&2
+    cat "$work/nginx.log" >&2
+    exit 1
+}
+
+scenario_blobs() {
+    start_server blobs
+    start_static
+    progress "blobs: a $blob_mib MiB attachment up and down ($blob_runs runs), and curl on nginx's static route"
+    "$bin/sync-bench" blobs --server "$server" --token "$(token bench-blobs)" --mib "$blob_mib" --runs "$blob_runs" \
+        --server-pid "$server_pid" --baseline-url "http://127.0.0.1:$static_port/static/" \
+        --directory "$work/blobs" --json >"$out/raw/blobs.json" 2>"$work/blobs.log"
+    kill -TERM "$static_pid" 2>/dev/null || true
+    wait "$static_pid" 2>/dev/null || true
+    static_pid=""
+    rm -rf "$work/blobs" "$work/static/files"
+}
+
 scenario_crdt() {
     stop_server
     local file kind name
@@ -290,6 +352,7 @@ cat >"$out/raw/run.json" <<EOF
     "rebuild": "sync-bench rebuild --events {$rebuild_sizes} --runs $rebuild_runs",
     "storage": "sync-bench churn --notes $churn_notes --warm-up $churn_warm_up --operations $churn_operations --checkpoints $churn_checkpoints, with and without --no-compaction",
     "bootstrap": "sync-bench bootstrap --events $bootstrap_events (16 scopes); sync-agent sync of the same; sync-bench bootstrap --shape {records,long-tail} --events $records_events",
+    "blobs": "sync-bench blobs --mib $blob_mib --runs $blob_runs (8 MiB chunks, PostgreSQL blob store), curl -T and curl -o on nginx's static route",
     "crdt": "sync-bench trace --runs $trace_runs on every trace of editing-traces/{sequential,concurrent}",
     "server": "sync-server --note-quota 5000, SYNC_COMPACTION_INTERVAL_SECONDS=0, one fresh database per scenario"
   }

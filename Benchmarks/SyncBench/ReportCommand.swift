@@ -213,10 +213,11 @@ struct BenchComparison {
 }
 
 struct ReportBuilder {
-    static let scenarioOrder = ["throughput", "latency", "rebuild", "storage", "bootstrap", "crdt"]
+    static let scenarioOrder = ["throughput", "latency", "rebuild", "storage", "bootstrap", "blobs", "crdt"]
     static let titles = [
         "throughput": "Sync throughput", "latency": "Latency under load", "rebuild": "Projection rebuild",
-        "storage": "Storage under churn", "bootstrap": "Bootstrap", "crdt": "CRDT editing traces",
+        "storage": "Storage under churn", "bootstrap": "Bootstrap", "blobs": "Attachments",
+        "crdt": "CRDT editing traces",
     ]
 
     let raw: RawOutputs
@@ -248,6 +249,7 @@ struct ReportBuilder {
         rebuild()
         storage()
         bootstrap()
+        blobs()
         crdt()
         let present = Self.scenarioOrder.filter { sections[$0] != nil }
         let results = BenchResults(
@@ -673,6 +675,46 @@ struct ReportBuilder {
         sections["bootstrap"] = lines
     }
 
+    mutating func blobs() {
+        guard let run = raw.decode(BlobsCommand.Result.self, "blobs.json"), !run.runs.isEmpty else { return }
+        let mib = run.bytes >> 20
+        let chunks = run.chunkBytes.map { "\($0 >> 20) MiB" } ?? "one"
+        var lines = [
+            "One attachment of \(mib) MiB (random bytes) attached on a fresh device and uploaded through the blob routes (a session, \(chunks) chunks, the commit's hash check), then opened on a second fresh device (downloaded into its cache, checked against the hash); against `curl` putting and getting the same file on nginx's static route, in the same run (median of \(run.runs.count)). Memory: the largest growth of resident memory over one transfer.",
+            "",
+            "| direction | device MiB/s | curl MiB/s | ratio | device memory growth | server memory growth |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        let server = run.serverGrowthBytes.map { Fmt.mib($0) + " MiB" } ?? "–"
+        let directions: [(String, Double, Double?, Double?, Int)] = [
+            (
+                "up", run.uploadMiBPerSecond, run.curlUploadMiBPerSecond, run.uploadRatio,
+                run.runs.map(\.deviceUploadGrowthBytes).max() ?? 0
+            ),
+            (
+                "down", run.downloadMiBPerSecond, run.curlDownloadMiBPerSecond, run.downloadRatio,
+                run.runs.map(\.deviceDownloadGrowthBytes).max() ?? 0
+            ),
+        ]
+        for (name, value, curl, ratio, device) in directions {
+            let curlText = curl.map { String(format: "%.1f", $0) } ?? "–"
+            lines.append(
+                "| \(name) | \(String(format: "%.1f", value)) | \(curlText) | \(ratio.map(Fmt.ratio) ?? "–") | \(Fmt.mib(device)) MiB | \(server) |"
+            )
+            add(
+                BenchFigure(
+                    id: "blobs.\(name).\(mib)", scenario: "blobs", name: "Attachment of \(mib) MiB \(name), MiB/s",
+                    value: value, unit: "MiB/s", baselineName: curl == nil ? nil : "curl on a static route",
+                    baselineValue: curl, ratio: ratio, higherIsBetter: true, noise: 0.15))
+        }
+        add(
+            BenchFigure(
+                id: "blobs.memory.\(mib)", scenario: "blobs", name: "Attachment of \(mib) MiB: largest memory growth",
+                value: Double(max(run.deviceGrowthBytes, run.serverGrowthBytes ?? 0)), unit: "bytes",
+                baselineName: nil, baselineValue: nil, ratio: nil, higherIsBetter: false, noise: 0.25))
+        sections["blobs"] = lines
+    }
+
     mutating func crdt() {
         let traces = raw.files(prefix: "trace-").compactMap { raw.decode(TraceCommand.Result.self, at: $0) }
         guard !traces.isEmpty else { return }
@@ -846,7 +888,7 @@ struct ReportBuilder {
         ]
         let headlines = [
             "throughput.bulk", "throughput.devices", "bootstrap.pull", "bootstrap.agent", "bootstrap.records",
-            "bootstrap.long-tail", "bootstrap.compaction",
+            "bootstrap.long-tail", "bootstrap.compaction", "blobs.up", "blobs.down",
             "bootstrap.unfolded", "storage.server.compaction",
             "storage.device.compaction",
         ]

@@ -34,12 +34,12 @@ import Testing
             ])
         #expect(result.status == 0, "\(result.stderr.suffix(4000))\n\(result.stdout.suffix(2000))")
         // Progress went to standard error, scenario by scenario.
-        #expect(result.stderr.contains("[bench 6/6"), "\(result.stderr.suffix(2000))")
+        #expect(result.stderr.contains("[bench 7/7"), "\(result.stderr.suffix(2000))")
 
         let results = try JSONDecoder().decode(
             Results.self, from: Data(contentsOf: out.appendingPathComponent("results.json")))
         #expect(results.mode == "quick")
-        #expect(results.scenarios == ["throughput", "latency", "rebuild", "storage", "bootstrap", "crdt"])
+        #expect(results.scenarios == ["throughput", "latency", "rebuild", "storage", "bootstrap", "blobs", "crdt"])
         #expect(results.missing.isEmpty, "\(results.missing)")
         #expect(!results.verdicts.isEmpty && results.verdicts.allSatisfy(\.passed), "\(results.verdicts.map(\.detail))")
         let ids = Set(results.figures.map(\.id))
@@ -53,6 +53,11 @@ import Testing
             #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
         }
         #expect(ids.contains("storage.server.compaction.10000") && ids.contains("storage.device.none.10000"))
+        // An attachment of 16 MiB up and down, each against curl on nginx's static route, and its memory.
+        for id in ["blobs.up.16", "blobs.down.16"] {
+            #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
+        }
+        #expect(results.figures.first { $0.id == "blobs.memory.16" }?.value ?? 0 > 0, "\(ids.sorted())")
         #expect(ids.contains { $0.hasPrefix("bootstrap.compaction.") }, "\(ids.sorted())")
         // Every figure with an in-run baseline has its ratio.
         #expect(results.figures.first { $0.id == "throughput.bulk" }?.ratio ?? 0 > 0)
@@ -78,7 +83,8 @@ import Testing
         let markdown = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
         for section in [
             "## Headlines", "## Verdicts", "## Against the baseline", "## Sync throughput", "## Latency under load",
-            "## Projection rebuild", "## Storage under churn", "## Bootstrap", "## CRDT editing traces",
+            "## Projection rebuild", "## Storage under churn", "## Bootstrap", "## Attachments",
+            "## CRDT editing traces",
         ] {
             #expect(markdown.contains(section), "report.md lacks \(section)")
         }

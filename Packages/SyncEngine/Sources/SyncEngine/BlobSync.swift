@@ -42,6 +42,7 @@ public final class BlobSync: Sendable {
     public init(
         local: LocalBlobs, transport: any BlobTransport, backoff: BackoffPolicy = BackoffPolicy(), attempts: Int = 8
     ) {
+        LargeBuffers.returnedToTheSystem
         self.local = local
         self.transport = transport
         self.database = local.database
@@ -309,9 +310,9 @@ public final class BlobSync: Sendable {
             throw .retryable(reason: "the local database: \(error)", retryAfter: nil)
         }
         let partial = local.partialURL(reference.hash)
-        try await retrying { () async throws(SyncFailure) in try await download(reference, scope: scope, into: partial)
+        let (hash, size) = try await retrying { () async throws(SyncFailure) in
+            try await download(reference, scope: scope, into: partial)
         }
-        let (hash, size) = try fileOperation { try LocalBlobs.hash(of: partial) }
         guard hash == reference.hash, size == reference.size else {
             try? FileManager.default.removeItem(at: partial)
             throw .permanent(code: "blob.hashMismatch", message: "the downloaded bytes do not match the blob's hash")
@@ -322,29 +323,55 @@ public final class BlobSync: Sendable {
         return local.fileURL(reference.hash)
     }
 
-    /// One attempt: appends to `partial` from its current length.
-    func download(_ reference: BlobReference, scope: Scope, into partial: URL) async throws(SyncFailure) {
+    /// One attempt: appends to `partial` from its current length, hashing as the bytes arrive (what an
+    /// earlier attempt left is read once, to carry the hash on). Returns the whole file's hash and size.
+    func download(_ reference: BlobReference, scope: Scope, into partial: URL) async throws(SyncFailure) -> (
+        BlobHash, Int64
+    ) {
         if !FileManager.default.fileExists(atPath: partial.path) {
             _ = FileManager.default.createFile(atPath: partial.path, contents: nil)
         }
         let output = try fileOperation { try FileHandle(forWritingTo: partial) }
         defer { try? output.close() }
-        let offset = try fileOperation { try output.seekToEnd() }
+        let offset = Int64(try fileOperation { try output.seekToEnd() })
+        var hasher = try fileOperation { try Self.hasher(ofPrefix: offset, of: partial) }
+        var size = offset
         // Everything arrived before (the process stopped before checking it).
-        if Int64(offset) >= reference.size { return }
+        if offset >= reference.size { return (BlobHash(digest: hasher.finalize()), size) }
         try await transport.download(
-            reference.hash, scope: scope, from: Int64(offset),
+            reference.hash, scope: scope, from: offset,
             begin: { start, _ in
-                if start != Int64(offset) {
+                if start != offset {
                     try output.truncate(atOffset: UInt64(start))
                     try output.seek(toOffset: UInt64(start))
+                    hasher = try Self.hasher(ofPrefix: start, of: partial)
+                    size = start
                 }
             },
             receive: { piece in
                 try output.write(contentsOf: piece)
+                hasher.update(data: piece)
+                size += Int64(piece.count)
                 updateProgress { $0.downloadedBytes += Int64(piece.count) }
             })
         try fileOperation { try output.synchronize() }
+        return (BlobHash(digest: hasher.finalize()), size)
+    }
+
+    /// A hasher fed the first `length` bytes of `file`, read a piece at a time.
+    static func hasher(ofPrefix length: Int64, of file: URL) throws -> SHA256 {
+        var hasher = SHA256()
+        guard length > 0 else { return hasher }
+        let input = try FileHandle(forReadingFrom: file)
+        defer { try? input.close() }
+        var left = length
+        while left > 0, let piece = try input.read(upToCount: Int(min(Int64(LocalBlobs.pieceBytes), left))),
+            !piece.isEmpty
+        {
+            hasher.update(data: piece)
+            left -= Int64(piece.count)
+        }
+        return hasher
     }
 
     /// Downloads the pinned blobs that are not here (of `scope`).

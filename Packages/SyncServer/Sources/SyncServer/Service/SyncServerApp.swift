@@ -47,6 +47,7 @@ public struct SyncServerApp: Sendable {
     /// - Throws: `ConfigurationError` for invalid configuration.
     public func makeApplication() async throws -> some ApplicationProtocol {
         try configuration.validate()
+        LargeBuffers.returnedToTheSystem
         let rules = domain.rules
         let url = try DatabaseURL(configuration.databaseURL)
         var databaseLogger = logger
