@@ -125,6 +125,43 @@ public struct TasksClient: Sendable {
         }
     }
 
+    /// Attaches the blob `blob` under `name`: its bytes must already be in the device's blob directory
+    /// (`localBlobs().add(file:type:)`, which returns `blob`). The task shows the file at once, offline; the
+    /// event joins the outbox but is pushed only once the server holds the blob (the draft's `blobs`), which
+    /// the engine's `BlobSync` uploads first. Attaching the same bytes under the same name again changes
+    /// nothing anyone sees.
+    /// - Throws: `EventStoreError` `task.unknown` when the task is not on this device, `validation.failed`
+    ///   when `name` is not a valid file name (`TaskFile.isValidName`).
+    public func attach(_ id: TaskID, name: String, blob: BlobReference) async throws {
+        let replica = replica
+        let file = TaskFile(name: name, blob: blob)
+        try await change(id) { state, list in
+            var draft = Self.draft(
+                list, id, .fileAttached(.init(file: file.element, op: state.files.add(file.element, replica: replica))))
+            draft.blobs = [blob]
+            return [draft]
+        }
+    }
+
+    /// Detaches the files named `name` as this replica sees them (every one of that name: two devices may
+    /// have attached different bytes under one name); one attached concurrently elsewhere survives
+    /// (add-wins). The blob's bytes stay on the device until its cache evicts them.
+    /// - Throws: `EventStoreError` `file.unknown` when the task has no file of that name here.
+    public func detach(_ id: TaskID, name: String) async throws {
+        let replica = replica
+        try await change(id) { state, list in
+            let named = state.fileList.filter { $0.name == name }
+            guard !named.isEmpty else {
+                throw EventStoreError(code: "file.unknown", message: "task \(id) has no file \(name)")
+            }
+            return named.map { file in
+                Self.draft(
+                    list, id,
+                    .fileDetached(.init(file: file.element, op: state.files.remove(file.element, replica: replica))))
+            }
+        }
+    }
+
     /// Deletes the task for good: a delete beats any concurrent edit.
     public func delete(_ id: TaskID) async throws {
         try await change(id) { _, list in [Self.draft(list, id, .deleted(.init()))] }
@@ -171,6 +208,14 @@ public struct TasksClient: Sendable {
         try await tasks(in: list).filter(\.conflict)
     }
 
+    /// The task's files by name, and the list (scope) their blobs are read from (`BlobSync.open(_:scope:)`);
+    /// nil when this replica does not have the task.
+    public func files(_ id: TaskID) async throws -> (list: Scope, files: [TaskFile])? {
+        try await store.database.read { db in
+            try TasksProjection.state(of: id, in: db).map { ($0.list, $0.state.fileList) }
+        }
+    }
+
     /// The task's CRDT state as this replica holds it, or nil.
     public func state(_ id: TaskID) async throws -> TaskState? {
         try await store.database.read { db in try TasksProjection.state(of: id, in: db)?.state }
@@ -187,14 +232,23 @@ public struct TasksClient: Sendable {
 
     // MARK: - Sync
 
+    /// The device's blob directory (`<database path>.blobs`): where `attach`'s bytes go first
+    /// (`add(file:type:)`) and where opened files are kept (`file(_:)`).
+    public func localBlobs() throws -> LocalBlobs {
+        try LocalBlobs(store: store)
+    }
+
     /// A sync engine for this store, talking to the server at `server` (e.g. `http://127.0.0.1:8080`) with a
-    /// bearer token whose scopes are the lists to sync. `syncNow()` pushes and pulls once; `run()` keeps
-    /// syncing (on local writes, on the live stream) until cancelled.
+    /// bearer token whose scopes are the lists to sync. `syncNow()` uploads the attached files the server
+    /// lacks, then pushes and pulls once; `run()` keeps syncing (on local writes, on the live stream) until
+    /// cancelled. Its `blobs` (a `BlobSync` over `localBlobs()`) also downloads files on demand
+    /// (`open(_:scope:)`).
     public func syncEngine(
         server: URL, token: String?, configuration: SyncEngine.Configuration = SyncEngine.Configuration()
     ) throws -> SyncEngine {
-        try SyncEngine(
-            store: store, transport: HTTPClientTransport(baseURL: server, token: token), configuration: configuration)
+        let transport = HTTPClientTransport(baseURL: server, token: token)
+        let blobs = BlobSync(local: try localBlobs(), transport: transport)
+        return try SyncEngine(store: store, transport: transport, configuration: configuration, blobs: blobs)
     }
 
     // MARK: - Drafts

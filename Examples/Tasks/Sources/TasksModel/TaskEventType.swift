@@ -15,6 +15,8 @@ import SyncModels
 /// | `task.untagged` | `Untagged {tag, op}` | tags (removes the adds it saw) |
 /// | `task.subtask.added` | `SubtaskAdded {subtask, title, op}` | subtasks (FugueMax sequence of subtask ids) |
 /// | `task.subtask.removed` | `SubtaskRemoved {subtask, op}` | subtasks |
+/// | `task.fileAttached` | `FileAttached {file, op}` | files (add-wins OR-set of `TaskFile` elements) |
+/// | `task.fileDetached` | `FileDetached {file, op}` | files (removes the adds it saw) |
 /// | `task.deleted` | `Deleted {}` | deleted (once deleted, always deleted) |
 public enum TaskEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case created = "task.created"
@@ -25,6 +27,8 @@ public enum TaskEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case untagged = "task.untagged"
     case subtaskAdded = "task.subtask.added"
     case subtaskRemoved = "task.subtask.removed"
+    case fileAttached = "task.fileAttached"
+    case fileDetached = "task.fileDetached"
     case deleted = "task.deleted"
 
     /// The prefix of every type of this domain: the server marks these commutative, and its rule reads

@@ -23,7 +23,7 @@ public struct TaskLifecycle: Sendable, Equatable, Codable {
         case .completed(let completed): done.apply(completed.op)
         case .reopened(let reopened): done.apply(reopened.op)
         case .deleted: deleted = true
-        case .titled, .tagged, .untagged, .subtaskAdded, .subtaskRemoved: break
+        case .titled, .tagged, .untagged, .subtaskAdded, .subtaskRemoved, .fileAttached, .fileDetached: break
         }
     }
 }

@@ -43,6 +43,8 @@ public enum TaskPayload: Sendable, Hashable {
     case untagged(Untagged)
     case subtaskAdded(SubtaskAdded)
     case subtaskRemoved(SubtaskRemoved)
+    case fileAttached(FileAttached)
+    case fileDetached(FileDetached)
     case deleted(Deleted)
 
     /// `task.created`, `{"op"}`: the task exists; `op` assigns its first title.
@@ -123,6 +125,31 @@ public enum TaskPayload: Sendable, Hashable {
         }
     }
 
+    /// `task.fileAttached`, `{"file", "op"}`: `op` adds `file` (a `TaskFile`'s element) to the task's files
+    /// (add-wins OR-set). The event refers to the file's blob: a device pushes it only once the server holds
+    /// the blob, and the server refuses it (`blob.missing`) when the list does not.
+    public struct FileAttached: TaskEventPayload {
+        public static let type = TaskEventType.fileAttached
+        public var file: String
+        public var op: AddWinsSet<String>.Operation
+        public init(file: String, op: AddWinsSet<String>.Operation) {
+            self.file = file
+            self.op = op
+        }
+    }
+
+    /// `task.fileDetached`, `{"file", "op"}`: `op` removes the adds of `file` (a `TaskFile`'s element) its
+    /// author saw; an attach of the same file made concurrently elsewhere survives.
+    public struct FileDetached: TaskEventPayload {
+        public static let type = TaskEventType.fileDetached
+        public var file: String
+        public var op: AddWinsSet<String>.Operation
+        public init(file: String, op: AddWinsSet<String>.Operation) {
+            self.file = file
+            self.op = op
+        }
+    }
+
     /// `task.deleted`, `{}`: the task is deleted, for good (a delete beats any concurrent edit).
     public struct Deleted: TaskEventPayload {
         public static let type = TaskEventType.deleted
@@ -140,6 +167,8 @@ public enum TaskPayload: Sendable, Hashable {
         case .untagged(let payload): payload
         case .subtaskAdded(let payload): payload
         case .subtaskRemoved(let payload): payload
+        case .fileAttached(let payload): payload
+        case .fileDetached(let payload): payload
         case .deleted(let payload): payload
         }
     }
@@ -162,6 +191,8 @@ public enum TaskPayload: Sendable, Hashable {
         case .untagged: self = .untagged(try Untagged(json: json))
         case .subtaskAdded: self = .subtaskAdded(try SubtaskAdded(json: json))
         case .subtaskRemoved: self = .subtaskRemoved(try SubtaskRemoved(json: json))
+        case .fileAttached: self = .fileAttached(try FileAttached(json: json))
+        case .fileDetached: self = .fileDetached(try FileDetached(json: json))
         case .deleted: self = .deleted(try Deleted(json: json))
         }
     }

@@ -2,8 +2,8 @@ import Foundation
 import SyncCRDT
 import SyncModels
 
-/// The rules any replica can check alone, on one event: what a payload may hold and that its operation
-/// says what the event type says. Clients check them before they write (`TasksValidator`) and the server
+/// The rules any replica can check alone, on one event: what a payload may hold (a file's element reads as
+/// a `TaskFile`) and that its operation says what the event type says. Clients check them before they write (`TasksValidator`) and the server
 /// checks them again (`OpenTaskLimitRule`), so a client of another build or another author cannot put an
 /// event into the lists that every other replica would have to ignore.
 ///
@@ -60,6 +60,14 @@ public enum TaskRules {
             if let violation = subtaskIDViolation(removed.subtask) { return violation }
             guard case .delete = removed.op else { return "a task.subtask.removed operation is a deletion" }
             return nil
+        case .fileAttached(let attached):
+            if let violation = fileViolation(attached.file) { return violation }
+            return attached.op.element == attached.file && attached.op.isAdd
+                ? nil : "a task.fileAttached operation adds its file"
+        case .fileDetached(let detached):
+            if let violation = fileViolation(detached.file) { return violation }
+            return detached.op.element == detached.file && !detached.op.isAdd
+                ? nil : "a task.fileDetached operation removes its file"
         case .deleted:
             return nil
         }
@@ -81,6 +89,15 @@ public enum TaskRules {
     static func tagViolation(_ tag: String) -> String? {
         guard (1...maxTagLength).contains(tag.count), !tag.contains(where: \.isWhitespace) else {
             return "a tag is 1-\(maxTagLength) characters without spaces"
+        }
+        return nil
+    }
+
+    /// A file's element must read as a `TaskFile` (and so write back the same string): a blob reference
+    /// every replica and the server can read, and a name.
+    static func fileViolation(_ element: String) -> String? {
+        guard TaskFile(element: element) != nil else {
+            return "a file is \"<hash> <size> <type> <name>\": a lowercase SHA-256, a size, a media type, a name"
         }
         return nil
     }

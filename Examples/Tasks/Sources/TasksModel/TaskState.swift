@@ -11,6 +11,8 @@ import SyncModels
 /// - done: `CompletionFlag`, where completion wins over a concurrent reopen.
 /// - tags: add-wins OR-set.
 /// - subtasks: FugueMax sequence of subtask ids (the Notes checklist's structure), with a title per id.
+/// - files: add-wins OR-set of `TaskFile` elements (a file attached on one device survives its concurrent
+///   detach on another).
 /// - created, deleted: `TaskLifecycle`.
 ///
 /// A stream's state is driven by its events alone: `init()`, `apply`, `encoded()`, `init(stored:)` and
@@ -28,6 +30,8 @@ public struct TaskState: Sendable, Equatable {
     public var subtasks = FugueList<String>()
     /// Each subtask's title, by subtask id (set once, by the event that added it).
     public var subtaskTitles: [String: String] = [:]
+    /// The files attached, as `TaskFile` elements (`fileList` reads them).
+    public var files = AddWinsSet<String>()
 
     public init() {}
 
@@ -52,6 +56,8 @@ public struct TaskState: Sendable, Equatable {
             subtasks.apply(added.op)
             subtaskTitles[added.subtask] = added.title
         case .subtaskRemoved(let removed): subtasks.apply(removed.op)
+        case .fileAttached(let attached): files.apply(attached.op)
+        case .fileDetached(let detached): files.apply(detached.op)
         case .completed, .reopened, .deleted: break
         }
     }
@@ -85,6 +91,12 @@ public struct TaskState: Sendable, Equatable {
     /// The subtasks in list order.
     public var subtaskList: [Subtask] {
         subtasks.elements.map { Subtask(id: $0, title: subtaskTitles[$0] ?? "") }
+    }
+
+    /// The files attached, by name (then by hash); elements that are not `TaskFile`s (which the rules keep
+    /// out of every log) are left out.
+    public var fileList: [TaskFile] {
+        files.elements.compactMap(TaskFile.init(element:)).sorted()
     }
 
     /// One subtask as an app shows it.
@@ -173,6 +185,10 @@ extension TaskState {
     ///
     /// Equal states need not give equal bytes: the subtasks' sequence writes its operations in the order
     /// this replica applied them. Compare states with `==`.
+    ///
+    /// The files are written only when the set has seen an operation (`files`, absent otherwise), so a task
+    /// that never had a file is written as it was before tasks had files, and a state stored then reads
+    /// back with an empty set: the form's version did not change.
     public func encoded() -> Data {
         // Every field is a value type whose encoding cannot fail.
         try! CanonicalJSON.encode(Stored(self))
@@ -192,6 +208,7 @@ extension TaskState {
         tags = stored.tags
         subtasks = stored.subtasks
         subtaskTitles = stored.subtaskTitles
+        files = stored.files ?? AddWinsSet()
     }
 
     private struct Stored: Codable {
@@ -206,6 +223,8 @@ extension TaskState {
         var tags: AddWinsSet<String>
         var subtasks: FugueList<String>
         var subtaskTitles: [String: String]
+        /// Absent (nil) while the set has seen no operation.
+        var files: AddWinsSet<String>?
 
         init(_ state: TaskState) {
             version = TaskState.version
@@ -215,6 +234,7 @@ extension TaskState {
             tags = state.tags
             subtasks = state.subtasks
             subtaskTitles = state.subtaskTitles
+            files = state.files == AddWinsSet() ? nil : state.files
         }
     }
 }

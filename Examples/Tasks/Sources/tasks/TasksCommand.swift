@@ -8,6 +8,7 @@ import TasksDomain
 /// once; `sync` pushes them to a `tasks-server` and pulls everyone else's.
 ///
 ///     tasks --db phone.sqlite add groceries "Milk" --tag dairy
+///     tasks --db phone.sqlite attach TASK receipt.pdf
 ///     tasks --db phone.sqlite --server http://127.0.0.1:8080 --token "$TOKEN" sync
 @main
 struct TasksCommand: AsyncParsableCommand {
@@ -16,7 +17,7 @@ struct TasksCommand: AsyncParsableCommand {
         abstract: "An offline-first task list on a SQLite file, synced through a tasks-server.",
         subcommands: [
             Add.self, List.self, Show.self, Done.self, Reopen.self, Title.self, Tag.self, Untag.self,
-            Subtask.self, Delete.self, Sync.self, Rejected.self,
+            Subtask.self, Delete.self, Attach.self, Detach.self, Files.self, Open.self, Sync.self, Rejected.self,
         ])
 
     /// The same options as every subcommand, so they may also come before the subcommand's name.
@@ -36,6 +37,15 @@ struct Options: ParsableArguments {
 
     func client() throws -> TasksClient {
         try TasksClient.open(path: db)
+    }
+
+    /// The sync engine on `client`'s store, with its blob queue (`TasksClient.syncEngine`): it uploads the
+    /// attached files before it pushes the events that refer to them, and downloads files on demand.
+    func engine(for client: TasksClient) throws -> SyncEngine {
+        guard let server, let url = URL(string: server) else {
+            throw ValidationError("--server URL is required to sync")
+        }
+        return try client.syncEngine(server: url, token: token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"])
     }
 }
 
@@ -181,18 +191,123 @@ struct Delete: AsyncParsableCommand {
     func run() async throws { try await options.client().delete(try taskID(id)) }
 }
 
+struct Attach: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Attach a file to a task and print its hash (offline: the file is copied beside the database).",
+        discussion: """
+            The task shows the file at once. `sync` uploads it in chunks, resuming where it stopped, and pushes \
+            the attachment once the server holds the whole file.
+            """)
+    @OptionGroup var options: Options
+    @Argument(help: "The task id.") var id: String
+    @Argument(help: "The file to attach.") var file: String
+    @Option(help: "The name in the task (default: the file's name).") var name: String?
+    @Option(help: "The media type (default: from the file's extension).") var type: String?
+
+    func run() async throws {
+        let client = try options.client()
+        let task = try taskID(id)
+        let url = URL(fileURLWithPath: file)
+        let mediaType = type ?? MediaType.guess(for: url)
+        guard BlobReference.isValidMediaType(mediaType) else {
+            throw ValidationError("\(mediaType) is not a media type")
+        }
+        let name = name ?? url.lastPathComponent
+        guard TaskFile.isValidName(name) else {
+            throw ValidationError("file names are 1-255 characters without control characters")
+        }
+        let blob = try client.localBlobs().add(file: url, type: mediaType)
+        try await client.attach(task, name: name, blob: blob)
+        print(blob.hash.hex)
+    }
+}
+
+struct Detach: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove a task's file by name.")
+    @OptionGroup var options: Options
+    @Argument(help: "The task id.") var id: String
+    @Argument(help: "The file's name.") var name: String
+
+    func run() async throws { try await options.client().detach(try taskID(id), name: name) }
+}
+
+struct Files: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a task's files as JSON: name, hash, size, type, and whether the bytes are here (local).")
+    @OptionGroup var options: Options
+    @Argument(help: "The task id.") var id: String
+
+    /// One file as `files` prints it.
+    struct Listed: Encodable {
+        var name: String
+        var hash: String
+        var size: Int64
+        var type: String
+        var local: Bool
+    }
+
+    func run() async throws {
+        let client = try options.client()
+        guard let (_, files) = try await client.files(try taskID(id)) else {
+            throw ValidationError("no task \(id) on this device")
+        }
+        let local = try client.localBlobs()
+        let listed = files.map { file in
+            Listed(
+                name: file.name, hash: file.blob.hash.hex, size: file.blob.size, type: file.blob.type,
+                local: FileManager.default.fileExists(atPath: local.fileURL(file.blob.hash).path))
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        print(String(decoding: try encoder.encode(listed), as: UTF8.self))
+    }
+}
+
+struct Open: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a task's file to --out, downloading it first (--server) when its bytes are not here.")
+    @OptionGroup var options: Options
+    @Argument(help: "The task id.") var id: String
+    @Argument(help: "The file's name.") var name: String
+    @Option(help: "Where to write it (replaced if it exists).") var out: String
+
+    func run() async throws {
+        let client = try options.client()
+        guard let (list, files) = try await client.files(try taskID(id)) else {
+            throw ValidationError("no task \(id) on this device")
+        }
+        guard let file = files.first(where: { $0.name == name }) else {
+            throw ValidationError("task \(id) has no file \(name)")
+        }
+        let source: URL
+        if let here = try client.localBlobs().file(file.blob.hash) {
+            source = here
+        } else {
+            guard options.server != nil else {
+                throw ValidationError("the bytes of \(name) are not on this device: give --server to download them")
+            }
+            guard let blobs = try options.engine(for: client).blobs else { throw ValidationError("no blob queue") }
+            do {
+                source = try await blobs.open(file.blob, scope: list)
+            } catch {
+                report("download failed: \(error)")
+                throw ExitCode(1)
+            }
+        }
+        let target = URL(fileURLWithPath: out)
+        if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+        try FileManager.default.copyItem(at: source, to: target)
+    }
+}
+
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Push pending edits and pull everyone else's until both sides are drained; exit 1 on failure.")
     @OptionGroup var options: Options
 
     func run() async throws {
-        guard let server = options.server, let url = URL(string: server) else {
-            throw ValidationError("--server URL is required to sync")
-        }
         let client = try options.client()
-        let token = options.token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
-        let engine = try client.syncEngine(server: url, token: token)
+        let engine = try options.engine(for: client)
         do {
             try await engine.syncNow()
         } catch {
@@ -201,6 +316,11 @@ struct Sync: AsyncParsableCommand {
         }
         let status = engine.status
         report("synced: \(status.pending) pending, \(status.rejected) rejected")
+        // An upload that failed does not fail the sync: its events wait in the outbox for the next one.
+        let waiting = try engine.blobs?.pendingUploads() ?? []
+        if !waiting.isEmpty {
+            report("\(waiting.count) files wait for their upload: \(engine.blobs?.progress.lastUploadError ?? "?")")
+        }
         for rejection in try await client.rejections() {
             report("rejected \(rejection.type) of \(rejection.task?.description ?? "?"): \(rejection.message)")
         }
@@ -215,6 +335,19 @@ struct Rejected: AsyncParsableCommand {
         for rejection in try await options.client().rejections() {
             print("\(rejection.task?.description ?? "?")  \(rejection.type)  \(rejection.code): \(rejection.message)")
         }
+    }
+}
+
+/// A media type from a file's extension, for the common kinds; `application/octet-stream` otherwise.
+enum MediaType {
+    static let byExtension: [String: String] = [
+        "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif", "heic": "image/heic",
+        "pdf": "application/pdf", "txt": "text/plain", "md": "text/markdown", "json": "application/json",
+        "csv": "text/csv", "zip": "application/zip",
+    ]
+
+    static func guess(for url: URL) -> String {
+        byExtension[url.pathExtension.lowercased()] ?? "application/octet-stream"
     }
 }
 

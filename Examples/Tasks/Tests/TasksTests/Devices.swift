@@ -71,6 +71,21 @@ struct Device {
         }
     }
 
+    mutating func attach(_ file: TaskFile) -> Delivery {
+        edit { state, replica in
+            .fileAttached(.init(file: file.element, op: state.files.add(file.element, replica: replica)))
+        }
+    }
+
+    /// Detaches every file of that name this replica sees, as `TasksClient.detach` does.
+    mutating func detach(_ name: String) -> [Delivery] {
+        state.fileList.filter { $0.name == name }.map { file in
+            edit { state, replica in
+                .fileDetached(.init(file: file.element, op: state.files.remove(file.element, replica: replica)))
+            }
+        }
+    }
+
     mutating func removeSubtask(at position: Int) -> Delivery {
         edit { state, replica in
             let id = state.subtasks.elements[position]

@@ -67,6 +67,49 @@ import Testing
         #expect(try await tasks.task(milk)?.title == "Milk")
     }
 
+    @Test func anAttachedFileShowsAtOnceAndItsEventWaitsInTheOutboxForItsUpload() async throws {
+        let directory = try TemporaryDirectory()
+        let tasks = try TasksClient.open(path: directory.path("phone.sqlite"))
+        let milk = try await tasks.create(list: Self.list, title: "Milk")
+        let source = URL(fileURLWithPath: directory.path("receipt.pdf"))
+        let bytes = Data((0..<3_000).map { UInt8($0 % 251) })
+        try bytes.write(to: source)
+        let blob = try tasks.localBlobs().add(file: source, type: "application/pdf")
+        #expect(blob.size == 3_000 && blob.type == "application/pdf")
+        try await tasks.attach(milk, name: "receipt march.pdf", blob: blob)
+
+        // Offline, at once: the task lists the file and the device reads its bytes.
+        let (list, files) = try #require(try await tasks.files(milk))
+        #expect(list == Self.list)
+        #expect(files == [TaskFile(name: "receipt march.pdf", blob: blob)])
+        let here = try #require(try tasks.localBlobs().file(blob.hash))
+        #expect(try Data(contentsOf: here) == bytes)
+
+        // The attach is in the outbox, but a push takes only what comes before it: the server does not hold
+        // the blob yet. An edit made after it waits too (the outbox keeps its order).
+        try await tasks.retitle(milk, "Oat milk")
+        #expect(try await tasks.store.counts()[.pending] == 3)
+        let pushable = try await tasks.store.outboxSnapshot(after: 0, limit: 100).pending
+        #expect(pushable.map(\.event.type) == ["task.created"])
+
+        // Attaching the same bytes under the same name again shows one file; detaching removes it.
+        try await tasks.attach(milk, name: "receipt march.pdf", blob: blob)
+        #expect(try await tasks.files(milk)?.files.count == 1)
+        try await tasks.detach(milk, name: "receipt march.pdf")
+        #expect(try await tasks.files(milk)?.files == [])
+        #expect(try await tasks.files(TaskID()) == nil)
+
+        await #expect(throws: EventStoreError.self) { try await tasks.detach(milk, name: "receipt march.pdf") }
+        await #expect(throws: EventStoreError.self) { try await tasks.attach(milk, name: "", blob: blob) }
+        await #expect(throws: EventStoreError.self) { try await tasks.attach(TaskID(), name: "a", blob: blob) }
+        // A rebuild from the log gives the same files.
+        try await tasks.attach(milk, name: "again.pdf", blob: blob)
+        let before = try await tasks.files(milk)?.files
+        try await tasks.store.rebuildAll()
+        #expect(try await tasks.files(milk)?.files == before)
+        #expect(before?.map(\.name) == ["again.pdf"])
+    }
+
     @Test func aRebuildAndAReopenedStoreGiveTheSameRows() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("phone.sqlite")
