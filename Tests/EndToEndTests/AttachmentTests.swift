@@ -250,4 +250,32 @@ import Testing
         #expect(Self.sha256(try Data(contentsOf: keptCopy)) == keptHash)
         #expect(try c("export", "--state") == a("export", "--state"))
     }
+
+    /// A 1 GiB file up and down (`sync-bench blobs`: a device uploads it in 8 MiB chunks to the default
+    /// PostgreSQL store, another downloads it): neither the device's nor the server's resident memory grows by
+    /// more than a few chunks. The bound is generous (the benchmark measures it exactly); holding the file
+    /// would take 1 GiB.
+    @Test func aGigabyteUpAndDownKeepsBothProcessesMemoryFlat() async throws {
+        let stack = try await Stack()
+        let token = try stack.token(scopes: ["bench-blobs"])
+        let pid = try #require(stack.serverProcessIdentifier)
+        let output = try await Stack.runOffPool(
+            Stack.productsDirectory.appendingPathComponent("sync-bench").path,
+            [
+                "blobs", "--server", stack.serverURL, "--token", token, "--mib", "1024", "--runs", "1",
+                "--server-pid", String(pid), "--directory", stack.directory.appendingPathComponent("blobs").path,
+                "--json",
+            ])
+        struct Result: Decodable {
+            var bytes: Int
+            var deviceGrowthBytes: Int
+            var serverGrowthBytes: Int?
+        }
+        let result = try JSONDecoder().decode(Result.self, from: Data(output.utf8))
+        #expect(result.bytes == 1 << 30)
+        let bound = 128 << 20
+        #expect(result.deviceGrowthBytes < bound, "the device grew by \(result.deviceGrowthBytes >> 20) MiB")
+        let server = try #require(result.serverGrowthBytes)
+        #expect(server < bound, "the server grew by \(server >> 20) MiB")
+    }
 }

@@ -41,8 +41,9 @@ struct CitusTests {
             FROM pg_dist_partition ORDER BY 1
             """)
         #expect(
-            tables == [
-                "events h true", "folded_events h true", "live_notes h true", "note_counts h true",
+            Set(tables) == [
+                "blob_parts h true", "blob_refs h true", "blob_upload_parts h true", "blob_uploads h true",
+                "blobs h true", "events h true", "folded_events h true", "live_notes h true", "note_counts h true",
                 "replica_progress h true", "schema_migrations n false", "scope_compaction h true", "scopes h true",
                 "streams h true",
             ], "\(tables)")
@@ -277,6 +278,50 @@ struct CitusTests {
 
     /// The step of a `sync-load` report in `out`, checked: its verdict passed (nothing lost, duplicated,
     /// diverged or delivered wrong), and the cluster holds each of its events once.
+    /// Attachments on the cluster: a file uploaded in chunks to a scope's shard, its event pushed after it,
+    /// read byte for byte on another device, deduplicated when attached again, and collected once its note's
+    /// deletion is stable.
+    @Test func anAttachmentTravelsThroughTheClusterAndIsCollectedWhenItsNoteIsGone() async throws {
+        let stack = try await Stack(
+            serverEnvironment: [
+                "SYNC_COMPACTION_INTERVAL_SECONDS": "0", "SYNC_BLOB_CHUNK_BYTES": String(256 << 10),
+            ], citus: true)
+        let token = try stack.token(scopes: ["team-1", "team-2"])
+        let a = stack.agent("a", token: token)
+        let b = stack.agent("b", token: token)
+        let (file, hash) = try AttachmentTests.randomFile(
+            in: stack.directory, name: "plan.pdf", bytes: 5 * (256 << 10) + 99, seed: 50)
+        var notes: [String] = []
+        for scope in ["team-1", "team-2"] {
+            let note = try a("note", "create", "--scope", scope, "--title", "plan \(scope)")
+            try a("note", "attach", note, file.path)
+            notes.append(note)
+        }
+        try a("sync")
+        try b("sync")
+        #expect(
+            try stack.sql("SELECT scope || ' ' || hash FROM blobs ORDER BY scope") == [
+                "team-1 \(hash)", "team-2 \(hash)",
+            ], "once per scope, on each scope's shard")
+        let copy = stack.directory.appendingPathComponent("copy.pdf")
+        try b("note", "open", notes[1], "plan.pdf", "--out", copy.path)
+        #expect(AttachmentTests.sha256(try Data(contentsOf: copy)) == hash)
+
+        try a("note", "delete", notes[0])
+        for _ in 0..<2 {
+            try a("sync")
+            try b("sync")
+        }
+        try await Task.sleep(for: .milliseconds(1100))
+        struct Report: Decodable { var collectedBlobs: Int }
+        let report = try JSONDecoder().decode(
+            Report.self,
+            from: Data(try stack.compact(environment: ["SYNC_BLOB_COLLECT_AFTER_SECONDS": "0"]).utf8))
+        #expect(report.collectedBlobs == 1)
+        #expect(try stack.sql("SELECT scope FROM blobs") == ["team-2"])
+        #expect(try a("export", "--state") == b("export", "--state"))
+    }
+
     static func passedStep(_ out: URL, _ stack: Stack) throws -> LoadTests.Report.Step {
         let report = try JSONDecoder().decode(
             LoadTests.Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))

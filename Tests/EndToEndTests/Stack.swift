@@ -107,6 +107,9 @@ final class Stack: @unchecked Sendable {
         try await waitUntilReady()
     }
 
+    /// The server's process id (nil when it is not running).
+    var serverProcessIdentifier: pid_t? { server?.processIdentifier }
+
     /// `kill -9` the server: no shutdown, no flush.
     func killServer() {
         guard let server else { return }

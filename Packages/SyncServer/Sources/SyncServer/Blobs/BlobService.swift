@@ -232,7 +232,10 @@ struct BlobService: Sendable {
         guard !session.committed else { return session.state }
         let key = session.key
         try await store.writeUploadPart(bytes, part: index, of: key)
-        try await database.withConnection { connection in
+        // Without waiting for the WAL's flush, like the part itself (`PostgresBlobStore.writeUploadPart`): after
+        // a crash the record is lost with or after its part, never kept without it; the commit flushes both.
+        try await database.withTransaction(logger: logger) { connection in
+            _ = try await connection.checkedQuery("SET LOCAL synchronous_commit = off", logger: logger)
             _ = try await connection.checkedQuery(
                 """
                 INSERT INTO blob_upload_parts (scope, upload, part)

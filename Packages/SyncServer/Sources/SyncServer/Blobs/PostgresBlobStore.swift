@@ -24,8 +24,14 @@ public struct PostgresBlobStore: BlobStore {
         self.logger = logger
     }
 
+    /// Committed without waiting for the WAL to reach the disk (`synchronous_commit = off`): a crash may lose
+    /// the last parts written, and the record that they arrived with them (`BlobService.receive` records it
+    /// after, the same way, and the WAL keeps their order), so the session asks for them again; the commit of
+    /// the upload waits for the WAL, and with it for every part before it. The upload's disk writes then
+    /// overlap the transfer instead of waiting for each chunk.
     public func writeUploadPart(_ bytes: ByteBuffer, part: Int, of upload: BlobUploadKey) async throws {
-        try await database.withConnection { [logger] connection in
+        try await database.withTransaction(logger: logger) { [logger] connection in
+            _ = try await connection.checkedQuery("SET LOCAL synchronous_commit = off", logger: logger)
             _ = try await connection.checkedQuery(
                 """
                 INSERT INTO blob_parts (scope, hash, upload, part, bytes)
