@@ -75,7 +75,7 @@ struct BlobsCommand: AsyncParsableCommand {
             // Upload from a fresh device.
             let uploader = try NotesClient.open(path: folder.appendingPathComponent("up-\(index).sqlite").path)
             let upBlobs = BlobSync(local: try LocalBlobs(store: uploader.store), transport: transport)
-            let reference = try upBlobs.local.add(file: file, type: "application/octet-stream")
+            let reference = try await upBlobs.local.add(file: file, type: "application/octet-stream")
             let note = try await uploader.create(scope: scope, title: "blob \(index)")
             try await uploader.attach(note, name: "file.bin", blob: reference)
             let (upSeconds, upDevice, upServer, report) = try await measure {

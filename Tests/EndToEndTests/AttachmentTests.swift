@@ -31,6 +31,38 @@ import Testing
         SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// `sync-fault-proxy` in front of the stack's server with `faults` (its flags); stopped when released.
+    final class Proxy: @unchecked Sendable {
+        // @unchecked: set once in init, only stopped in deinit.
+        let port: Int
+        let control: Int
+        let process: ChildProcess.Running
+
+        init(_ stack: Stack, _ faults: [String]) async throws {
+            port = try Stack.freePort()
+            control = try Stack.freePort()
+            let process = try ChildProcess.start(
+                Stack.productsDirectory.appendingPathComponent("sync-fault-proxy").path,
+                ["--port", String(port), "--control-port", String(control), "--upstream", "127.0.0.1:\(stack.port)"]
+                    + faults, environment: ProcessInfo.processInfo.environment,
+                output: stack.directory.appendingPathComponent("proxy-\(port).log").path)
+            self.process = process
+            try await Stack.waitUntilAnswered("http://127.0.0.1:\(control)/stats", while: { process.isRunning })
+        }
+
+        deinit {
+            process.terminate()
+            process.waitUntilExit()
+        }
+
+        /// `agent` talking to the server through this proxy.
+        func route(_ agent: Agent) -> Agent {
+            Agent(
+                executable: agent.executable, database: agent.database, server: "http://127.0.0.1:\(port)",
+                token: agent.token)
+        }
+    }
+
     struct Listed: Decodable {
         var name: String
         var hash: String
@@ -50,8 +82,10 @@ import Testing
         let listedOffline = try JSONDecoder().decode([Listed].self, from: Data(try a("note", "files", note).utf8))
         #expect(listedOffline.map(\.name) == ["photo.jpg"] && listedOffline.first?.local == true, "readable at once")
 
-        // Killed once the server holds a few chunks, before it holds them all.
-        let syncing = try a.start(["sync"])
+        // Killed once the server holds a few chunks, before it holds them all: through a proxy at 1 MiB/s, so
+        // that the upload takes seconds, however fast the machine.
+        let slow = try await Proxy(stack, ["--bandwidth", "1MiB"])
+        let syncing = try slow.route(a).start(["sync"])
         var stored = 0
         for _ in 0..<600 {
             stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
@@ -116,7 +150,9 @@ import Testing
             in: stack.directory, name: "talk.m4a", bytes: chunks * Self.chunkBytes, seed: 3)
         let note = try a("note", "create", "--scope", "team-1", "--title", "Talk")
         try a("note", "attach", note, file.path)
-        let syncing = try a.start(["sync"])
+        // Through a proxy at 4 MiB/s: the upload takes seconds, however fast the machine.
+        let slow = try await Proxy(stack, ["--bandwidth", "4MiB"])
+        let syncing = try slow.route(a).start(["sync"])
         for _ in 0..<600 {
             let stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
             if stored >= 2 || !syncing.isRunning { break }
@@ -152,25 +188,10 @@ import Testing
         try a("note", "attach", note, file.path)
         try a("sync")
 
-        let port = try Stack.freePort()
-        let control = try Stack.freePort()
-        let proxy = try ChildProcess.start(
-            Stack.productsDirectory.appendingPathComponent("sync-fault-proxy").path,
-            [
-                "--port", String(port), "--control-port", String(control), "--upstream", "127.0.0.1:\(stack.port)",
-                "--reset", "1", "--reset-after", String(2 << 20), "--seed", "46",
-            ], environment: ProcessInfo.processInfo.environment,
-            output: stack.directory.appendingPathComponent("proxy.log").path)
-        defer {
-            proxy.terminate()
-            proxy.waitUntilExit()
-        }
-        try await Stack.waitUntilAnswered("http://127.0.0.1:\(control)/stats", while: { proxy.isRunning })
-
+        let proxy = try await Proxy(stack, ["--reset", "1", "--reset-after", String(2 << 20), "--seed", "46"])
         let b = stack.agent("b", token: token)
         try b("sync")
-        let throughProxy = Agent(
-            executable: b.executable, database: b.database, server: "http://127.0.0.1:\(port)", token: token)
+        let throughProxy = proxy.route(b)
         let copy = stack.directory.appendingPathComponent("copy.mp4")
         // Each run makes up to 8 attempts; the partial file carries over from one run to the next.
         var opened = false
@@ -185,7 +206,7 @@ import Testing
         }
         let stats = try JSONDecoder().decode(
             Stats.self,
-            from: Data(try Stack.run("/usr/bin/env", ["curl", "-sf", "http://127.0.0.1:\(control)/stats"]).utf8))
+            from: Data(try Stack.run("/usr/bin/env", ["curl", "-sf", "http://127.0.0.1:\(proxy.control)/stats"]).utf8))
         #expect(stats.connectionsReset >= 2, "the download was cut \(stats.connectionsReset) times")
         #expect(
             stats.bytesToClients < size + size / 4,

@@ -228,7 +228,7 @@ import Testing
         var engineTargets = Self.list(engine["targets"])
         let index = try #require(engineTargets.firstIndex { $0["name"] as? String == "SyncEngine" })
         var dependencies = Self.list(engineTargets[index]["dependencies"])
-        dependencies.append(["byName": ["SyncStorage", NSNull()]])
+        dependencies.append(["byName": ["SyncCRDT", NSNull()]])
         engineTargets[index]["dependencies"] = dependencies
         engine["targets"] = engineTargets
         var planted = packages

@@ -163,7 +163,7 @@ extension NoteCommand {
             guard NoteAttachment.isValidName(name) else {
                 throw ValidationError("attachment names are 1-255 characters")
             }
-            let blob = try LocalBlobs(store: client.store).add(file: url, type: mediaType)
+            let blob = try await LocalBlobs(store: client.store).add(file: url, type: mediaType)
             try await client.attach(note, name: name, blob: blob)
             print(blob.hash.hex)
         }
@@ -226,7 +226,7 @@ extension NoteCommand {
             }
             let local = try LocalBlobs(store: client.store)
             let file: URL
-            if let here = try local.file(attachment.blob.hash) {
+            if let here = try await local.file(attachment.blob.hash) {
                 file = here
             } else {
                 guard let blobs = try options.engine(for: client).blobs else { throw ValidationError("no blob queue") }

@@ -143,7 +143,7 @@ struct NotesUser {
             known.removeAll { $0 == id }
         case .attach:
             let bytes = attachmentBytes()
-            let blob = try LocalBlobs(store: client.store).add(data: bytes, type: "application/octet-stream")
+            let blob = try await LocalBlobs(store: client.store).add(data: bytes, type: "application/octet-stream")
             try await client.attach(id, name: "\(word)-\(random.int(below: 10_000)).bin", blob: blob)
         }
         edited()

@@ -216,7 +216,7 @@ struct Attach: AsyncParsableCommand {
         guard TaskFile.isValidName(name) else {
             throw ValidationError("file names are 1-255 characters without control characters")
         }
-        let blob = try client.localBlobs().add(file: url, type: mediaType)
+        let blob = try await client.localBlobs().add(file: url, type: mediaType)
         try await client.attach(task, name: name, blob: blob)
         print(blob.hash.hex)
     }
@@ -280,7 +280,7 @@ struct Open: AsyncParsableCommand {
             throw ValidationError("task \(id) has no file \(name)")
         }
         let source: URL
-        if let here = try client.localBlobs().file(file.blob.hash) {
+        if let here = try await client.localBlobs().file(file.blob.hash) {
             source = here
         } else {
             guard options.server != nil else {
@@ -317,7 +317,7 @@ struct Sync: AsyncParsableCommand {
         let status = engine.status
         report("synced: \(status.pending) pending, \(status.rejected) rejected")
         // An upload that failed does not fail the sync: its events wait in the outbox for the next one.
-        let waiting = try engine.blobs?.pendingUploads() ?? []
+        let waiting = try await engine.blobs?.pendingUploads() ?? []
         if !waiting.isEmpty {
             report("\(waiting.count) files wait for their upload: \(engine.blobs?.progress.lastUploadError ?? "?")")
         }

@@ -145,24 +145,24 @@ import Testing
             let bytes = Data((0..<300_001).map { _ in UInt8.random(in: 0...255, using: &random) })
             let source = URL(fileURLWithPath: directory.path("receipt.pdf"))
             try bytes.write(to: source)
-            let blob = try phone.localBlobs().add(file: source, type: "application/pdf")
+            let blob = try await phone.localBlobs().add(file: source, type: "application/pdf")
             try await phone.attach(milk, name: "receipt.pdf", blob: blob)
             #expect(try await phone.store.outboxSnapshot(after: 0, limit: 100).pending.count == 1, "held for its blob")
             #expect(try await server.database.integers("SELECT count(*) FROM blobs") == [0])
 
             try await phoneSync.syncNow()
             #expect(phoneSync.status.pending == 0, "uploaded, then pushed")
-            #expect(try phoneSync.blobs?.pendingUploads().isEmpty == true)
+            #expect(try await phoneSync.blobs?.pendingUploads().isEmpty == true)
             #expect(try await server.database.integers("SELECT count(*) FROM blobs") == [1])
 
             try await laptopSync.syncNow()
             let (list, files) = try #require(try await laptop.files(milk))
             #expect(list == Self.list)
             #expect(files == [TaskFile(name: "receipt.pdf", blob: blob)])
-            #expect(try laptop.localBlobs().file(blob.hash) == nil, "listed, not downloaded until opened")
+            #expect(try await laptop.localBlobs().file(blob.hash) == nil, "listed, not downloaded until opened")
             let opened = try await #require(laptopSync.blobs).open(files[0].blob, scope: list)
             #expect(try Data(contentsOf: opened) == bytes, "byte-identical")
-            #expect(try laptop.localBlobs().file(blob.hash) == opened, "kept for the next open")
+            #expect(try await laptop.localBlobs().file(blob.hash) == opened, "kept for the next open")
 
             // A detach on the laptop reaches the phone; both hold the same task.
             try await laptop.detach(milk, name: "receipt.pdf")

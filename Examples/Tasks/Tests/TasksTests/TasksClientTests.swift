@@ -74,7 +74,7 @@ import Testing
         let source = URL(fileURLWithPath: directory.path("receipt.pdf"))
         let bytes = Data((0..<3_000).map { UInt8($0 % 251) })
         try bytes.write(to: source)
-        let blob = try tasks.localBlobs().add(file: source, type: "application/pdf")
+        let blob = try await tasks.localBlobs().add(file: source, type: "application/pdf")
         #expect(blob.size == 3_000 && blob.type == "application/pdf")
         try await tasks.attach(milk, name: "receipt march.pdf", blob: blob)
 
@@ -82,7 +82,7 @@ import Testing
         let (list, files) = try #require(try await tasks.files(milk))
         #expect(list == Self.list)
         #expect(files == [TaskFile(name: "receipt march.pdf", blob: blob)])
-        let here = try #require(try tasks.localBlobs().file(blob.hash))
+        let here = try #require(try await tasks.localBlobs().file(blob.hash))
         #expect(try Data(contentsOf: here) == bytes)
 
         // The attach is in the outbox, but a push takes only what comes before it: the server does not hold

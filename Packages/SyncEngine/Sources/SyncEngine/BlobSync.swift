@@ -69,8 +69,8 @@ public final class BlobSync: Sendable {
     }
 
     /// The blobs waiting for their upload, oldest reference first.
-    public func pendingUploads() throws -> [PendingUpload] {
-        try database.writer.read { db in
+    public func pendingUploads() async throws -> [PendingUpload] {
+        try await database.read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -111,7 +111,7 @@ public final class BlobSync: Sendable {
         var report = UploadReport()
         let pending: [PendingUpload]
         do {
-            pending = try pendingUploads()
+            pending = try await pendingUploads()
         } catch {
             report.lastFailure = .retryable(reason: "the local database: \(error)", retryAfter: nil)
             return report
@@ -136,7 +136,7 @@ public final class BlobSync: Sendable {
                 }
                 report.waiting += 1
                 report.lastFailure = error
-                record(error, for: blob)
+                await record(error, for: blob)
                 if case .authentication = error { break }
             }
         }
@@ -158,7 +158,7 @@ public final class BlobSync: Sendable {
                     code: "blob.notLocal",
                     message: "the bytes of blob \(blob.reference.hash.hex) are not on this device")
             }
-            try recordSession(blob, session)
+            try await recordSession(blob, session)
             let input: FileHandle
             do {
                 input = try FileHandle(forReadingFrom: file)
@@ -184,7 +184,7 @@ public final class BlobSync: Sendable {
                 }
                 report.chunks += 1
                 report.bytes += Int64(bytes.count)
-                try recordSession(blob, session)
+                try await recordSession(blob, session)
                 updateProgress { $0.uploadedBytes += Int64(bytes.count) }
             }
             if !session.missing.isEmpty {
@@ -195,7 +195,7 @@ public final class BlobSync: Sendable {
         guard session.committed else {
             throw .retryable(reason: "the upload was not committed", retryAfter: nil)
         }
-        try markUploaded(blob)
+        try await markUploaded(blob)
     }
 
     /// The code of a blob the device must upload but whose bytes it no longer has.
@@ -246,12 +246,12 @@ public final class BlobSync: Sendable {
     }
 
     /// Records the session and what the server has acknowledged of it.
-    func recordSession(_ blob: PendingUpload, _ session: UploadState) throws(SyncFailure) {
+    func recordSession(_ blob: PendingUpload, _ session: UploadState) async throws(SyncFailure) {
         let missing = Set(session.missing)
         let sent = (0..<session.chunks).filter { !missing.contains($0) }.reduce(Int64(0)) {
             $0 + Int64(session.chunkRange($1).count)
         }
-        try write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE local_blobs SET upload_id = ?, chunk_size = ?, sent_bytes = ?, last_error = NULL
@@ -262,8 +262,8 @@ public final class BlobSync: Sendable {
     }
 
     /// The blob is on the server: the events that waited for it may go.
-    func markUploaded(_ blob: PendingUpload) throws(SyncFailure) {
-        try write { db in
+    func markUploaded(_ blob: PendingUpload) async throws(SyncFailure) {
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE local_blobs SET uploaded = 1, upload_id = NULL, sent_bytes = size, last_error = NULL
@@ -273,17 +273,17 @@ public final class BlobSync: Sendable {
         }
     }
 
-    func record(_ failure: SyncFailure, for blob: PendingUpload) {
-        try? write { db in
+    func record(_ failure: SyncFailure, for blob: PendingUpload) async {
+        try? await write { db in
             try db.execute(
                 sql: "UPDATE local_blobs SET attempts = attempts + 1, last_error = ? WHERE scope = ? AND hash = ?",
                 arguments: [failure.description, blob.scope.name, blob.reference.hash.hex])
         }
     }
 
-    func write(_ body: @Sendable (Database) throws -> Void) throws(SyncFailure) {
+    func write(_ body: @escaping @Sendable (Database) throws -> Void) async throws(SyncFailure) {
         do {
-            try database.writer.write(body)
+            try await database.writer.write(body)
         } catch {
             throw .retryable(reason: "the local database: \(error)", retryAfter: nil)
         }
@@ -305,7 +305,7 @@ public final class BlobSync: Sendable {
     ///   permanent when the server does not have the blob (`blob.notFound`) or sent other bytes.
     public func open(_ reference: BlobReference, scope: Scope) async throws(SyncFailure) -> URL {
         do {
-            if let file = try local.file(reference.hash) { return file }
+            if let file = try await local.file(reference.hash) { return file }
         } catch {
             throw .retryable(reason: "the local database: \(error)", retryAfter: nil)
         }
@@ -317,9 +317,13 @@ public final class BlobSync: Sendable {
             try? FileManager.default.removeItem(at: partial)
             throw .permanent(code: "blob.hashMismatch", message: "the downloaded bytes do not match the blob's hash")
         }
-        try fileOperation { try local.place(partial, as: reference.hash, size: size) }
+        do {
+            try await local.place(partial, as: reference.hash, size: size)
+        } catch {
+            throw .permanent(code: "blob.file", message: "\(error)")
+        }
         updateProgress { $0.downloadedBlobs += 1 }
-        _ = try? local.evict()
+        _ = try? await local.evict()
         return local.fileURL(reference.hash)
     }
 
@@ -376,7 +380,7 @@ public final class BlobSync: Sendable {
 
     /// Downloads the pinned blobs that are not here (of `scope`).
     public func prefetchPinned(scope: Scope) async -> Int {
-        guard let missing = try? local.pinnedMissing() else { return 0 }
+        guard let missing = try? await local.pinnedMissing() else { return 0 }
         var fetched = 0
         for (hash, size) in missing {
             if (try? await open(BlobReference(hash: hash, size: size), scope: scope)) != nil { fetched += 1 }

@@ -47,7 +47,7 @@ public final class LocalBlobs: Sendable {
     /// the whole file in memory), and returns its reference. The blob is readable at once; it joins the
     /// upload queue when an event referring to it is appended (`EventDraft.blobs`).
     /// - Throws: the file system's error; nothing is kept then.
-    public func add(file source: URL, type: String = "application/octet-stream") throws -> BlobReference {
+    public func add(file source: URL, type: String = "application/octet-stream") async throws -> BlobReference {
         let input = try FileHandle(forReadingFrom: source)
         defer { try? input.close() }
         let temporary = directory.appendingPathComponent("add-\(UUID().uuidString).tmp")
@@ -69,7 +69,7 @@ public final class LocalBlobs: Sendable {
                 throw error
             }
             let reference = BlobReference(hash: BlobHash(digest: hasher.finalize()), size: size, type: type)
-            try place(temporary, as: reference.hash, size: size)
+            try await place(temporary, as: reference.hash, size: size)
             return reference
         } catch {
             try? FileManager.default.removeItem(at: temporary)
@@ -78,40 +78,42 @@ public final class LocalBlobs: Sendable {
     }
 
     /// `add(file:type:)` for bytes in memory.
-    public func add(data: Data, type: String = "application/octet-stream") throws -> BlobReference {
+    public func add(data: Data, type: String = "application/octet-stream") async throws -> BlobReference {
         let temporary = directory.appendingPathComponent("add-\(UUID().uuidString).tmp")
         try data.write(to: temporary)
         defer { try? FileManager.default.removeItem(at: temporary) }
-        return try add(file: temporary, type: type)
+        return try await add(file: temporary, type: type)
     }
 
     /// Moves a complete file into place as blob `hash` and records it present.
-    func place(_ file: URL, as hash: BlobHash, size: Int64) throws {
+    func place(_ file: URL, as hash: BlobHash, size: Int64) async throws {
         let target = fileURL(hash)
         if FileManager.default.fileExists(atPath: target.path) {
             try FileManager.default.removeItem(at: file)
         } else {
             try FileManager.default.moveItem(at: file, to: target)
         }
-        try database.writer.write { db in
+        let now = Self.now()
+        try await database.writer.write { db in
             try db.execute(
                 sql: """
                     INSERT INTO blob_files (hash, size, present, used_at) VALUES (?, ?, 1, ?)
                     ON CONFLICT (hash) DO UPDATE SET present = 1, size = excluded.size, used_at = excluded.used_at
-                    """, arguments: [hash.hex, size, Self.now()])
+                    """, arguments: [hash.hex, size, now])
         }
     }
 
     // MARK: Reading
 
     /// The file of blob `hash` when its bytes are here (and marks it used), else nil.
-    public func file(_ hash: BlobHash) throws -> URL? {
+    public func file(_ hash: BlobHash) async throws -> URL? {
         let url = fileURL(hash)
         // The row decides, not the file system: eviction marks a blob absent before it removes the file.
-        let present = try database.writer.write { db -> Bool in
+        let now = Self.now()
+        let present = try await database.writer.write { db -> Bool in
             try db.execute(
                 sql: "UPDATE blob_files SET used_at = ? WHERE hash = ? AND present = 1",
-                arguments: [Self.now(), hash.hex])
+                arguments: [now, hash.hex])
             return db.changesCount > 0
         }
         guard present, FileManager.default.fileExists(atPath: url.path) else { return nil }
@@ -135,8 +137,8 @@ public final class LocalBlobs: Sendable {
 
     /// Pins (or unpins) blob `hash`: a pinned blob is never evicted, and `BlobSync.prefetchPinned` fetches
     /// the pinned blobs that are not here yet.
-    public func pin(_ hash: BlobHash, size: Int64, _ pinned: Bool = true) throws {
-        try database.writer.write { db in
+    public func pin(_ hash: BlobHash, size: Int64, _ pinned: Bool = true) async throws {
+        try await database.writer.write { db in
             try db.execute(
                 sql: """
                     INSERT INTO blob_files (hash, size, present, pinned) VALUES (?, ?, 0, ?)
@@ -146,8 +148,8 @@ public final class LocalBlobs: Sendable {
     }
 
     /// The pinned blobs whose bytes are not here.
-    public func pinnedMissing() throws -> [(hash: BlobHash, size: Int64)] {
-        try database.writer.read { db in
+    public func pinnedMissing() async throws -> [(hash: BlobHash, size: Int64)] {
+        try await database.read { db in
             try Row.fetchAll(db, sql: "SELECT hash, size FROM blob_files WHERE pinned = 1 AND present = 0").compactMap {
                 row in (try? BlobHash(row["hash"] as String)).map { ($0, row["size"] as Int64) }
             }
@@ -155,8 +157,8 @@ public final class LocalBlobs: Sendable {
     }
 
     /// The bytes of blobs here, and of those the cache may evict.
-    public func usage() throws -> (total: Int64, evictable: Int64) {
-        try database.writer.read { db in
+    public func usage() async throws -> (total: Int64, evictable: Int64) {
+        try await database.read { db in
             let total = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM blob_files WHERE present = 1")
             let evictable = try Int64.fetchOne(
                 db, sql: "SELECT coalesce(sum(size), 0) FROM blob_files f WHERE \(Self.evictable)")
@@ -177,8 +179,9 @@ public final class LocalBlobs: Sendable {
     /// Deletes the least recently used evictable blobs until those left take at most `cacheBytes`.
     /// - Returns: the bytes freed.
     @discardableResult
-    public func evict() throws -> Int64 {
-        let victims = try database.writer.read { db -> [(String, Int64)] in
+    public func evict() async throws -> Int64 {
+        let cacheBytes = cacheBytes
+        let victims = try await database.read { db -> [(String, Int64)] in
             var kept =
                 try Int64.fetchOne(
                     db, sql: "SELECT coalesce(sum(size), 0) FROM blob_files f WHERE \(Self.evictable)") ?? 0
@@ -196,7 +199,7 @@ public final class LocalBlobs: Sendable {
         for (hash, size) in victims {
             // Marked absent first, and only if it is still evictable (an attachment of the same bytes made
             // since the choice keeps it): a reader never gets a file that is being removed.
-            let marked = try database.writer.write { db -> Bool in
+            let marked = try await database.writer.write { db -> Bool in
                 try db.execute(
                     sql:
                         "UPDATE blob_files SET present = 0 WHERE hash = ? AND hash IN (SELECT f.hash FROM blob_files f WHERE \(Self.evictable))",

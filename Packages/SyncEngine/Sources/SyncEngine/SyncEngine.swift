@@ -65,10 +65,11 @@ public final class SyncEngine: Sendable {
         metrics.openConflicts.record(status.openConflicts)
         self.learned = Mutex(Self.budget(configuration))
         if let blobs {
-            // The queue's progress as it is when the status is updated: updates may finish out of order.
-            blobs.observe { [weak self] _ in
-                guard let self else { return }
-                Task { await self.updateStatus { $0.blobs = blobs.progress } }
+            // At once, in the caller's thread: the status shows the queue's progress when its call returns. The
+            // queue's progress as it is then, not as it was told: two calls may be told out of order.
+            blobs.observe { [weak self, weak blobs] _ in
+                guard let self, let blobs else { return }
+                self.updateStatusNow { $0.blobs = blobs.progress }
             }
         }
     }
@@ -444,6 +445,15 @@ public final class SyncEngine: Sendable {
     /// A local database failure as a sync failure: permanent.
     static func storeFailure(_ error: any Error) -> SyncFailure {
         .permanent(code: "store.error", message: String(describing: error))
+    }
+
+    /// `updateStatus` without reading the store's counts: for changes made where no `await` may be.
+    func updateStatusNow(_ change: (inout EngineStatus) -> Void) {
+        let snapshot = state.withLock { status -> EngineStatus in
+            change(&status)
+            return status
+        }
+        for continuation in statusBroadcast.withLock({ Array($0.values) }) { continuation.yield(snapshot) }
     }
 
     func updateStatus(_ change: @Sendable (inout EngineStatus) -> Void) async {

@@ -38,7 +38,7 @@ import Testing
         /// Adds `content` as a blob and appends an event referring to it.
         @discardableResult
         func attach(_ content: Data, stream: String = "note:1") async throws -> BlobReference {
-            let reference = try local.add(data: content, type: "image/png")
+            let reference = try await local.add(data: content, type: "image/png")
             var draft = title(stream, "with \(reference.hash.hex.prefix(8))", scope: BlobSyncTests.scope)
             draft.blobs = [reference]
             try await store.append([draft])
@@ -81,7 +81,7 @@ import Testing
         let device = try Device()
         let content = Self.bytes(64 * 4 + 10)  // 5 chunks, the last one short
         let reference = try await device.attach(content)
-        #expect(try device.sync.pendingUploads().map(\.reference) == [reference])
+        #expect(try await device.sync.pendingUploads().map(\.reference) == [reference])
         #expect(try await device.pushable == 0)
         let report = await device.sync.uploadPending()
         #expect(report.committed == 1 && report.chunks == 5 && report.bytes == Int64(content.count))
@@ -91,7 +91,7 @@ import Testing
         #expect(
             try await device.row(reference.hash)
                 == .init(uploaded: true, upload: nil, sentBytes: Int64(content.count), attempts: 0, lastError: nil))
-        #expect(try device.sync.pendingUploads().isEmpty)
+        #expect(try await device.sync.pendingUploads().isEmpty)
         #expect(try await device.pushable == 1, "the event may go")
         let progress = device.sync.progress
         #expect(progress.uploadsPending == 0 && progress.uploadBytes == Int64(content.count))
@@ -128,7 +128,7 @@ import Testing
         let row = try #require(try await device.row(reference.hash))
         #expect(!row.uploaded && row.sentBytes == 128 && row.attempts == 1)
         #expect(row.upload == "upload-1" && row.lastError == unavailable.description)
-        #expect(try device.sync.pendingUploads().map(\.sentBytes) == [128])
+        #expect(try await device.sync.pendingUploads().map(\.sentBytes) == [128])
         #expect(device.sync.progress.lastUploadError == unavailable.description)
         #expect(try await device.pushable == 0, "the event still waits")
 
@@ -216,7 +216,7 @@ import Testing
 
     @Test func aBlobAddedHereOpensWithoutAnyTransportCall() async throws {
         let device = try Device()
-        let reference = try device.local.add(data: Self.bytes(500))
+        let reference = try await device.local.add(data: Self.bytes(500))
         #expect(try await device.sync.open(reference, scope: Self.scope) == device.local.fileURL(reference.hash))
         #expect(device.server.calls.isEmpty)
     }
@@ -245,7 +245,7 @@ import Testing
         }
         let partial = device.local.partialURL(reference.hash)
         #expect(try Data(contentsOf: partial) == content.prefix(300))
-        #expect(try device.local.file(reference.hash) == nil)
+        #expect(try await device.local.file(reference.hash) == nil)
         let file = try await device.sync.open(reference, scope: Self.scope)
         #expect(try Data(contentsOf: file) == content)
         #expect(device.server.calls == ["download from 0", "download from 300"])
@@ -264,7 +264,7 @@ import Testing
             try await device.sync.open(reference, scope: Self.scope)
         }
         #expect(try LocalBlobsTests.files(in: device.local.directory).isEmpty, "no file, no partial file")
-        #expect(try device.local.file(reference.hash) == nil)
+        #expect(try await device.local.file(reference.hash) == nil)
         #expect(device.server.calls == ["download from 0"], "not retried")
         // Once the server serves the right bytes, the next open starts over and succeeds.
         device.server.serve(content, as: reference.hash)
@@ -276,6 +276,6 @@ import Testing
         let reference = BlobReference(hash: BlobHash(digest: SHA256.hash(data: Self.bytes(10))), size: 10)
         await #expect(throws: SyncFailure.self) { try await device.sync.open(reference, scope: Self.scope) }
         #expect(device.server.calls == ["download from 0"], "not retried")
-        #expect(try device.local.file(reference.hash) == nil)
+        #expect(try await device.local.file(reference.hash) == nil)
     }
 }

@@ -36,7 +36,7 @@ import Testing
 
         /// Appends a title, an event attaching `content`, and another title; returns the three event ids.
         func appendAroundAnAttachment(_ content: Data) async throws -> (ids: [EventID], blob: BlobReference) {
-            let reference = try local.add(data: content, type: "image/png")
+            let reference = try await local.add(data: content, type: "image/png")
             var attachment = title("note:2", "attached")
             attachment.blobs = [reference]
             let stored =
@@ -57,14 +57,12 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func anAttachmentIsPushedOnlyAfterItsBlobIsUploaded() async throws {
+    @Test func anAttachmentIsPushedOnlyAfterItsBlobIsUploaded() async throws {
         let replica = try Replica()
         let content = LocalBlobsTests.bytes(100)  // 2 chunks
         let (ids, blob) = try await replica.appendAroundAnAttachment(content)
         #expect(try await replica.store.outboxSnapshot(after: 0, limit: 100).pending.map(\.event.id) == [ids[0]])
         #expect(replica.blobServer.holds("team-1", blob.hash) == nil)
-        var updates = replica.engine.statusUpdates().makeAsyncIterator()
 
         try await replica.engine.syncNow()
         #expect(replica.blobServer.holds("team-1", blob.hash) == content)
@@ -79,8 +77,7 @@ import Testing
         expected.uploadBytes = 100
         expected.uploadedBytes = 100
         #expect(replica.engine.blobs?.progress == expected)
-        // The engine's status shows the queue's progress (told asynchronously): wait for it, no clock.
-        while let status = await updates.next(), status.blobs != expected {}
+        #expect(replica.engine.status.blobs == expected, "the engine's status shows the queue's progress")
     }
 
     @Test func aFailedUploadHoldsTheAttachmentAndWhatFollowsUntilTheNextSync() async throws {
@@ -119,7 +116,7 @@ import Testing
         let kept = try await replica.store.events(stream: "note:2")
         #expect(kept.map(\.status) == [.pending], "kept, not rejected")
         #expect(try await replica.store.outboxSnapshot(after: 0, limit: 100).pending.isEmpty, "held for its blob")
-        #expect(try replica.engine.blobs?.pendingUploads().map(\.reference) == [blob])
+        #expect(try await replica.engine.blobs?.pendingUploads().map(\.reference) == [blob])
 
         replica.blobServer.collect("team-1", blob.hash)
         try await replica.engine.syncNow()

@@ -17,8 +17,8 @@ import Testing
     }
 
     /// `LocalBlobs.usage()` as `[total, evictable]`.
-    static func usage(_ local: LocalBlobs) throws -> [Int64] {
-        let usage = try local.usage()
+    static func usage(_ local: LocalBlobs) async throws -> [Int64] {
+        let usage = try await local.usage()
         return [usage.total, usage.evictable]
     }
 
@@ -35,13 +35,13 @@ import Testing
         let content = Self.bytes(LocalBlobs.pieceBytes * 2 + 123, seed: 1)
         let source = directory.url.appendingPathComponent("photo.png")
         try content.write(to: source)
-        let reference = try local.add(file: source, type: "image/png")
+        let reference = try await local.add(file: source, type: "image/png")
         #expect(reference.hash == BlobHash(digest: SHA256.hash(data: content)))
         #expect(reference.size == Int64(content.count) && reference.type == "image/png")
         #expect(try Self.files(in: local.directory) == [reference.hash.hex], "no temporary file left")
         #expect(try Data(contentsOf: local.fileURL(reference.hash)) == content)
         #expect(try Data(contentsOf: source) == content, "the source stays")
-        #expect(try local.file(reference.hash) == local.fileURL(reference.hash))
+        #expect(try await local.file(reference.hash) == local.fileURL(reference.hash))
         let rehashed = try LocalBlobs.hash(of: source)
         #expect(rehashed.hash == reference.hash && rehashed.size == reference.size)
         let recorded = try await store.database.writer.read { db in
@@ -52,21 +52,21 @@ import Testing
         }
         #expect(recorded == [reference.size, 1, 0])
         // Not a pending upload until an event refers to it.
-        #expect(try Self.usage(local) == [Int64(content.count), Int64(content.count)])
+        #expect(try await Self.usage(local) == [Int64(content.count), Int64(content.count)])
     }
 
-    @Test func addingTheSameBytesTwiceKeepsOneFile() throws {
+    @Test func addingTheSameBytesTwiceKeepsOneFile() async throws {
         let directory = try TemporaryDirectory()
         let local = try LocalBlobs(store: try EventStore(path: directory.path("a.sqlite")))
         let content = Self.bytes(1000, seed: 2)
-        let first = try local.add(data: content, type: "text/plain")
-        let second = try local.add(data: content)
+        let first = try await local.add(data: content, type: "text/plain")
+        let second = try await local.add(data: content)
         #expect(first.hash == second.hash && second.type == "application/octet-stream")
         #expect(first.hash == BlobHash(digest: SHA256.hash(data: content)))
         #expect(try Self.files(in: local.directory) == [first.hash.hex])
-        let empty = try local.add(data: Data())
+        let empty = try await local.add(data: Data())
         #expect(empty.size == 0 && empty.hash == BlobHash(digest: SHA256.hash(data: Data())))
-        #expect(try local.file(BlobHash(digest: SHA256.hash(data: Self.bytes(10, seed: 3)))) == nil)
+        #expect(try await local.file(BlobHash(digest: SHA256.hash(data: Self.bytes(10, seed: 3)))) == nil)
     }
 
     /// `evict()` marks a victim absent in the database before it removes the file, so that "a reader never gets
@@ -75,12 +75,12 @@ import Testing
         let directory = try TemporaryDirectory()
         let store = try EventStore(path: directory.path("a.sqlite"))
         let local = try LocalBlobs(store: store)
-        let reference = try local.add(data: Self.bytes(100))
+        let reference = try await local.add(data: Self.bytes(100))
         // Where `evict()` is between its two steps: marked absent, the file not removed yet.
         try await store.database.writer.write { db in
             try db.execute(sql: "UPDATE blob_files SET present = 0 WHERE hash = ?", arguments: [reference.hash.hex])
         }
-        #expect(try local.file(reference.hash) == nil, "a blob being evicted is not handed out")
+        #expect(try await local.file(reference.hash) == nil, "a blob being evicted is not handed out")
     }
 
     /// Five blobs of 100 bytes: `pending` (an event waits for its upload), `pinned`, `referenced` (uploaded, but
@@ -97,12 +97,13 @@ import Testing
             let content = Self.bytes(100, seed: UInt8(index + 10))
             if name == "pinned" {
                 // Pinned before its bytes are here: adding them keeps the pin.
-                try unbounded.pin(BlobHash(digest: SHA256.hash(data: content)), size: 100)
-                #expect(try unbounded.pinnedMissing().map(\.hash) == [BlobHash(digest: SHA256.hash(data: content))])
+                try await unbounded.pin(BlobHash(digest: SHA256.hash(data: content)), size: 100)
+                #expect(
+                    try await unbounded.pinnedMissing().map(\.hash) == [BlobHash(digest: SHA256.hash(data: content))])
             }
-            blobs[name] = try unbounded.add(data: content)
+            blobs[name] = try await unbounded.add(data: content)
         }
-        #expect(try unbounded.pinnedMissing().isEmpty)
+        #expect(try await unbounded.pinnedMissing().isEmpty)
         var waiting = title("note:1", "pending attachment")
         waiting.blobs = [blobs["pending"]!]
         var sent = title("note:2", "uploaded attachment")
@@ -118,39 +119,39 @@ import Testing
             }
         }
         // Read now: the most recently used.
-        #expect(try unbounded.file(blobs["older"]!.hash) != nil)
-        #expect(try Self.usage(unbounded) == [500, 200])
-        #expect(try unbounded.evict() == 0, "under the default bound")
+        #expect(try await unbounded.file(blobs["older"]!.hash) != nil)
+        #expect(try await Self.usage(unbounded) == [500, 200])
+        #expect(try await unbounded.evict() == 0, "under the default bound")
 
         let bounded = try LocalBlobs(store: store, directory: blobsDirectory, cacheBytes: 150)
-        #expect(try bounded.evict() == 100)
-        #expect(try bounded.file(blobs["newer"]!.hash) == nil, "the least recently used goes")
+        #expect(try await bounded.evict() == 100)
+        #expect(try await bounded.file(blobs["newer"]!.hash) == nil, "the least recently used goes")
         #expect(!FileManager.default.fileExists(atPath: bounded.fileURL(blobs["newer"]!.hash).path))
         for name in ["pending", "pinned", "referenced", "older"] {
-            #expect(try bounded.file(blobs[name]!.hash) != nil, "\(name) kept")
+            #expect(try await bounded.file(blobs[name]!.hash) != nil, "\(name) kept")
         }
-        #expect(try Self.usage(bounded) == [400, 100])
+        #expect(try await Self.usage(bounded) == [400, 100])
 
         // Nothing evictable left above the bound, even at 0 bytes: the pending, the referenced and the pinned
         // blob stay.
         let none = try LocalBlobs(store: store, directory: blobsDirectory, cacheBytes: 0)
-        #expect(try none.evict() == 100)
-        #expect(try none.file(blobs["older"]!.hash) == nil)
+        #expect(try await none.evict() == 100)
+        #expect(try await none.file(blobs["older"]!.hash) == nil)
         for name in ["pending", "pinned", "referenced"] {
-            #expect(try none.file(blobs[name]!.hash) != nil, "\(name) kept")
+            #expect(try await none.file(blobs[name]!.hash) != nil, "\(name) kept")
         }
-        #expect(try none.evict() == 0)
+        #expect(try await none.evict() == 0)
 
         // Once uploaded, pushed and unpinned they are ordinary cache entries.
         try await store.database.writer.write { db in
             try db.execute(sql: "UPDATE local_blobs SET uploaded = 1")
         }
-        #expect(try none.evict() == 0, "their events are still pending")
+        #expect(try await none.evict() == 0, "their events are still pending")
         try await store.markConfirmed([events[0].event.id: 1, events[1].event.id: 2])
-        #expect(try none.evict() == 200)
-        try none.pin(blobs["pinned"]!.hash, size: 100, false)
-        #expect(try none.evict() == 100)
+        #expect(try await none.evict() == 200)
+        try await none.pin(blobs["pinned"]!.hash, size: 100, false)
+        #expect(try await none.evict() == 100)
         #expect(try Self.files(in: blobsDirectory).isEmpty)
-        #expect(try Self.usage(none) == [0, 0])
+        #expect(try await Self.usage(none) == [0, 0])
     }
 }
