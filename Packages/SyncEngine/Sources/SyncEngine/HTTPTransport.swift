@@ -16,8 +16,8 @@ import Synchronization
 /// stream.
 public final class HTTPTransport: SyncTransport {
     public let baseURL: URL
-    private let session: URLSession
-    private let token: Mutex<String?>
+    let session: URLSession
+    let token: Mutex<String?>
 
     public init(baseURL: URL, token: String?, timeout: TimeInterval = 60) {
         self.baseURL = baseURL
@@ -46,8 +46,7 @@ public final class HTTPTransport: SyncTransport {
 
     /// Sends one request with the bearer token; a failure to get an HTTP answer is a retryable network
     /// failure.
-    private func send(_ request: URLRequest) async throws(SyncFailure) -> (status: Int, retryAfter: String?, body: Data)
-    {
+    func send(_ request: URLRequest) async throws(SyncFailure) -> (status: Int, retryAfter: String?, body: Data) {
         var request = request
         if let token = token.withLock({ $0 }) {
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")

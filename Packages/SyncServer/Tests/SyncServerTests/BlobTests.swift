@@ -305,7 +305,7 @@ import Testing
     @Test(arguments: BlobStoreKind.allCases)
     func anUploadResumesAfterTheServerRestarts(store: BlobStoreKind) async throws {
         let blob = TestBlob(size: 3 * Self.chunk - 7, seed: 16)
-        try await TestDatabase.with { database in
+        try await TestDatabase.with(citus: TestServer.onCitus) { database in
             defer { store.removeDirectory(of: database) }
             let id = try await store.run(on: database) { server in
                 let id = try #require(try server.uploadState(try await server.openUpload(blob, scope: "s")).upload)

@@ -307,10 +307,13 @@ struct BlobService: Sendable {
             let scope = key.scope.name
             try await connection.checkedQuery(
                 """
-                INSERT INTO blobs (scope, hash, size, type, chunk_size)
-                VALUES (\(scope), \(key.hash.hex), \(session.size), \(session.type), \(Int32(session.chunkSize)))
+                -- The time in VALUES, not in DO UPDATE SET: Citus takes only immutable functions there.
+                INSERT INTO blobs (scope, hash, size, type, chunk_size, committed_at)
+                VALUES (
+                    \(scope), \(key.hash.hex), \(session.size), \(session.type), \(Int32(session.chunkSize)), now())
                 ON CONFLICT (scope, hash) DO UPDATE
-                SET size = EXCLUDED.size, type = EXCLUDED.type, chunk_size = EXCLUDED.chunk_size, committed_at = now()
+                SET size = EXCLUDED.size, type = EXCLUDED.type, chunk_size = EXCLUDED.chunk_size,
+                    committed_at = EXCLUDED.committed_at
                 """, logger: logger)
             try await connection.checkedQuery(
                 "UPDATE blob_uploads SET committed_at = now() WHERE scope = \(scope) AND id = \(key.id)",
