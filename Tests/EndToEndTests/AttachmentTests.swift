@@ -65,6 +65,11 @@ import Testing
         }
     }
 
+    /// Waits for `process` to end without holding a thread of the concurrency pool.
+    static func exit(of process: ChildProcess.Running) async {
+        while process.terminationStatus == nil { try? await Task.sleep(for: .milliseconds(20)) }
+    }
+
     struct Listed: Decodable {
         var name: String
         var hash: String
@@ -79,9 +84,10 @@ import Testing
         let chunks = 24
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "photo.jpg", bytes: chunks * Self.chunkBytes - 1000, seed: 46)
-        let note = try a("note", "create", "--scope", "team-1", "--title", "Trip")
-        #expect(try a("note", "attach", note, file.path) == hash)
-        let listedOffline = try JSONDecoder().decode([Listed].self, from: Data(try a("note", "files", note).utf8))
+        let note = try await a.run("note", "create", "--scope", "team-1", "--title", "Trip")
+        #expect(try await a.run("note", "attach", note, file.path) == hash)
+        let listedOffline = try JSONDecoder().decode(
+            [Listed].self, from: Data(try await a.run("note", "files", note).utf8))
         #expect(listedOffline.map(\.name) == ["photo.jpg"] && listedOffline.first?.local == true, "readable at once")
 
         // Killed once the server holds a few chunks, before it holds them all: through a proxy at 1 MiB/s, so
@@ -95,14 +101,14 @@ import Testing
             try await Task.sleep(for: .milliseconds(10))
         }
         kill(syncing.processIdentifier, SIGKILL)
-        syncing.waitUntilExit()
+        await Self.exit(of: syncing)
         stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
         #expect(stored > 0 && stored < chunks, "killed mid-upload (\(stored) of \(chunks) chunks stored)")
         #expect(
             try stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["0"],
             "the attachment's event waits for its blob")
 
-        try a("sync")
+        try await a.run("sync")
         let journal = try a.status().journal.filter { $0.kind == "blob.upload" }
         let detail = try #require(journal.last?.detail)
         let sent = try #require(Int(detail.split(separator: " ").dropFirst(3).first ?? ""), "\(detail)")
@@ -111,15 +117,15 @@ import Testing
         #expect(try stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["1"])
 
         let b = stack.agent("b", token: token)
-        try b("sync")
-        let listed = try JSONDecoder().decode([Listed].self, from: Data(try b("note", "files", note).utf8))
+        try await b.run("sync")
+        let listed = try JSONDecoder().decode([Listed].self, from: Data(try await b.run("note", "files", note).utf8))
         #expect(listed.map(\.hash) == [hash] && listed.first?.local == false)
         let copy = stack.directory.appendingPathComponent("copy.jpg")
-        try b("note", "open", note, "photo.jpg", "--out", copy.path)
+        try await b.run("note", "open", note, "photo.jpg", "--out", copy.path)
         #expect(Self.sha256(try Data(contentsOf: copy)) == hash, "byte-identical on the second device")
-        let after = try JSONDecoder().decode([Listed].self, from: Data(try b("note", "files", note).utf8))
+        let after = try JSONDecoder().decode([Listed].self, from: Data(try await b.run("note", "files", note).utf8))
         #expect(after.first?.local == true, "kept in the second device's cache")
-        #expect(try a("export", "--state") == b("export", "--state"))
+        #expect(try await a.run("export", "--state") == b("export", "--state"))
     }
 
     @Test func twoDevicesAttachingTheSameFileOfflineStoreItOnce() async throws {
@@ -129,17 +135,17 @@ import Testing
         let b = stack.agent("b", token: token)
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "scan.pdf", bytes: 3 * Self.chunkBytes + 17, seed: 7)
-        let first = try a("note", "create", "--scope", "team-1", "--title", "A")
-        let second = try b("note", "create", "--scope", "team-1", "--title", "B")
-        try a("note", "attach", first, file.path)
-        try b("note", "attach", second, file.path, "--name", "same scan.pdf")
-        try a("sync")
-        try b("sync")
-        try a("sync")
+        let first = try await a.run("note", "create", "--scope", "team-1", "--title", "A")
+        let second = try await b.run("note", "create", "--scope", "team-1", "--title", "B")
+        try await a.run("note", "attach", first, file.path)
+        try await b.run("note", "attach", second, file.path, "--name", "same scan.pdf")
+        try await a.run("sync")
+        try await b.run("sync")
+        try await a.run("sync")
         #expect(try stack.sql("SELECT count(*) FROM blobs") == ["1"], "stored once")
         #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
-        #expect(try a("export", "--state") == b("export", "--state"))
-        let listed = try JSONDecoder().decode([Listed].self, from: Data(try a("note", "files", second).utf8))
+        #expect(try await a.run("export", "--state") == b("export", "--state"))
+        let listed = try JSONDecoder().decode([Listed].self, from: Data(try await a.run("note", "files", second).utf8))
         #expect(listed.map(\.name) == ["same scan.pdf"] && listed.first?.local == true, "the bytes were here already")
     }
 
@@ -150,8 +156,8 @@ import Testing
         let chunks = 48
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "talk.m4a", bytes: chunks * Self.chunkBytes, seed: 3)
-        let note = try a("note", "create", "--scope", "team-1", "--title", "Talk")
-        try a("note", "attach", note, file.path)
+        let note = try await a.run("note", "create", "--scope", "team-1", "--title", "Talk")
+        try await a.run("note", "attach", note, file.path)
         // Through a proxy at 4 MiB/s: the upload takes seconds, however fast the machine.
         let slow = try await Proxy(stack, ["--bandwidth", "4MiB"])
         let syncing = try slow.route(a).start(["sync"])
@@ -165,15 +171,15 @@ import Testing
         let stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
         #expect(try stack.sql("SELECT count(*) FROM blobs") == ["0"] && stored < chunks, "cut mid-upload")
         try await stack.startServer()
-        syncing.waitUntilExit()
+        await Self.exit(of: syncing)
         #expect(syncing.terminationStatus == 0, "the same run resumed on the restarted server")
-        try a("sync")
+        try await a.run("sync")
         #expect(try a.status().pending == 0)
         #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
         let b = stack.agent("b", token: token)
-        try b("sync")
+        try await b.run("sync")
         let copy = stack.directory.appendingPathComponent("copy.m4a")
-        try b("note", "open", note, "talk.m4a", "--out", copy.path)
+        try await b.run("note", "open", note, "talk.m4a", "--out", copy.path)
         #expect(Self.sha256(try Data(contentsOf: copy)) == hash)
     }
 
@@ -186,13 +192,13 @@ import Testing
         let a = stack.agent("a", token: token)
         let size = 6 << 20
         let (file, hash) = try Self.randomFile(in: stack.directory, name: "video.mp4", bytes: size, seed: 11)
-        let note = try a("note", "create", "--scope", "team-1", "--title", "Clip")
-        try a("note", "attach", note, file.path)
-        try a("sync")
+        let note = try await a.run("note", "create", "--scope", "team-1", "--title", "Clip")
+        try await a.run("note", "attach", note, file.path)
+        try await a.run("sync")
 
         let proxy = try await Proxy(stack, ["--reset", "1", "--reset-after", String(2 << 20), "--seed", "46"])
         let b = stack.agent("b", token: token)
-        try b("sync")
+        try await b.run("sync")
         let throughProxy = proxy.route(b)
         let copy = stack.directory.appendingPathComponent("copy.mp4")
         // Each run makes up to 8 attempts; the partial file carries over from one run to the next.
@@ -227,16 +233,16 @@ import Testing
         let b = stack.agent("b", token: token)
         let (doomedFile, _) = try Self.randomFile(in: stack.directory, name: "old.pdf", bytes: 700_000, seed: 21)
         let (keptFile, keptHash) = try Self.randomFile(in: stack.directory, name: "kept.png", bytes: 500_000, seed: 22)
-        let doomed = try a("note", "create", "--scope", "team-1", "--title", "to delete")
-        let kept = try a("note", "create", "--scope", "team-1", "--title", "to keep")
-        try a("note", "attach", doomed, doomedFile.path)
-        try a("note", "attach", kept, keptFile.path)
-        try a("sync")
-        try b("sync")
-        try b("sync")
-        try a("note", "delete", doomed)
-        try a("sync")
-        try a("sync")
+        let doomed = try await a.run("note", "create", "--scope", "team-1", "--title", "to delete")
+        let kept = try await a.run("note", "create", "--scope", "team-1", "--title", "to keep")
+        try await a.run("note", "attach", doomed, doomedFile.path)
+        try await a.run("note", "attach", kept, keptFile.path)
+        try await a.run("sync")
+        try await b.run("sync")
+        try await b.run("sync")
+        try await a.run("note", "delete", doomed)
+        try await a.run("sync")
+        try await a.run("sync")
 
         struct Report: Decodable {
             var collectedBlobs: Int
@@ -252,13 +258,13 @@ import Testing
         #expect(try await compact().collectedBlobs == 0)
         #expect(try stack.sql("SELECT count(*) FROM blobs") == ["2"])
         let copy = stack.directory.appendingPathComponent("copy.pdf")
-        try b("note", "open", doomed, "old.pdf", "--out", copy.path)
+        try await b.run("note", "open", doomed, "old.pdf", "--out", copy.path)
         #expect(try Data(contentsOf: copy) == Data(contentsOf: doomedFile))
 
         // b syncs (twice: a replica acknowledges a page when it next asks from past it): the deletion is stable.
-        try b("sync")
-        try b("sync")
-        try a("sync")
+        try await b.run("sync")
+        try await b.run("sync")
+        try await a.run("sync")
         #expect(try await compact().collectedBlobs == 1)
         #expect(try stack.sql("SELECT hash FROM blobs") == [keptHash], "the folded note keeps its attachment")
         let stored = try stack.sql("SELECT coalesce(sum(length(bytes)), 0) FROM blob_parts")
@@ -267,11 +273,11 @@ import Testing
 
         // A fresh device bootstraps from the snapshot and reads the kept attachment.
         let c = stack.agent("c", token: token)
-        try c("sync")
+        try await c.run("sync")
         let keptCopy = stack.directory.appendingPathComponent("copy.png")
-        try c("note", "open", kept, "kept.png", "--out", keptCopy.path)
+        try await c.run("note", "open", kept, "kept.png", "--out", keptCopy.path)
         #expect(Self.sha256(try Data(contentsOf: keptCopy)) == keptHash)
-        #expect(try c("export", "--state") == a("export", "--state"))
+        #expect(try await c.run("export", "--state") == a("export", "--state"))
     }
 
     /// A 1 GiB file up and down (`sync-bench blobs`: a device uploads it in 8 MiB chunks to the default

@@ -264,6 +264,15 @@ struct Agent: Sendable {
             .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// `callAsFunction` on a thread of its own (`Stack.runOffPool`): the test's task waits without holding a
+    /// thread of the concurrency pool, which the in-process servers of the suites running beside it need.
+    @discardableResult
+    func run(_ arguments: String...) async throws -> String {
+        try await Stack.runOffPool(
+            executable.path, arguments + ["--db", database, "--server", server, "--token", token]
+        ).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     func capturing(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
         try Stack.runCapturing(executable.path, arguments + ["--db", database, "--server", server, "--token", token])
     }
