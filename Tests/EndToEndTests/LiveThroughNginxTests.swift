@@ -4,6 +4,7 @@ import SyncEngine
 import SyncEngineHTTPClient
 import SyncModels
 import SyncProtocol
+import Synchronization
 import Testing
 
 /// The live stream through nginx (`deploy/nginx/sync.conf`) in front of two `sync-server` processes on one
@@ -22,13 +23,14 @@ import Testing
         // Six subscribers through nginx: its round-robin gives each server some of them.
         let front = HTTPClientTransport(baseURL: URL(string: nginx.url)!, token: token)
         var subscribers: [Subscriber] = []
+        defer { for subscriber in subscribers { subscriber.reader.cancel() } }
         for _ in 0..<6 {
-            let messages = try await front.live(PullRequest(cursor: ScopeCursor(), scopes: ["live-1"]))
-            subscribers.append(Subscriber(messages: messages))
+            subscribers.append(Subscriber(try await front.live(PullRequest(cursor: ScopeCursor(), scopes: ["live-1"]))))
         }
-        for index in subscribers.indices {
-            guard case .subscribed? = try await subscribers[index].next() else {
-                Issue.record("a subscriber's first message was not `live`")
+        for subscriber in subscribers {
+            let first = try await subscriber.wait { !$0.isEmpty }.first
+            guard case .subscribed? = first else {
+                Issue.record("a subscriber's first message was \(String(describing: first)), not `live`")
                 return
             }
         }
@@ -51,21 +53,37 @@ import Testing
         #expect(logged.count >= pushed)
 
         // Every subscriber has every event once, in order, as the log has them.
-        for index in subscribers.indices {
+        for (index, subscriber) in subscribers.enumerated() {
+            let messages = try await subscriber.wait { messages in
+                messages.last.map { Self.head(of: $0) >= Int64(logged.count) || Self.ends($0) } ?? false
+            }
             var ids: [String] = []
             var position: Int64 = 0
-            while position < Int64(logged.count) {
-                guard let message = try await subscribers[index].next() else {
-                    Issue.record("subscriber \(index)'s stream ended at \(position) of \(logged.count)")
+            for message in messages.dropFirst() {
+                guard case .frame(let frame) = message else {
+                    Issue.record("subscriber \(index) got \(message) at \(position) of \(logged.count)")
                     break
                 }
-                guard case .frame(let frame) = message else { continue }
                 #expect(frame.placement(at: position) == .next, "subscriber \(index): \(frame.after) at \(position)")
                 #expect(frame.events.map { $0.seq ?? -1 } == Array(frame.after + 1...frame.head))
                 ids += frame.events.map { $0.id.description }
                 position = frame.head
             }
             #expect(ids == logged, "subscriber \(index)")
+        }
+    }
+
+    /// The head a message reaches: a frame's, or 0.
+    static func head(of message: LiveMessage) -> Int64 {
+        if case .frame(let frame) = message { return frame.head }
+        return 0
+    }
+
+    /// Whether the server ends the stream after this message.
+    static func ends(_ message: LiveMessage) -> Bool {
+        switch message {
+        case .behind, .error: true
+        default: false
         }
     }
 
@@ -78,26 +96,61 @@ import Testing
         return 0
     }
 
-    /// One stream's messages, read in order, heartbeats skipped.
+    /// One stream, read by a task of its own from the moment it opens. Messages never wait in a buffer
+    /// while the test pushes, so the heartbeats counted while waiting are heartbeats that arrived while
+    /// waiting (read later from a buffer, those queued during a slow push would pass for silence).
     struct Subscriber {
-        let messages: LiveMessages
-        var iterator: LiveMessages.AsyncIterator
-
-        init(messages: LiveMessages) {
-            self.messages = messages
-            iterator = messages.makeAsyncIterator()
+        /// The messages read so far, heartbeats apart; how many heartbeats; whether the stream ended.
+        struct Read {
+            var messages: [LiveMessage] = []
+            var heartbeats = 0
+            var ended: (any Error)?
+            var closed = false
         }
 
-        /// The next message other than a heartbeat; nil when the stream ended.
-        /// - Throws: after six heartbeats in a row (a frame comes within milliseconds of its push).
-        mutating func next() async throws -> LiveMessage? {
-            var heartbeats = 0
-            while let message = try await iterator.next() {
-                guard message == .heartbeat else { return message }
-                heartbeats += 1
-                if heartbeats == 6 { throw Stack.StackError("six heartbeats and no message") }
+        let read: SharedRead
+        let reader: Task<Void, Never>
+
+        final class SharedRead: Sendable {
+            let state = Mutex(Read())
+        }
+
+        init(_ messages: LiveMessages) {
+            let read = SharedRead()
+            self.read = read
+            reader = Task {
+                do {
+                    for try await message in messages {
+                        read.state.withLock {
+                            if message == .heartbeat { $0.heartbeats += 1 } else { $0.messages.append(message) }
+                        }
+                    }
+                    read.state.withLock { $0.closed = true }
+                } catch {
+                    read.state.withLock {
+                        $0.ended = error
+                        $0.closed = true
+                    }
+                }
             }
-            return nil
+        }
+
+        /// The messages read once `done` holds for them.
+        /// - Throws: when six heartbeats arrive while waiting (a frame comes within milliseconds of its push),
+        ///   or when the stream closes first.
+        func wait(until done: @Sendable ([LiveMessage]) -> Bool) async throws -> [LiveMessage] {
+            let start = read.state.withLock { $0.heartbeats }
+            while true {
+                let now = read.state.withLock { ($0.messages, $0.heartbeats, $0.closed, $0.ended) }
+                if done(now.0) { return now.0 }
+                if now.2 {
+                    throw Stack.StackError("the stream closed after \(now.0.count) messages: \(String(describing: now.3))")
+                }
+                if now.1 - start >= 6 {
+                    throw Stack.StackError("six heartbeats and no message; so far: \(now.0)")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
         }
     }
 }
