@@ -141,13 +141,14 @@ import Testing
         func wait(until done: @Sendable ([LiveMessage]) -> Bool) async throws -> [LiveMessage] {
             let start = read.state.withLock { $0.heartbeats }
             while true {
-                let now = read.state.withLock { ($0.messages, $0.heartbeats, $0.closed, $0.ended) }
-                if done(now.0) { return now.0 }
-                if now.2 {
-                    throw Stack.StackError("the stream closed after \(now.0.count) messages: \(String(describing: now.3))")
+                let now = read.state.withLock { $0 }
+                if done(now.messages) { return now.messages }
+                if now.closed {
+                    let reason = now.ended.map { "\($0)" } ?? "by the server"
+                    throw Stack.StackError("the stream closed after \(now.messages.count) messages: \(reason)")
                 }
-                if now.1 - start >= 6 {
-                    throw Stack.StackError("six heartbeats and no message; so far: \(now.0)")
+                if now.heartbeats - start >= 6 {
+                    throw Stack.StackError("six heartbeats and no message; so far: \(now.messages)")
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }
