@@ -71,6 +71,7 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // MARK: Library targets, one block per package folder (the same as the package's own manifest).
@@ -89,7 +90,10 @@ let package = Package(
         // Packages/SyncStorage: SQLite through GRDB.
         .target(
             name: "SyncStorage",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             path: "Packages/SyncStorage/Sources/SyncStorage"
         ),
 
@@ -147,7 +151,7 @@ let package = Package(
         .target(
             name: "SyncEngineHTTPClient",
             dependencies: [
-                "SyncEngine", "SyncProtocol",
+                "SyncEngine", "SyncModels", "SyncProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -172,6 +176,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Packages/SyncServer/Sources/SyncServer"
         ),
@@ -184,6 +190,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Packages/SyncServer/Sources/SyncServerTesting"
         ),
@@ -297,9 +304,11 @@ let package = Package(
             dependencies: [
                 "NotesDomain",
                 "NotesStore",
+                "SyncCRDT",
                 "SyncEventStore",
                 "SyncEventStoreTestSupport",
                 "SyncModels",
+                "SyncTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Packages/NotesDomain/Tests/NotesDomainTests"
@@ -384,11 +393,13 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "sync-server", "sync-agent", "SyncBench", "sync-load", "sync-fault-proxy",
+                "NotesDomain",
                 "NotesStore",
                 "SyncEngine",
                 "SyncEngineHTTPClient",
                 "SyncEventStore",
                 "SyncModels",
+                "SyncProtocol",
                 "SyncTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -413,8 +424,10 @@ let package = Package(
                 "SyncServer",
                 "SyncServerTesting",
                 "SyncTestSupport",
+                "SyncModels",
                 "SyncProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Apps/SyncServer/Tests/SyncServerExecutableTests"
         ),
@@ -423,6 +436,7 @@ let package = Package(
             dependencies: [
                 "SyncProtocol",
                 "SyncModels",
+                "SyncCompression",
                 "SyncTestSupport",
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
             ],
@@ -453,6 +467,8 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
+                // ReadAheadTests: the request's header fields (HTTPField.Name).
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Packages/SyncServer/Tests/SyncServerTests"
         ),
@@ -467,6 +483,7 @@ let package = Package(
                 "SyncModels",
                 "SyncProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Packages/NotesDomain/Tests/NotesServerTests"
         ),

@@ -39,7 +39,7 @@ let package = Package(
         .target(
             name: "SyncEngineHTTPClient",
             dependencies: [
-                "SyncEngine", "SyncProtocol",
+                "SyncEngine", "SyncModels", "SyncProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
