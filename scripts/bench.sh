@@ -352,7 +352,7 @@ cat >"$out/raw/run.json" <<EOF
     "rebuild": "sync-bench rebuild --events {$rebuild_sizes} --runs $rebuild_runs",
     "storage": "sync-bench churn --notes $churn_notes --warm-up $churn_warm_up --operations $churn_operations --checkpoints $churn_checkpoints, with and without --no-compaction",
     "bootstrap": "sync-bench bootstrap --events $bootstrap_events (16 scopes); sync-agent sync of the same; sync-bench bootstrap --shape {records,long-tail} --events $records_events",
-    "blobs": "sync-bench blobs --mib $blob_mib --runs $blob_runs (8 MiB chunks, PostgreSQL blob store), curl -T and curl -o on nginx's static route",
+    "blobs": "sync-bench blobs --mib $blob_mib --runs $blob_runs (4 MiB chunks, two in flight, PostgreSQL blob store), curl -T and curl -o on nginx's static route",
     "crdt": "sync-bench trace --runs $trace_runs on every trace of editing-traces/{sequential,concurrent}",
     "server": "sync-server --note-quota 5000, SYNC_COMPACTION_INTERVAL_SECONDS=0, one fresh database per scenario"
   }

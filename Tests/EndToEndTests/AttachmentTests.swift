@@ -280,7 +280,7 @@ import Testing
         #expect(try await c.run("export", "--state") == a("export", "--state"))
     }
 
-    /// A 1 GiB file up and down (`sync-bench blobs`: a device uploads it in 8 MiB chunks to the default
+    /// A 1 GiB file up and down (`sync-bench blobs`: a device uploads it in 4 MiB chunks to the default
     /// PostgreSQL store, another downloads it): neither the device's nor the server's resident memory grows by
     /// more than a few chunks. The bound is generous (the benchmark measures it exactly); holding the file
     /// would take 1 GiB.

@@ -159,43 +159,125 @@ public final class BlobSync: Sendable {
                     message: "the bytes of blob \(blob.reference.hash.hex) are not on this device")
             }
             try await recordSession(blob, session)
-            let input: FileHandle
-            do {
-                input = try FileHandle(forReadingFrom: file)
-            } catch {
-                throw .permanent(code: "blob.unreadable", message: "blob file: \(error)")
-            }
-            defer { try? input.close() }
-            for index in session.missing {
-                let range = session.chunkRange(index)
-                let bytes: Data
-                do {
-                    try input.seek(toOffset: UInt64(range.lowerBound))
-                    bytes = try input.read(upToCount: range.count) ?? Data()
-                } catch {
-                    throw .permanent(code: "blob.unreadable", message: "blob file: \(error)")
-                }
-                guard bytes.count == range.count else {
-                    throw .permanent(code: "blob.changed", message: "the blob's file is shorter than its reference")
-                }
-                let sha = BlobHash(digest: SHA256.hash(data: bytes))
-                session = try await retrying { () async throws(SyncFailure) in
-                    try await transport.putChunk(upload: id, index: index, bytes: bytes, sha256: sha)
-                }
-                report.chunks += 1
-                report.bytes += Int64(bytes.count)
-                try await recordSession(blob, session)
-                updateProgress { $0.uploadedBytes += Int64(bytes.count) }
-            }
-            if !session.missing.isEmpty {
-                throw .retryable(reason: "the server still lacks \(session.missing.count) chunks", retryAfter: nil)
-            }
+            try await send(session, upload: id, of: blob, from: file, report: &report)
             session = try await retrying { () async throws(SyncFailure) in try await transport.commitUpload(id) }
         }
         guard session.committed else {
             throw .retryable(reason: "the upload was not committed", retryAfter: nil)
         }
         try await markUploaded(blob)
+    }
+
+    /// How many chunks of an upload are in flight at once: the next chunk goes out once the body of the one
+    /// before it has been sent, while the server stores that one, so that the device and the server work at
+    /// the same time. Only one chunk is ever on the wire: a device killed mid-upload loses at most one
+    /// chunk's transfer (the other one had arrived whole). The device holds that many chunks in memory.
+    static let chunksInFlight = 2
+
+    /// What happens to a chunk in flight.
+    enum ChunkEvent: Sendable {
+        /// Its body is sent: the next chunk may go.
+        case sent(Int)
+        /// Its answer (after its retries): acknowledged with its length, or failed.
+        case done(Int, Result<Int, SyncFailure>)
+    }
+
+    /// Sends the chunks `session` lacks, in order, `chunksInFlight` at a time (each retried on its own), and
+    /// records each acknowledged chunk as it comes back, whatever order the answers come in.
+    /// - Throws: the first chunk's failure once its retries ran out (the chunk in flight beside it finishes and
+    ///   is recorded first).
+    func send(
+        _ session: UploadState, upload id: String, of blob: PendingUpload, from file: URL, report: inout UploadReport
+    ) async throws(SyncFailure) {
+        var lacking = Set(session.missing)
+        var failure: SyncFailure?
+        let (events, sink) = AsyncStream<ChunkEvent>.makeStream()
+        await withTaskGroup(of: Void.self) { group in
+            var next = session.missing.makeIterator()
+            var inFlight = 0
+            // The chunk whose body may still be on the wire, and whether the next may go.
+            var onTheWire: Int?
+            var iterator = events.makeAsyncIterator()
+            while true {
+                if onTheWire == nil, inFlight < Self.chunksInFlight, failure == nil, let index = next.next() {
+                    inFlight += 1
+                    onTheWire = index
+                    group.addTask {
+                        let result = await self.sendChunk(index, of: session, upload: id, from: file) {
+                            sink.yield(.sent(index))
+                        }
+                        sink.yield(.done(index, result))
+                    }
+                    continue
+                }
+                guard inFlight > 0, let event = await iterator.next() else { break }
+                switch event {
+                case .sent(let index):
+                    if onTheWire == index { onTheWire = nil }
+                case .done(let index, let result):
+                    inFlight -= 1
+                    if onTheWire == index { onTheWire = nil }
+                    switch result {
+                    case .success(let bytes):
+                        lacking.remove(index)
+                        report.chunks += 1
+                        report.bytes += Int64(bytes)
+                        updateProgress { $0.uploadedBytes += Int64(bytes) }
+                        do throws(SyncFailure) {
+                            try await recordProgress(blob, session: session, lacking: lacking)
+                        } catch {
+                            failure = failure ?? error
+                        }
+                    case .failure(let error):
+                        failure = failure ?? error
+                    }
+                }
+            }
+        }
+        sink.finish()
+        if let failure { throw failure }
+        if !lacking.isEmpty {
+            throw .retryable(reason: "the server still lacks \(lacking.count) chunks", retryAfter: nil)
+        }
+    }
+
+    /// Reads chunk `index` from `file`, hashes it and sends it (retried with backoff); `sent` is called the
+    /// first time its body has been sent whole (never when it fails first: the failure then ends its turn).
+    /// Returns its length once acknowledged.
+    func sendChunk(
+        _ index: Int, of session: UploadState, upload id: String, from file: URL,
+        sent: @escaping @Sendable () -> Void
+    ) async -> Result<Int, SyncFailure> {
+        let range = session.chunkRange(index)
+        let bytes: Data
+        do {
+            let input = try FileHandle(forReadingFrom: file)
+            defer { try? input.close() }
+            try input.seek(toOffset: UInt64(range.lowerBound))
+            bytes = try input.read(upToCount: range.count) ?? Data()
+        } catch {
+            return .failure(.permanent(code: "blob.unreadable", message: "blob file: \(error)"))
+        }
+        guard bytes.count == range.count else {
+            return .failure(.permanent(code: "blob.changed", message: "the blob's file is shorter than its reference"))
+        }
+        let sha = BlobHash(digest: SHA256.hash(data: bytes))
+        let told = Mutex(false)
+        let sentOnce: @Sendable () -> Void = {
+            let first = told.withLock { told in
+                defer { told = true }
+                return !told
+            }
+            if first { sent() }
+        }
+        do throws(SyncFailure) {
+            _ = try await retrying { () async throws(SyncFailure) in
+                try await transport.putChunk(upload: id, index: index, bytes: bytes, sha256: sha, sent: sentOnce)
+            }
+            return .success(bytes.count)
+        } catch {
+            return .failure(error)
+        }
     }
 
     /// The code of a blob the device must upload but whose bytes it no longer has.
@@ -247,8 +329,12 @@ public final class BlobSync: Sendable {
 
     /// Records the session and what the server has acknowledged of it.
     func recordSession(_ blob: PendingUpload, _ session: UploadState) async throws(SyncFailure) {
-        let missing = Set(session.missing)
-        let sent = (0..<session.chunks).filter { !missing.contains($0) }.reduce(Int64(0)) {
+        try await recordProgress(blob, session: session, lacking: Set(session.missing))
+    }
+
+    /// Records `session` with every chunk acknowledged but those in `lacking`.
+    func recordProgress(_ blob: PendingUpload, session: UploadState, lacking: Set<Int>) async throws(SyncFailure) {
+        let sent = (0..<session.chunks).filter { !lacking.contains($0) }.reduce(Int64(0)) {
             $0 + Int64(session.chunkRange($1).count)
         }
         try await write { db in

@@ -13,6 +13,12 @@ public protocol BlobTransport: Sendable {
     func startUpload(_ request: UploadRequest) async throws(SyncFailure) -> UploadState
     /// `PUT /v1/uploads/{id}/chunks/{index}`: one chunk's bytes, with their SHA-256.
     func putChunk(upload: String, index: Int, bytes: Data, sha256: BlobHash) async throws(SyncFailure) -> UploadState
+    /// `putChunk`, calling `sent` once the whole body is handed to the network, before the answer comes: the
+    /// blob queue sends the next chunk then, while the server stores this one. The default calls it with a
+    /// successful answer (the next chunk then waits for it; after a failure, for the chunk's last attempt).
+    func putChunk(
+        upload: String, index: Int, bytes: Data, sha256: BlobHash, sent: @escaping @Sendable () -> Void
+    ) async throws(SyncFailure) -> UploadState
     /// `POST /v1/uploads/{id}/commit`: the server checks the whole blob's hash and makes it readable.
     func commitUpload(_ upload: String) async throws(SyncFailure) -> UploadState
     /// `GET /v1/blobs/{hash}?scope=` from byte `offset` (`Range: bytes=offset-` when above 0). Calls `begin`
@@ -22,6 +28,16 @@ public protocol BlobTransport: Sendable {
         _ hash: BlobHash, scope: Scope, from offset: Int64, begin: (_ start: Int64, _ size: Int64) throws -> Void,
         receive: (Data) throws -> Void
     ) async throws(SyncFailure)
+}
+
+extension BlobTransport {
+    public func putChunk(
+        upload: String, index: Int, bytes: Data, sha256: BlobHash, sent: @escaping @Sendable () -> Void
+    ) async throws(SyncFailure) -> UploadState {
+        let state = try await putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256)
+        sent()
+        return state
+    }
 }
 
 extension HTTPTransport {

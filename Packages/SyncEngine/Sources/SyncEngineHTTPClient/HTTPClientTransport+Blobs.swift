@@ -22,9 +22,17 @@ extension HTTPClientTransport: BlobTransport {
     public func putChunk(upload: String, index: Int, bytes: Data, sha256: BlobHash) async throws(SyncFailure)
         -> UploadState
     {
+        try await putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256, sent: {})
+    }
+
+    /// The chunk's body goes out a piece at a time (`ChunkPieces`), never copied whole; `sent` is called when
+    /// the client takes its last piece.
+    public func putChunk(
+        upload: String, index: Int, bytes: Data, sha256: BlobHash, sent: @escaping @Sendable () -> Void
+    ) async throws(SyncFailure) -> UploadState {
         try await uploadCall(
             HTTPTransport.chunkURL(base: baseURL, upload: upload, index: index), method: .PUT, body: bytes, json: false,
-            headers: [(BlobHeader.chunkSHA256, sha256.hex)])
+            headers: [(BlobHeader.chunkSHA256, sha256.hex)], sent: sent)
     }
 
     public func commitUpload(_ upload: String) async throws(SyncFailure) -> UploadState {
@@ -33,14 +41,19 @@ extension HTTPClientTransport: BlobTransport {
     }
 
     private func uploadCall(
-        _ url: URL, method: HTTPMethod, body: Data, json: Bool, headers: [(String, String)] = []
+        _ url: URL, method: HTTPMethod, body: Data, json: Bool, headers: [(String, String)] = [],
+        sent: (@Sendable () -> Void)? = nil
     ) async throws(SyncFailure) -> UploadState {
         var outgoing = HTTPClientRequest(url: url.absoluteString)
         outgoing.method = method
         outgoing.headers.add(name: "Content-Type", value: json ? "application/json" : "application/octet-stream")
         for (name, value) in headers { outgoing.headers.add(name: name, value: value) }
         if let token = token.withLock({ $0 }) { outgoing.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        outgoing.body = .bytes(ByteBuffer(bytes: body))
+        if let sent {
+            outgoing.body = .stream(ChunkPieces(bytes: body, sent: sent), length: .known(Int64(body.count)))
+        } else {
+            outgoing.body = .bytes(ByteBuffer(bytes: body))
+        }
         let response: HTTPClientResponse
         let data: Data
         do {
@@ -105,4 +118,30 @@ extension HTTPClientTransport: BlobTransport {
         }
         onTraffic?(Traffic(receivedRaw: Int(received), receivedWire: Int(received)))
     }
+}
+
+/// A chunk's bytes as the pieces of a request body, copied a piece at a time as the client asks for them, so
+/// that a chunk on its way is not held twice; calls `sent` when the last piece is taken (the body has then
+/// been handed to the connection whole).
+struct ChunkPieces: AsyncSequence, Sendable {
+    static let pieceBytes = 1 << 20
+    let bytes: Data
+    let sent: @Sendable () -> Void
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let bytes: Data
+        let sent: @Sendable () -> Void
+        var offset = 0
+
+        mutating func next() async -> ByteBuffer? {
+            guard offset < bytes.count else { return nil }
+            let end = Swift.min(bytes.count, offset + ChunkPieces.pieceBytes)
+            let piece = ByteBuffer(bytes: bytes[bytes.startIndex + offset..<bytes.startIndex + end])
+            offset = end
+            if offset == bytes.count { sent() }
+            return piece
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(bytes: bytes, sent: sent) }
 }

@@ -4,6 +4,8 @@ import GRDB
 import SyncEventStore
 import SyncEventStoreTestSupport
 import SyncModels
+import SyncProtocol
+import Synchronization
 import Testing
 
 @testable import SyncEngine
@@ -157,6 +159,28 @@ import Testing
         #expect(device.server.holds(Self.scope, reference.hash) == content)
     }
 
+    /// The next chunk goes out once the body of the one before is sent, before its answer, and never a third
+    /// while two are unanswered: each chunk's answer here waits until the next chunk has begun.
+    @Test func theNextChunkGoesOutWhileTheOneBeforeIsStoredAndNeverAThird() async throws {
+        let device = try Device()
+        let content = Self.bytes(64 * 5 + 9)
+        let reference = try await device.attach(content)
+        let overlapping = OverlappingTransport(inner: device.server, chunks: 6)
+        let sync = BlobSync(local: device.local, transport: overlapping)
+        let report = await sync.uploadPending()
+        #expect(report.committed == 1 && report.chunks == 6, "\(report)")
+        #expect(device.server.holds(Self.scope, reference.hash) == content)
+        let log = overlapping.log
+        #expect(log.filter { $0.hasPrefix("begin") } == (0..<6).map { "begin \($0)" }, "in order: \(log)")
+        // Before each chunk's answer the next one began; when a chunk began, at most one other was unanswered.
+        for index in 0..<5 {
+            #expect(log.firstIndex(of: "begin \(index + 1)")! < log.firstIndex(of: "answer \(index)")!, "\(log)")
+        }
+        for index in 2..<6 {
+            #expect(log.firstIndex(of: "answer \(index - 2)")! < log.firstIndex(of: "begin \(index)")!, "\(log)")
+        }
+    }
+
     @Test func aBlobTheServerHoldsAlreadySendsNoChunk() async throws {
         let device = try Device()
         let content = Self.bytes(300)
@@ -277,5 +301,63 @@ import Testing
         await #expect(throws: SyncFailure.self) { try await device.sync.open(reference, scope: Self.scope) }
         #expect(device.server.calls == ["download from 0"], "not retried")
         #expect(try await device.local.file(reference.hash) == nil)
+    }
+}
+
+/// A transport whose chunk `put`s tell that their body is sent at once, then wait to answer until the next
+/// chunk has begun (the last chunk answers at once), logging `begin N` and `answer N`.
+final class OverlappingTransport: BlobTransport {
+    let inner: FakeBlobServer
+    let chunks: Int
+    let state = Mutex<(log: [String], waiting: [Int: CheckedContinuation<Void, Never>])>(([], [:]))
+
+    init(inner: FakeBlobServer, chunks: Int) {
+        self.inner = inner
+        self.chunks = chunks
+    }
+
+    var log: [String] { state.withLock { $0.log } }
+
+    func startUpload(_ request: UploadRequest) async throws(SyncFailure) -> UploadState {
+        try await inner.startUpload(request)
+    }
+
+    func putChunk(upload: String, index: Int, bytes: Data, sha256: BlobHash) async throws(SyncFailure) -> UploadState {
+        try await putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256, sent: {})
+    }
+
+    func putChunk(
+        upload: String, index: Int, bytes: Data, sha256: BlobHash, sent: @escaping @Sendable () -> Void
+    ) async throws(SyncFailure) -> UploadState {
+        let waiter = state.withLock { state in
+            state.log.append("begin \(index)")
+            return state.waiting.removeValue(forKey: index - 1)
+        }
+        waiter?.resume()
+        sent()
+        if index + 1 < chunks {
+            await withCheckedContinuation { continuation in
+                let begun = state.withLock { state in
+                    if state.log.contains("begin \(index + 1)") { return true }
+                    state.waiting[index] = continuation
+                    return false
+                }
+                if begun { continuation.resume() }
+            }
+        }
+        let answer = try await inner.putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256)
+        state.withLock { $0.log.append("answer \(index)") }
+        return answer
+    }
+
+    func commitUpload(_ upload: String) async throws(SyncFailure) -> UploadState {
+        try await inner.commitUpload(upload)
+    }
+
+    func download(
+        _ hash: BlobHash, scope: Scope, from offset: Int64, begin: (Int64, Int64) throws -> Void,
+        receive: (Data) throws -> Void
+    ) async throws(SyncFailure) {
+        try await inner.download(hash, scope: scope, from: offset, begin: begin, receive: receive)
     }
 }

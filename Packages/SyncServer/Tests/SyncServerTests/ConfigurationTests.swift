@@ -58,7 +58,7 @@ import Testing
 
     @Test func blobSettingsFromEnvironmentAndFlags() throws {
         let defaults = ServerConfiguration().blobs
-        #expect(defaults.store == .postgres && defaults.chunkBytes == 8 << 20 && defaults.quotaBytes == 10 << 30)
+        #expect(defaults.store == .postgres && defaults.chunkBytes == 4 << 20 && defaults.quotaBytes == 10 << 30)
         #expect(defaults.maxBytes == 4 << 30 && defaults.uploadExpirySeconds == 86_400)
         let environment = [
             "SYNC_BLOB_STORE": "directory:/var/lib/sync/blobs", "SYNC_BLOB_CHUNK_BYTES": "65536",

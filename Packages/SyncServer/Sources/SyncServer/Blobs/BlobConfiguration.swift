@@ -27,9 +27,12 @@ public struct BlobConfiguration: Sendable, Hashable {
     }
 
     public var store: Store = .postgres
-    /// The size of every chunk but a blob's last (`SYNC_BLOB_CHUNK_BYTES`, default 8 MiB, 1 KiB to 64 MiB): what
-    /// a request holds in memory at most. Sessions keep the size they were opened with.
-    public var chunkBytes: Int = 8 << 20
+    /// The size of every chunk but a blob's last (`SYNC_BLOB_CHUNK_BYTES`, default 4 MiB, 1 KiB to 64 MiB): what
+    /// a request holds in memory at most. Sessions keep the size they were opened with. A device has two chunks
+    /// of an upload in flight (one arriving while the one before is stored), and the PostgreSQL store copies a
+    /// part twice on its way to the database: about six chunks of the server's memory per upload, 24 MiB at
+    /// this size.
+    public var chunkBytes: Int = 4 << 20
     /// The most bytes of blobs one scope may hold, committed and being uploaded (`SYNC_BLOB_QUOTA_BYTES`,
     /// default 10 GiB); past it, 413 `blob.quotaExceeded`.
     public var quotaBytes: Int64 = 10 << 30

@@ -30,7 +30,7 @@ public struct ServeOptions: ParsableArguments {
     @Option(help: "PostgreSQL URL postgres://user@host:port/database (SYNC_DATABASE_URL).")
     public var databaseURL: String?
 
-    @Option(help: "Largest gzip request body in bytes (SYNC_MAX_BODY_BYTES, default 8 MiB).")
+    @Option(help: "Largest gzip request body in bytes (SYNC_MAX_BODY_BYTES, default 4 MiB).")
     public var maxBodyBytes: Int?
 
     @Option(help: "Largest request body after decompression (SYNC_MAX_DECOMPRESSED_BYTES, default 64 MiB).")

@@ -85,7 +85,7 @@ public struct ServerConfiguration: Sendable {
     /// docs/SCALING.md). `sync-server distribute` does the same once.
     public var citus = false
     /// Blobs (docs/PROTOCOL.md, "Blobs"): where their bytes go (`SYNC_BLOB_STORE`, `postgres` or
-    /// `directory:/path`), the chunk size (`SYNC_BLOB_CHUNK_BYTES`, 8 MiB), the bytes a scope may hold
+    /// `directory:/path`), the chunk size (`SYNC_BLOB_CHUNK_BYTES`, 4 MiB), the bytes a scope may hold
     /// (`SYNC_BLOB_QUOTA_BYTES`, 10 GiB), the largest blob (`SYNC_BLOB_MAX_BYTES`, 4 GiB) and how long an upload
     /// session lives (`SYNC_UPLOAD_EXPIRY_SECONDS`, a day). See `BlobConfiguration`.
     public var blobs = BlobConfiguration()
