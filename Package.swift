@@ -42,6 +42,8 @@ let package = Package(
         .library(name: "SyncServerTesting", targets: ["SyncServerTesting"]),
         // Packages/SyncTestSupport
         .library(name: "SyncTestSupport", targets: ["SyncTestSupport"]),
+        // Packages/SyncToolSupport
+        .library(name: "SyncToolSupport", targets: ["SyncToolSupport"]),
         // Packages/NotesDomain: the reference domain
         .library(name: "NotesDomain", targets: ["NotesDomain"]),
         .library(name: "NotesStore", targets: ["NotesStore"]),
@@ -195,12 +197,17 @@ let package = Package(
             path: "Packages/SyncServer/Sources/SyncServerTesting"
         ),
 
-        // Packages/SyncTestSupport: seeded randomness, temporary folders, waits, shared by tests.
+        // Packages/SyncTestSupport: temporary folders and event builders shared by tests, with SyncToolSupport
+        // re-exported. For tests and benchmarks only: no shipped target depends on it (LayeringTests).
         .target(
             name: "SyncTestSupport",
-            dependencies: ["SyncModels"],
+            dependencies: ["SyncModels", "SyncToolSupport"],
             path: "Packages/SyncTestSupport/Sources/SyncTestSupport"
         ),
+
+        // Packages/SyncToolSupport: the seeded generator and child processes, shared by sync-load,
+        // sync-fault-proxy and the tests.
+        .target(name: "SyncToolSupport", path: "Packages/SyncToolSupport/Sources/SyncToolSupport"),
 
         // Packages/NotesDomain: the reference domain (events and state, the client store, the server rules).
         .target(
@@ -340,7 +347,7 @@ let package = Package(
                 "SyncModels",
                 "SyncProtocol",
                 "SyncStorage",
-                "SyncTestSupport",
+                "SyncToolSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -362,7 +369,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // SplitMix64: the seeded draws.
-                "SyncTestSupport",
+                "SyncToolSupport",
             ],
             path: "Apps/SyncFaultProxy/Sources/FaultProxy"
         ),
@@ -494,6 +501,11 @@ let package = Package(
                 "SyncModels",
             ],
             path: "Packages/SyncTestSupport/Tests/SyncTestSupportTests"
+        ),
+        .testTarget(
+            name: "SyncToolSupportTests",
+            dependencies: ["SyncToolSupport", "SyncTestSupport"],
+            path: "Packages/SyncToolSupport/Tests/SyncToolSupportTests"
         ),
 
         // sync-bench (Benchmarks/SyncBench): the performance suite's command line.

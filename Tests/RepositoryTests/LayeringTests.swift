@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 
-/// The layering of the packages: generic packages (`Packages/Sync*`) never know the Notes domain, and no
-/// file reaches into another package's internals. The domain plugs into the generic packages, never the
-/// other way round, so that anyone can reuse them for a domain of their own.
+/// The layering of the packages: generic packages (`Packages/Sync*`) never know the Notes domain, no file
+/// reaches into another package's internals, and nothing shipped is built on test support. The domain plugs
+/// into the generic packages, never the other way round, so that anyone can reuse them for a domain of their
+/// own; and what an app or a deployment runs holds no code written only for tests.
 @Suite struct LayeringTests {
     static let root = RepositoryLayoutTests.root
 
@@ -29,22 +30,9 @@ import Testing
             .map { path + "/" + $0 }
     }
 
-    /// The modules a Swift file imports, as `(module, testable)`.
+    /// The modules a Swift file imports, as `(module, testable)`, read as `ImportDeclarationTests` reads them.
     static func imports(of text: String) -> [(module: String, testable: Bool)] {
-        text.split(separator: "\n").compactMap { line in
-            var words = line.split(separator: " ").map(String.init)
-            var testable = false
-            while let first = words.first, first.hasPrefix("@") {
-                testable = testable || first == "@testable"
-                words.removeFirst()
-            }
-            guard words.count >= 2, words[0] == "import" else { return nil }
-            // `import struct Module.Type` names the module after the kind.
-            let name =
-                words.count >= 3 && ["struct", "class", "enum", "func", "protocol"].contains(words[1])
-                ? words[2] : words[1]
-            return (String(name.split(separator: ".")[0]), testable)
-        }
+        ImportDeclarationTests.imports(in: text).map { ($0.module, $0.attributes.contains("@testable")) }
     }
 
     /// The violations of the rules in the files of `Packages/`, `Apps/`, `Tests/` and `Benchmarks/`.
@@ -87,6 +75,80 @@ import Testing
 
     static func read(_ path: String) throws -> String {
         try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    // MARK: - Test support
+
+    /// The modules written for tests: SyncTestSupport and the testing products beside it. The benchmarks and
+    /// the tests may use them; a shipped target may not.
+    static let testSupportModules: Set<String> = [
+        "SyncTestSupport", "SyncEventStoreTestSupport", "SyncEngineTesting", "SyncServerTesting",
+    ]
+
+    /// The shipped targets of `manifest` (the root's) that depend on or import a test-support module. Shipped
+    /// is every target with its sources under `Packages/*/Sources` (a library an app links) or
+    /// `Apps/*/Sources` (a program and its libraries), less the test-support modules themselves.
+    static func testSupportInShippedTargets(
+        manifest: ManifestConsistencyTests.Manifest, readingWith read: (String) throws -> String
+    ) throws -> [String] {
+        var violations: [String] = []
+        for target in ImportDeclarationTests.targets(of: manifest, at: root)
+        where !testSupportModules.contains(target.name) {
+            let folder = ImportDeclarationTests.relativePath(of: target.folder, to: root)
+            guard folder.wholeMatch(of: /(Packages|Apps)\/[^\/]+\/Sources\/.+/) != nil else { continue }
+            for module in target.byName + target.products.map(\.name) where testSupportModules.contains(module) {
+                violations.append("Package.swift: \(target.name), a shipped target, depends on \(module)")
+            }
+            for file in ImportDeclarationTests.swiftFiles(of: target) {
+                let path = folder + "/" + file
+                for declaration in ImportDeclarationTests.imports(in: try read(path))
+                where testSupportModules.contains(declaration.module) {
+                    violations.append(
+                        "\(path):\(declaration.line): \(target.name), a shipped target, imports \(declaration.module)")
+                }
+            }
+        }
+        return violations
+    }
+
+    @Test func noShippedTargetDependsOnOrImportsTestSupport() throws {
+        let manifest = try ManifestConsistencyTests.dump(packageAt: Self.root)
+        let violations = try Self.testSupportInShippedTargets(manifest: manifest, readingWith: Self.read)
+        #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
+    }
+
+    /// The check fails on a shipped target's dependency on test support and on each shipped place's import
+    /// of it, and leaves the test-support modules and the benchmarks alone.
+    @Test func theTestSupportCheckCatchesWhatItClaims() throws {
+        let manifest = try ManifestConsistencyTests.dump(packageAt: Self.root)
+        var targets = ManifestConsistencyTests.list(manifest["targets"])
+        let agent = try #require(targets.firstIndex { $0["name"] as? String == "sync-agent" })
+        targets[agent]["dependencies"] =
+            ManifestConsistencyTests.list(targets[agent]["dependencies"]) + [["byName": ["SyncTestSupport", NSNull()]]]
+        var planted = manifest
+        planted["targets"] = targets
+        #expect(
+            try Self.testSupportInShippedTargets(manifest: planted, readingWith: Self.read).contains {
+                $0 == "Package.swift: sync-agent, a shipped target, depends on SyncTestSupport"
+            })
+
+        let imports: [String: (line: String, caught: Bool)] = [
+            "Apps/SyncLoad/Sources/sync-load/SyncLoad.swift": ("import SyncTestSupport", true),
+            "Apps/SyncFaultProxy/Sources/FaultProxy/FaultProxy.swift": ("@testable import SyncTestSupport", true),
+            "Packages/SyncEngine/Sources/SyncEngine/SyncEngine.swift": ("import SyncEngineTesting", true),
+            "Packages/NotesDomain/Sources/NotesServer/NotesServerDomain.swift": ("import SyncServerTesting", true),
+            "Packages/SyncServer/Sources/SyncServerTesting/TestServer.swift": ("import SyncTestSupport", false),
+            "Benchmarks/SyncBench/SyncBench.swift": ("import SyncEventStoreTestSupport", false),
+        ]
+        for (path, (line, caught)) in imports {
+            let violations = try Self.testSupportInShippedTargets(manifest: manifest) { read in
+                let text = try Self.read(read)
+                return read == path ? line + "\n" + text : text
+            }
+            #expect(
+                violations.contains { $0.hasPrefix(path + ":1:") } == caught,
+                "planting `\(line)` in \(path): \(violations)")
+        }
     }
 
     @Test func genericPackagesNeverKnowTheDomainAndNoPackageReachesIntoAnother() throws {

@@ -1,6 +1,6 @@
 import NIOCore
 import NIOPosix
-import SyncTestSupport
+import SyncToolSupport
 
 /// One client's connection through the proxy and its connection to the upstream, on one event loop: two
 /// ``Flow``s, one per direction, and the decisions that concern both (when to read, the reset).

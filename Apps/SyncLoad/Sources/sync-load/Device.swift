@@ -6,7 +6,6 @@ import SyncEngineHTTPClient
 import SyncEventStore
 import SyncModels
 import SyncStorage
-import SyncTestSupport
 import Synchronization
 
 /// One virtual device: a real replica (its own SQLite file through `NotesStore`, its own `SyncEngine`)

@@ -3,7 +3,7 @@ import SyncEngine
 import SyncEngineHTTPClient
 import SyncModels
 import SyncProtocol
-import SyncTestSupport
+import SyncToolSupport
 import Synchronization
 
 /// What a real network and a flaky server do to a device's requests, injected in the transport with a

@@ -5,7 +5,7 @@ import SyncEngine
 import SyncEngineHTTPClient
 import SyncModels
 import SyncStorage
-import SyncTestSupport
+import SyncToolSupport
 import Synchronization
 
 /// One step of a load run: its devices, its workload, its faults.

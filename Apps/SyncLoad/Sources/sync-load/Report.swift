@@ -1,5 +1,5 @@
 import Foundation
-import SyncTestSupport
+import SyncToolSupport
 
 /// The figures of one step.
 struct StepReport: Codable, Sendable {

@@ -4,7 +4,7 @@ import SyncEngine
 import SyncModels
 import SyncProtocol
 import SyncStorage
-import SyncTestSupport
+import SyncToolSupport
 import Synchronization
 
 /// A device that speaks the protocol without a replica: it makes note events with the same generator, HLC

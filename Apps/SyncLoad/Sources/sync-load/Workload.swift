@@ -3,7 +3,7 @@ import NotesDomain
 import NotesStore
 import SyncEngine
 import SyncModels
-import SyncTestSupport
+import SyncToolSupport
 
 /// The edits a device makes, with their relative weights (`--weights create=5,title=10,…`).
 struct WorkloadWeights: Codable, Sendable, Hashable {

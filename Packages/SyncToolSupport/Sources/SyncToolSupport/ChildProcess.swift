@@ -4,8 +4,9 @@ import Foundation
     import Glibc
     import Synchronization
 
-    /// Starts programs for tests through `posix_spawn` directly, without Foundation's `Process`: `run` to their
-    /// end with their outputs, `start` without waiting.
+    /// Starts programs through `posix_spawn` directly, without Foundation's `Process`: `run` to their end with
+    /// their outputs, `start` without waiting. The tests start their programs through it, and
+    /// `sync-load` asks git for the commit it reports.
     ///
     /// On Linux, `Process.run()` lists `/proc/self/fd` to close the descriptors the child should not inherit,
     /// and copies 256 bytes of each directory entry's name where the entry may be shorter: when the last entry

@@ -1,6 +1,7 @@
-/// A small seeded random number generator (SplitMix64): every randomized test draws its seed, runs a whole
-/// scenario from it and prints it on failure, so any failing case replays exactly. Benchmarks use it too,
-/// so that two runs build the same workload.
+/// A small seeded random number generator (SplitMix64): a run draws its seed, builds everything random from
+/// it and prints it, so the same seed replays the run. `sync-load` draws its workload and faults from it and
+/// `sync-fault-proxy` its resets and jitter; every randomized test prints its seed on failure, so any failing
+/// case replays exactly; benchmarks use it so that two runs build the same workload.
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     public var state: UInt64
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SyncTestSupport
+import SyncToolSupport
 import Testing
 
 @Suite struct ChildProcessTests {
