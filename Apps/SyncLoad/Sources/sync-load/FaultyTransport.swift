@@ -261,12 +261,18 @@ extension FaultyTransport: BlobTransport {
     func putChunk(upload: String, index: Int, bytes: Data, sha256: BlobHash) async throws(SyncFailure)
         -> UploadState
     {
+        try await putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256, sent: {})
+    }
+
+    func putChunk(
+        upload: String, index: Int, bytes: Data, sha256: BlobHash, sent: @escaping @Sendable () -> Void
+    ) async throws(SyncFailure) -> UploadState {
         let requests = requests
         return try await faulted({
-            _ = try? await requests.putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256)
+            _ = try? await requests.putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256, sent: sent)
         }) {
             () async throws(SyncFailure) in
-            try await requests.putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256)
+            try await requests.putChunk(upload: upload, index: index, bytes: bytes, sha256: sha256, sent: sent)
         }
     }
 

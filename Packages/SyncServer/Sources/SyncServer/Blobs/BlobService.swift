@@ -277,11 +277,13 @@ struct BlobService: Sendable {
         let key = session.key
         var hasher = SHA256()
         var lost: [Int] = []
-        for part in 0..<session.chunks {
+        try await Self.readAhead(Array(0..<session.chunks)) { [store] part in
+            try await store.readUploadPart(part, of: key)
+        } each: { part, bytes in
             let expected = UploadState.chunkRange(part, size: session.size, chunkSize: session.chunkSize).count
-            guard let bytes = try await store.readUploadPart(part, of: key), bytes.readableBytes == expected else {
+            guard let bytes, bytes.readableBytes == expected else {
                 lost.append(part)
-                continue
+                return
             }
             bytes.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
         }
@@ -393,17 +395,34 @@ struct BlobService: Sendable {
     func read(
         _ blob: StoredBlob, range: Range<Int64>, logger: Logger, _ write: (ByteBuffer) async throws -> Void
     ) async throws {
-        for (part, within) in blob.parts(covering: range) {
-            guard let bytes = try await store.readPart(part, range: within, of: blob.hash, in: blob.scope),
-                bytes.readableBytes == within.count
-            else {
+        try await Self.readAhead(blob.parts(covering: range)) { [store] part, within in
+            try await store.readPart(part, range: within, of: blob.hash, in: blob.scope)
+        } each: { (place: (part: Int, range: Range<Int>), bytes: ByteBuffer?) in
+            guard let bytes, bytes.readableBytes == place.range.count else {
                 logger.error(
                     "a part of a committed blob is missing from the blob store",
-                    metadata: ["sync.blob": "\(blob.scope)/\(blob.hash)", "sync.blob.part": "\(part)"])
+                    metadata: ["sync.blob": "\(blob.scope)/\(blob.hash)", "sync.blob.part": "\(place.part)"])
                 throw SyncProtocolError(.serverInternal, "a part of the blob is missing")
             }
             metrics.recordBlobBytes(sent: bytes.readableBytes)
             try await write(bytes)
+        }
+    }
+
+    /// Reads `items` in order and hands each to `each`, reading the next while `each` works on the one before
+    /// (a part is read from the store while the previous one is written to the client, or hashed): the store's
+    /// reads overlap the rest instead of alternating with it. At most two items are held at once.
+    static func readAhead<Item: Sendable>(
+        _ items: [Item], read: @escaping @Sendable (Item) async throws -> ByteBuffer?,
+        each: (Item, ByteBuffer?) async throws -> Void
+    ) async throws {
+        guard let first = items.first else { return }
+        var next: Task<ByteBuffer?, any Error>? = Task { try await read(first) }
+        defer { next?.cancel() }
+        for (index, item) in items.enumerated() {
+            let bytes = try await next!.value
+            next = index + 1 < items.count ? Task { [following = items[index + 1]] in try await read(following) } : nil
+            try await each(item, bytes)
         }
     }
 
