@@ -213,17 +213,8 @@ public struct Compactor: Sendable {
     /// to fold or another compactor holds the scope.
     func foldWindow(scope: String, stable: Int64) async throws -> Window? {
         try await database.withTransaction(logger: logger) { [logger, folder, batchEvents, references] connection in
-            let locked = try await connection.checkedQuery(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended('sync.compaction:' || \(scope), 0))",
-                logger: logger)
-            var held = false
-            for try await value in locked.decode(Bool.self) { held = value }
-            guard held else { return nil }
-
-            var from: Int64 = 0
-            for try await through in try await connection.checkedQuery(
-                "SELECT compacted_through FROM scope_compaction WHERE scope = \(scope)", logger: logger
-            ).decode(Int64.self) { from = through }
+            guard try await Self.tryLock(scope, on: connection, logger: logger) else { return nil }
+            let from = try await Self.compactedThrough(scope, on: connection, logger: logger)
             guard from < stable else { return nil }
 
             // The window: the next `batchEvents` rows after `from` (seqs below the stable point are dense
@@ -247,114 +238,192 @@ public struct Compactor: Sendable {
                 try await Self.advance(scope, to: through, folded: 0, on: connection, logger: logger)
                 return Window(from: from, through: through, folded: 0, snapshots: 0, dropped: 0, unfoldable: 0)
             }
-            // Each stream's one row at or below `from`, left by earlier passes.
-            var bases: [String: StoredEvent] = [:]
-            for try await row in try await connection.checkedQuery(
-                """
-                SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                       payload, received_at, carries
-                FROM folded_events WHERE scope = \(scope) AND stream = ANY(\(order)::text[])
-                """, logger: logger)
-            {
-                let base = try StoredEvent(folded: row, scope: try Scope(scope))
-                bases[base.stream] = base
-            }
-
-            var deleted: [Int64] = []
-            var folded = 0
-            var snapshots = 0
-            var rows: [EventRepository.NewEvent] = []
-            var dropped: [String] = []
-            var unfoldable = 0
-            // The last seq of a stream whose fold purged tombstones: cursors below it must reset.
-            var purgedThrough: Int64 = 0
-            // What the dropped streams carried (their checksums; unknown ones, from before checksums, as 0).
-            var purgedChecksum: Int64 = 0
+            let bases = try await Self.foldedRows(of: scope, streams: order, on: connection, logger: logger)
             // Of the window's rows and their streams' folded rows, those some blob reference names: only their
             // streams' snapshots are asked for references (a scope without attachments pays one query).
             let referencing = try await Self.referencing(
                 scope: scope, ids: window.map(\.id) + bases.values.map(\.id), on: connection, logger: logger)
-            var released: [UUID] = []
-            var recorded: [(hash: String, id: UUID)] = []
-            var ids = EventIDGenerator()
-            let wall = UInt64(Date().timeIntervalSince1970 * 1000)
+            var fold = WindowFold(
+                scope: scope, folder: folder, references: references, referencing: referencing, logger: logger,
+                wall: UInt64(Date().timeIntervalSince1970 * 1000))
             for stream in order {
-                let events = byStream[stream]!
-                var history = events
-                if let base = bases[stream] { history.insert(base, at: 0) }
-                let newest = history[history.count - 1]
-                guard history.count >= 2 else {
-                    // A stream's first and only event: its folded row as it is.
-                    rows.append(
-                        EventRepository.NewEvent(
-                            event: try newest.event(scope: scope), seq: newest.seq, payloadJSON: newest.payloadJSON,
-                            checksum: newest.checksum))
-                    deleted.append(newest.seq)
-                    continue
-                }
-                let payload: JSONValue
-                do {
-                    switch try folder.foldStable(try history.map { try $0.event(scope: scope) }) {
-                    case .drop:
-                        released += history.map(\.id).filter { referencing.contains($0) }
-                        purgedChecksum += history.reduce(0) { $0 + ($1.checksum ?? 0) }
-                        deleted += events.map(\.seq)
-                        folded += history.count
-                        dropped.append(stream)
-                        purgedThrough = max(purgedThrough, newest.seq)
-                        continue
-                    case .snapshot(let value, let purged):
-                        payload = value
-                        if purged { purgedThrough = max(purgedThrough, newest.seq) }
-                    }
-                } catch {
-                    unfoldable += 1
-                    logger.warning(
-                        "stream not folded",
-                        metadata: ["sync.scope": "\(scope)", "sync.stream": "\(stream)", "error": "\(error)"])
-                    continue
-                }
-                deleted += events.map(\.seq)
-                folded += history.count
-                snapshots += 1
-                let snapshot = Event(
-                    id: ids.next(wall: wall), scope: try Scope(scope), stream: stream,
-                    streamVersion: newest.streamVersion, type: folder.snapshotType,
-                    schemaVersion: Int(newest.schemaVersion), hlc: try HLCTimestamp(newest.hlc),
-                    dot: Dot(replica: try ReplicaID(newest.dotReplica), counter: UInt64(bitPattern: newest.dotCounter)),
-                    payload: payload, seq: newest.seq, receivedAt: newest.receivedAt)
-                // The snapshot carries what its history did: the earlier folded row's sum and each event's
-                // checksum (unknown when one of them is, an event stored before checksums).
-                let carries = history.reduce(Int64?(0)) { sum, row in sum.flatMap { s in row.checksum.map { s + $0 } } }
-                let historyReferences = history.map(\.id).filter { referencing.contains($0) }
-                if !historyReferences.isEmpty {
-                    released += historyReferences
-                    for hash in Set(references(snapshot).map(\.hash.hex)) {
-                        recorded.append((hash, snapshot.id.uuid))
-                    }
-                }
+                try fold.fold(stream, events: byStream[stream]!, base: bases[stream])
+            }
+            try await Self.write(fold, through: through, on: connection, logger: logger)
+            return Window(
+                from: from, through: through, folded: fold.folded, snapshots: fold.snapshots,
+                dropped: fold.dropped.count, unfoldable: fold.unfoldable,
+                changedFolded: !fold.rows.isEmpty || !fold.dropped.isEmpty)
+        }
+    }
+
+    /// Takes the scope's transaction-scoped advisory lock if no other compactor holds it; whether it did.
+    static func tryLock(_ scope: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let locked = try await connection.checkedQuery(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended('sync.compaction:' || \(scope), 0))",
+            logger: logger)
+        var held = false
+        for try await value in locked.decode(Bool.self) { held = value }
+        return held
+    }
+
+    /// The scope's `compacted_through` read on `connection` (0 when it has none).
+    static func compactedThrough(_ scope: String, on connection: PostgresConnection, logger: Logger)
+        async throws -> Int64
+    {
+        var from: Int64 = 0
+        for try await through in try await connection.checkedQuery(
+            "SELECT compacted_through FROM scope_compaction WHERE scope = \(scope)", logger: logger
+        ).decode(Int64.self) { from = through }
+        return from
+    }
+
+    /// Each of `streams`' one row at or below `compacted_through`, left by earlier passes, by stream.
+    static func foldedRows(
+        of scope: String, streams: [String], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String: StoredEvent] {
+        var bases: [String: StoredEvent] = [:]
+        for try await row in try await connection.checkedQuery(
+            """
+            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                   payload, received_at, carries
+            FROM folded_events WHERE scope = \(scope) AND stream = ANY(\(streams)::text[])
+            """, logger: logger)
+        {
+            let base = try StoredEvent(folded: row, scope: try Scope(scope))
+            bases[base.stream] = base
+        }
+        return bases
+    }
+
+    /// What folding a window's streams gives, stream by stream (`fold`): the rows its transaction deletes,
+    /// writes and drops, the blob references it moves, and its counts.
+    struct WindowFold {
+        let scope: String
+        let folder: any StreamFolder
+        /// The blobs an event refers to (`Compactor.references`).
+        let references: @Sendable (Event) -> [BlobReference]
+        /// Of the window's rows and their streams' folded rows, those some blob reference names.
+        let referencing: Set<UUID>
+        let logger: Logger
+        /// The snapshots' ids, and the time they are made at.
+        var ids = EventIDGenerator()
+        let wall: UInt64
+
+        /// The seqs of the window's rows that leave `events`.
+        var deleted: [Int64] = []
+        /// Rows folded away (events, and earlier folded rows), and snapshots written in their place.
+        var folded = 0
+        var snapshots = 0
+        /// Each folded stream's row in `folded_events`: a snapshot or a lone event.
+        var rows: [EventRepository.NewEvent] = []
+        /// Streams dropped altogether, and streams whose history did not fold.
+        var dropped: [String] = []
+        var unfoldable = 0
+        /// The last seq of a stream whose fold purged tombstones: cursors below it must reset.
+        var purgedThrough: Int64 = 0
+        /// What the dropped streams carried (their checksums; unknown ones, from before checksums, as 0).
+        var purgedChecksum: Int64 = 0
+        /// The events whose blob references are released, and the references the snapshots record.
+        var released: [UUID] = []
+        var recorded: [(hash: String, id: UUID)] = []
+
+        init(
+            scope: String, folder: any StreamFolder, references: @escaping @Sendable (Event) -> [BlobReference],
+            referencing: Set<UUID>, logger: Logger, wall: UInt64
+        ) {
+            self.scope = scope
+            self.folder = folder
+            self.references = references
+            self.referencing = referencing
+            self.logger = logger
+            self.wall = wall
+        }
+
+        /// Folds `stream`'s `events` of the window after its earlier folded row, `base`: into one row, or a
+        /// drop; a stream whose history the folder cannot fold is left as it is.
+        mutating func fold(_ stream: String, events: [StoredEvent], base: StoredEvent?) throws {
+            var history = events
+            if let base { history.insert(base, at: 0) }
+            let newest = history[history.count - 1]
+            guard history.count >= 2 else {
+                // A stream's first and only event: its folded row as it is.
                 rows.append(
                     EventRepository.NewEvent(
-                        event: snapshot, seq: newest.seq,
-                        payloadJSON: String(decoding: payload.canonicalData(), as: UTF8.self), checksum: carries))
+                        event: try newest.event(scope: scope), seq: newest.seq, payloadJSON: newest.payloadJSON,
+                        checksum: newest.checksum))
+                deleted.append(newest.seq)
+                return
             }
-            try await Self.replace(
-                scope: scope, deleting: deleted, with: rows, dropping: dropped, on: connection, logger: logger)
-            try await Self.moveReferences(
-                scope: scope, releasing: released, recording: recorded, on: connection, logger: logger)
-            try await Self.advance(
-                scope, to: through, folded: folded - snapshots, purged: purgedChecksum, on: connection, logger: logger)
-            if purgedThrough > 0 {
-                // Last: it waits for a push holding the scope's row, and then holds that row until the commit.
-                try await connection.checkedQuery(
-                    """
-                    UPDATE scopes SET retained_from_seq = GREATEST(retained_from_seq, \(purgedThrough + 1))
-                    WHERE scope = \(scope)
-                    """, logger: logger)
+            let payload: JSONValue
+            do {
+                switch try folder.foldStable(try history.map { try $0.event(scope: scope) }) {
+                case .drop:
+                    released += history.map(\.id).filter { referencing.contains($0) }
+                    purgedChecksum += history.reduce(0) { $0 + ($1.checksum ?? 0) }
+                    deleted += events.map(\.seq)
+                    folded += history.count
+                    dropped.append(stream)
+                    purgedThrough = max(purgedThrough, newest.seq)
+                    return
+                case .snapshot(let value, let purged):
+                    payload = value
+                    if purged { purgedThrough = max(purgedThrough, newest.seq) }
+                }
+            } catch {
+                unfoldable += 1
+                logger.warning(
+                    "stream not folded",
+                    metadata: ["sync.scope": "\(scope)", "sync.stream": "\(stream)", "error": "\(error)"])
+                return
             }
-            return Window(
-                from: from, through: through, folded: folded, snapshots: snapshots, dropped: dropped.count,
-                unfoldable: unfoldable, changedFolded: !rows.isEmpty || !dropped.isEmpty)
+            deleted += events.map(\.seq)
+            folded += history.count
+            snapshots += 1
+            let snapshot = Event(
+                id: ids.next(wall: wall), scope: try Scope(scope), stream: stream,
+                streamVersion: newest.streamVersion, type: folder.snapshotType,
+                schemaVersion: Int(newest.schemaVersion), hlc: try HLCTimestamp(newest.hlc),
+                dot: Dot(replica: try ReplicaID(newest.dotReplica), counter: UInt64(bitPattern: newest.dotCounter)),
+                payload: payload, seq: newest.seq, receivedAt: newest.receivedAt)
+            // The snapshot carries what its history did: the earlier folded row's sum and each event's
+            // checksum (unknown when one of them is, an event stored before checksums).
+            let carries = history.reduce(Int64?(0)) { sum, row in sum.flatMap { s in row.checksum.map { s + $0 } } }
+            let historyReferences = history.map(\.id).filter { referencing.contains($0) }
+            if !historyReferences.isEmpty {
+                released += historyReferences
+                for hash in Set(references(snapshot).map(\.hash.hex)) {
+                    recorded.append((hash, snapshot.id.uuid))
+                }
+            }
+            rows.append(
+                EventRepository.NewEvent(
+                    event: snapshot, seq: newest.seq,
+                    payloadJSON: String(decoding: payload.canonicalData(), as: UTF8.self), checksum: carries))
+        }
+    }
+
+    /// A window's writes, in its transaction: its folds (`replace`), its blob references (`moveReferences`),
+    /// the scope's `compacted_through` moved to `through`, and, when a fold purged, `retained_from_seq`.
+    static func write(
+        _ fold: WindowFold, through: Int64, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let scope = fold.scope
+        try await Self.replace(
+            scope: scope, deleting: fold.deleted, with: fold.rows, dropping: fold.dropped, on: connection,
+            logger: logger)
+        try await Self.moveReferences(
+            scope: scope, releasing: fold.released, recording: fold.recorded, on: connection, logger: logger)
+        try await Self.advance(
+            scope, to: through, folded: fold.folded - fold.snapshots, purged: fold.purgedChecksum, on: connection,
+            logger: logger)
+        if fold.purgedThrough > 0 {
+            // Last: it waits for a push holding the scope's row, and then holds that row until the commit.
+            try await connection.checkedQuery(
+                """
+                UPDATE scopes SET retained_from_seq = GREATEST(retained_from_seq, \(fold.purgedThrough + 1))
+                WHERE scope = \(scope)
+                """, logger: logger)
         }
     }
 
