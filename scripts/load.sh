@@ -51,5 +51,8 @@ watch=(--watch "server=$server_pid")
 [ -n "$postmaster" ] && watch+=(--watch "postgres=$postmaster")
 
 # shellcheck disable=SC2086
+# Once everything has settled and the log has been checked, the verdict folds and collects (sync-server compact,
+# blobs collected at once) and checks that no unreferenced blob is left and no referenced one is gone.
+collect="SYNC_DATABASE_URL='$database_url' SYNC_BLOB_COLLECT_AFTER_SECONDS=0 SYNC_EVICTION_HORIZON_SECONDS=1 SYNC_LOG_LEVEL=error '$bin/sync-server' compact >/dev/null"
 "$bin/sync-load" --server "http://127.0.0.1:$port" --devices 100 --scopes 10 --duration 60 --ramp-up 10 \
-    --out "$run_dir" --data-dir "$run_dir/devices" "${watch[@]}" ${LOAD_ARGS:-}
+    --out "$run_dir" --data-dir "$run_dir/devices" --collect-command "$collect" "${watch[@]}" ${LOAD_ARGS:-}

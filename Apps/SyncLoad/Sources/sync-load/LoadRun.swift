@@ -57,6 +57,9 @@ struct StepConfiguration: Codable, Sendable {
     var stallTimeout: Double? = nil
     /// The checker's self-test: what the first thin device does to batches it receives.
     var deliveryFaults: [ThinDevice.DeliveryFault]? = nil
+    /// The command that compacts and collects on the server before the verdict checks the collection (absent:
+    /// not checked).
+    var collectCommand: String? = nil
 
     /// Full replicas and thin devices.
     var replicaCount: Int { replicas ?? devices }
@@ -220,7 +223,9 @@ struct LoadRun {
         let totals = metrics.totals
 
         say("sync-load: writing stopped; settling (every device online, no faults, syncing until quiet)")
-        let verifier = Verifier(manifest: manifest, tokens: tokens, http: http.requests, baseURL: baseURL)
+        let verifier = Verifier(
+            manifest: manifest, tokens: tokens, http: http.requests, baseURL: baseURL,
+            collectCommand: manifest.configuration.collectCommand)
         let verdict: Verdict
         do {
             verdict = try await verifier.settleAndVerify(devices, thin: thin)

@@ -207,7 +207,11 @@ struct RunReport: Codable, Sendable {
                     + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), rejected but on the server "
                     + "\(verdict.rejectedOnServer), unsettled \(verdict.unsettled), seq gaps \(verdict.gaps), "
                     + "delivery \(verdict.delivery ?? 0), attachments unreadable \(verdict.blobs ?? 0) of "
-                    + "\(verdict.blobsChecked ?? 0) checked; settled in "
+                    + "\(verdict.blobsChecked ?? 0) checked"
+                    + (verdict.orphans.map {
+                        ", orphaned \($0) after collection (\(verdict.blobsCollected ?? 0) collected)"
+                    } ?? "")
+                    + "; settled in "
                     + String(format: "%.1f s", verdict.settleSeconds))
             for (kind, findings) in verdict.findings.sorted(by: { $0.key < $1.key }) {
                 for finding in findings { lines.append("  - \(kind): \(finding)") }

@@ -18,6 +18,11 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "The server's HS256 secret, to mint a token per device (default: SYNC_JWT_SECRET).")
     var jwtSecret: String?
     @Option(help: "One token for every device instead (it must grant every scope of the run).") var token: String?
+    @Option(
+        help:
+            "A shell command that compacts and collects blobs on the server, run once every device has settled (e.g. 'SYNC_BLOB_COLLECT_AFTER_SECONDS=0 sync-server compact'); the verdict then fails on a blob no live note refers to that is left, or one a live note refers to that is gone."
+    )
+    var collectCommand: String?
 
     func tokens() async throws -> Tokens {
         try await Tokens(
@@ -191,6 +196,7 @@ struct RunCommand: AsyncParsableCommand {
             scopePrefix: prefix,
             dataDirectory: base.path, settleTimeout: settleTimeout, clockSkew: clockSkew == 0 ? nil : clockSkew)
         first.stallTimeout = stallTimeout
+        first.collectCommand = server.collectCommand
         first.corruptInterval = corruptInterval > 0 ? corruptInterval : nil
         first.deliveryFaults = selfTest.isEmpty ? nil : selfTest
         let steps = try Self.steps(first, sweep: sweep, base: base)
@@ -302,6 +308,9 @@ struct RunCommand: AsyncParsableCommand {
                 + "verdict \(verdict.passed ? "PASS" : "FAIL"): \(verdict.serverEvents) events on the server, lost \(verdict.lost), "
                 + "duplicated \(verdict.duplicated), diverged \(verdict.diverged), unsettled \(verdict.unsettled), gaps \(verdict.gaps), "
                 + "delivery \(verdict.delivery ?? 0), attachments unreadable \(verdict.blobs ?? 0) of \(verdict.blobsChecked ?? 0)"
+                + (verdict.orphans.map {
+                    ", orphaned \($0) after collection (\(verdict.blobsCollected ?? 0) collected)"
+                } ?? "")
         )
         for (kind, findings) in verdict.findings.sorted(by: { $0.key < $1.key }) {
             for finding in findings { say("  \(kind): \(finding)") }
@@ -329,6 +338,7 @@ struct VerifyCommand: AsyncParsableCommand {
             Manifest.self, from: Data(contentsOf: directory.appendingPathComponent("manifest.json")))
         manifest.configuration.server = server.server
         manifest.configuration.settleTimeout = settleTimeout
+        manifest.configuration.collectCommand = server.collectCommand
         guard let baseURL = URL(string: server.server) else { throw ValidationError("--server: not a URL") }
         let tokens = try await server.tokens()
         let http = HTTPClients(thin: 0, replicas: manifest.devices.count, requestConnections: 16)
@@ -347,8 +357,11 @@ struct VerifyCommand: AsyncParsableCommand {
                 try device.open()
                 devices.append(device)
             }
-            verdict = try await Verifier(manifest: manifest, tokens: tokens, http: http.requests, baseURL: baseURL)
-                .settleAndVerify(devices)
+            verdict = try await Verifier(
+                manifest: manifest, tokens: tokens, http: http.requests, baseURL: baseURL,
+                collectCommand: manifest.configuration.collectCommand
+            )
+            .settleAndVerify(devices)
         } catch {
             try? await http.shutdown()
             throw error

@@ -7,6 +7,7 @@ import SyncEngine
 import SyncEngineHTTPClient
 import SyncModels
 import SyncProtocol
+import SyncToolSupport
 import Synchronization
 
 /// One thing the verdict found wrong, with where.
@@ -55,6 +56,11 @@ struct Verdict: Codable, Sendable {
     /// versions).
     var blobsChecked: Int? = nil
     var blobs: Int? = nil
+    /// After the collection command (`--collect-command`): blobs that no live note refers to any more and
+    /// that the collection removed, and those still there (orphans: the verdict fails). Absent when no
+    /// collection ran.
+    var blobsCollected: Int? = nil
+    var orphans: Int? = nil
     /// The first findings of each kind (at most 20 each).
     var findings: [String: [Finding]]
 }
@@ -66,6 +72,9 @@ struct Verifier {
     let tokens: Tokens
     let http: HTTPClient
     let baseURL: URL
+    /// A shell command that compacts and collects on the server once everything has settled (none: the
+    /// collection is not checked).
+    var collectCommand: String? = nil
 
     private static let shown = 20
 
@@ -246,6 +255,8 @@ struct Verifier {
         }
 
         var blobsChecked = 0
+        // The blobs live notes refer to, by scope (from each fresh device).
+        var live: [String: Set<BlobHash>] = [:]
         // What each device made.
         var made = 0
         var rejected = 0
@@ -402,6 +413,9 @@ struct Verifier {
                 let engine = try SyncEngine(
                     store: fresh.store, transport: transport, configuration: configuration, blobs: freshBlobs)
                 try await Self.retrying { try await engine.syncNow() }
+                // Once more, from the head: the server records what the device holds (a bootstrap of one page
+                // asked from position 0), so that the collection's compaction is not held back by it.
+                try await Self.retrying { try await engine.syncNow() }
             } catch {
                 found("bootstrap", Finding(scope: scope, detail: "a fresh device could not bootstrap: \(error)"))
                 continue
@@ -413,7 +427,8 @@ struct Verifier {
                         ? device.client.flatMap { client in device.engine?.blobs.map { (device, client, $0) } } : nil
                 })
             {
-                let (checked, problems) = await Self.checkAttachments(client, blobs)
+                let (checked, problems, hashes) = await Self.checkAttachments(client, blobs)
+                if device == nil { live[scope] = hashes }
                 blobsChecked += checked
                 for problem in problems {
                     found("blobs", Finding(device: device?.plan.index, scope: scope, detail: problem))
@@ -432,24 +447,36 @@ struct Verifier {
                 }
             }
         }
-        let failed = ["lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap", "delivery", "blobs"]
-            .contains {
-                counts[$0, default: 0] > 0
-            }
+        var collection: (collected: Int, orphans: Int)?
+        if let collectCommand {
+            let checked = try await checkCollection(
+                command: collectCommand, attached: Self.attachedBlobs(events), live: live)
+            for (kind, finding) in checked.findings { found(kind, finding) }
+            collection = (checked.collected, checked.orphans)
+        }
+        let failed = [
+            "lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap", "delivery", "blobs", "orphans",
+            "collection",
+        ]
+        .contains {
+            counts[$0, default: 0] > 0
+        }
         return Verdict(
             passed: !failed, settleSeconds: 0, serverEvents: log.values.reduce(0) { $0 + $1.count },
             deviceEvents: made, rejected: rejected, rejectedByCode: rejectedByCode, lost: counts["lost", default: 0],
             duplicated: counts["duplicated", default: 0], diverged: counts["diverged", default: 0],
             rejectedOnServer: counts["rejectedOnServer", default: 0], unsettled: 0, gaps: counts["gaps", default: 0],
             bootstrap: counts["bootstrap", default: 0], delivery: counts["delivery", default: 0],
-            blobsChecked: blobsChecked, blobs: counts["blobs", default: 0], findings: findings)
+            blobsChecked: blobsChecked, blobs: counts["blobs", default: 0], blobsCollected: collection?.collected,
+            orphans: collection?.orphans, findings: findings)
     }
 
     /// Opens every attachment of every live note `client` shows (downloading what is not on the device, checked
-    /// against its hash); returns how many it checked and what failed.
-    static func checkAttachments(_ client: NotesClient, _ blobs: BlobSync) async -> (Int, [String]) {
+    /// against its hash); returns how many it checked, what failed, and the blobs it saw.
+    static func checkAttachments(_ client: NotesClient, _ blobs: BlobSync) async -> (Int, [String], Set<BlobHash>) {
         var checked = 0
         var problems: [String] = []
+        var hashes = Set<BlobHash>()
         let notes =
             (try? await client.store.database.read { db in
                 try String.fetchAll(db, sql: "SELECT id FROM notes WHERE created = 1 AND deleted = 0")
@@ -458,6 +485,7 @@ struct Verifier {
             guard let (scope, attachments) = try? await client.attachments(note) else { continue }
             for attachment in attachments {
                 checked += 1
+                hashes.insert(attachment.blob.hash)
                 do {
                     _ = try await retrying { try await blobs.open(attachment.blob, scope: scope) }
                 } catch {
@@ -465,7 +493,97 @@ struct Verifier {
                 }
             }
         }
-        return (checked, problems)
+        return (checked, problems, hashes)
+    }
+
+    /// Every blob an event of the server's log attached, by scope: the attachments' events and the
+    /// attachments of snapshots.
+    static func attachedBlobs(_ log: [String: [Event]]) -> [String: Set<BlobHash>] {
+        log.mapValues { events in
+            Set(
+                events.flatMap { event -> [BlobHash] in
+                    switch event.type {
+                    case NoteEventType.attachmentAdded.rawValue:
+                        guard case .object(let fields) = event.payload,
+                            case .string(let element)? = fields[NotePayloadKey.attachment.stringValue],
+                            let attachment = NoteAttachment(element: element)
+                        else { return [] }
+                        return [attachment.blob.hash]
+                    case NoteEventType.snapshot.rawValue:
+                        guard case .snapshot(let snapshot)? = try? NotePayload(type: .snapshot, json: event.payload),
+                            let state = try? snapshot.state()
+                        else { return [] }
+                        return state.attachmentList.map(\.blob.hash)
+                    default:
+                        return []
+                    }
+                })
+        }
+    }
+
+    /// Runs the collection command, then asks the server (`HEAD /v1/blobs/{hash}`) for every blob the run
+    /// attached: one a live note refers to must still be there (else a `blobs` finding), one none does must be
+    /// gone (else an `orphans` finding). The unreferencing is stable by then: every device has settled.
+    func checkCollection(command: String, attached: [String: Set<BlobHash>], live: [String: Set<BlobHash>])
+        async throws -> (collected: Int, orphans: Int, findings: [(String, Finding)])
+    {
+        let result = await withCheckedContinuation { continuation in
+            Thread {
+                continuation.resume(
+                    returning: Result {
+                        try ChildProcess.run(
+                            "/bin/sh", ["-c", command], environment: ProcessInfo.processInfo.environment)
+                    })
+            }.start()
+        }
+        switch result {
+        case .failure(let error):
+            return (0, 0, [("collection", Finding(scope: "*", detail: "\(command): \(error)"))])
+        case .success(let run) where run.status != 0:
+            let output = String(decoding: run.stderr.suffix(2000), as: UTF8.self)
+            return (0, 0, [("collection", Finding(scope: "*", detail: "\(command) exited \(run.status): \(output)"))])
+        case .success:
+            break
+        }
+        var collected = 0
+        var orphans = 0
+        var findings: [(String, Finding)] = []
+        for (scope, hashes) in attached.sorted(by: { $0.key < $1.key }) {
+            let token = try await tokens.token(
+                subject: "\(manifest.configuration.scopePrefix)-verifier", scopes: [scope])
+            let referenced = live[scope] ?? []
+            for hash in hashes.sorted(by: { $0.hex < $1.hex }) {
+                let held = try await Self.retrying { try await holds(hash, scope: scope, token: token) }
+                switch (referenced.contains(hash), held) {
+                case (true, false):
+                    findings.append(
+                        ("blobs", Finding(scope: scope, detail: "\(hash.hex) is gone while a live note refers to it")))
+                case (false, true):
+                    orphans += 1
+                    findings.append(
+                        ("orphans", Finding(scope: scope, detail: "\(hash.hex) is left after the collection")))
+                case (false, false):
+                    collected += 1
+                case (true, true):
+                    break
+                }
+            }
+        }
+        return (collected, orphans, findings)
+    }
+
+    /// Whether the server holds blob `hash` in `scope` (`HEAD`: 200 or 404; anything else throws).
+    func holds(_ hash: BlobHash, scope: String, token: String) async throws -> Bool {
+        var request = HTTPClientRequest(
+            url: HTTPTransport.blobURL(base: baseURL, hash: hash, scope: try Scope(scope)).absoluteString)
+        request.method = .HEAD
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        let response = try await http.execute(request, timeout: .seconds(30))
+        switch response.status.code {
+        case 200: return true
+        case 404: return false
+        default: throw LoadError("HEAD \(hash.hex) in \(scope): HTTP \(response.status.code)")
+        }
     }
 
     /// Every event of the run's scopes, read with `GET /v1/pull` from the start, by scope in seq order; 100
