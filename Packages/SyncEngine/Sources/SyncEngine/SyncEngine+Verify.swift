@@ -89,94 +89,17 @@ extension SyncEngine {
         // Marked first: the reset below syncs, and a sync that finds verification due must not start another.
         await updateStatus { $0.lastVerified = Date() }
         var results: [ScopeVerification] = []
-        var needsReset = false
-        var repaired = false
         for scope in cursor.positions.keys.sorted() {
-            let through = cursor[scope]
-            let device = sums[scope.name] ?? ScopeChecksum(scope: scope.name)
-            var result = ScopeVerification(
-                scope: scope.name, through: through, device: device, server: nil, outcome: .unavailable)
-            let server: ChecksumResponse
-            do {
-                server = try await transport.checksum(ChecksumRequest(scope: scope, through: through))
-            } catch {
-                guard case .permanent(let code, let message) = error else { throw error }
-                result.detail = "\(code): \(message)"
-                results.append(result)
-                continue
-            }
-            result.server = server.checksum
-            let floor = max(server.compactedThrough, device.prunedThrough)
-            var agrees = device.isConsistent && device.applied == server.checksum
-            if agrees && deep { agrees = try await rangeAgrees(scope, after: floor, through: through, deep: true) }
-            if agrees {
-                result.outcome = .matched
-                results.append(result)
-                continue
-            }
-            result.outcome = .mismatched
-            result.detail =
-                "device applied \(device.applied) (log \(device.held) + pruned \(device.pruned)), server \(server.checksum)"
-            guard repair else {
-                results.append(result)
-                continue
-            }
-            for _ in 0..<Self.maxRangeRepairs {
-                guard let range = try await firstBadRange(scope, after: floor, through: through, deep: deep) else {
-                    break
-                }
-                let (fixed, pulled) = try await repairRange(scope, after: range.after, through: range.through)
-                result.repairs.append(fixed)
-                result.downloaded += pulled
-                await journal.record(
-                    "verify.repair",
-                    "\(scope.name): (\(fixed.after), \(fixed.through)] replaced, \(fixed.removed) rows removed, \(fixed.written) written, \(fixed.repended) the server lacked pending again"
-                )
-            }
-            repaired = repaired || !result.repairs.isEmpty
-            let after: ScopeChecksum
-            do {
-                // The rows above the floor agree now: what they add up to is what was applied (sums gone
-                // wrong on their own are counted again here).
-                after = try await store.recountChecksums(scope: scope.name)
-            } catch {
-                throw Self.storeFailure(error)
-            }
-            let serverLacked = result.repairs.reduce(0) { $0 + $1.repended }
-            if serverLacked > 0 {
-                // Pushed again by the next sync; a reset below keeps them too (they are pending).
-                result.detail = "the server lacked \(serverLacked) events this device holds: pending again"
-            }
-            if after.isConsistent && after.applied == server.checksum {
-                result.outcome = .repaired
-            } else {
-                result.outcome = .reset
-                needsReset = true
-            }
-            results.append(result)
+            results.append(
+                try await verifyScope(
+                    scope, through: cursor[scope], device: sums[scope.name] ?? ScopeChecksum(scope: scope.name),
+                    repair: repair, deep: deep))
         }
+        let needsReset = results.contains { $0.outcome == .reset }
+        let repaired = results.contains { !$0.repairs.isEmpty }
         var rebuilt = 0
-        do {
-            // A range repair re-derived the streams it replaced rows of (`replaceConfirmed`).
-            if !repaired && deep {
-                // The log agrees with the server: projections whose rows a rebuild from it changes were
-                // damaged behind the store's back, and are repaired by that rebuild.
-                let damaged = try await store.rebuildDamaged(repair: repair)
-                if !damaged.isEmpty {
-                    let names = damaged.joined(separator: ", ")
-                    await journal.record(
-                        "verify.projection", repair ? "rows rebuilt: \(names)" : "rows differ from a rebuild: \(names)")
-                    if repair { rebuilt = damaged.count }
-                    for index in results.indices where results[index].outcome == .matched {
-                        results[index].outcome = repair ? .repaired : .mismatched
-                        results[index].detail =
-                            "projection rows " + (repair ? "rebuilt: " : "differ from a rebuild: ") + names
-                    }
-                }
-            }
-        } catch {
-            throw Self.storeFailure(error)
-        }
+        // A range repair re-derived the streams it replaced rows of (`replaceConfirmed`).
+        if !repaired && deep { rebuilt = try await checkProjections(repair: repair, results: &results) }
         for result in results {
             await journal.record(
                 "verify", "\(result.scope) at \(result.through): \(result.outcome.rawValue) \(result.detail)")
@@ -195,6 +118,93 @@ extension SyncEngine {
             status.repairs += count
         }
         return results
+    }
+
+    /// Verifies one scope at the device's cursor, `through`, with the device's sums, `device`: compares them
+    /// with the server's checksum and, on a mismatch with `repair`, repairs the scope (`repairScope`).
+    func verifyScope(_ scope: Scope, through: Int64, device: ScopeChecksum, repair: Bool, deep: Bool)
+        async throws(SyncFailure) -> ScopeVerification
+    {
+        var result = ScopeVerification(
+            scope: scope.name, through: through, device: device, server: nil, outcome: .unavailable)
+        let server: ChecksumResponse
+        do {
+            server = try await transport.checksum(ChecksumRequest(scope: scope, through: through))
+        } catch {
+            guard case .permanent(let code, let message) = error else { throw error }
+            result.detail = "\(code): \(message)"
+            return result
+        }
+        result.server = server.checksum
+        let floor = max(server.compactedThrough, device.prunedThrough)
+        var agrees = device.isConsistent && device.applied == server.checksum
+        if agrees && deep { agrees = try await rangeAgrees(scope, after: floor, through: through, deep: true) }
+        if agrees {
+            result.outcome = .matched
+            return result
+        }
+        result.outcome = .mismatched
+        result.detail =
+            "device applied \(device.applied) (log \(device.held) + pruned \(device.pruned)), server \(server.checksum)"
+        guard repair else { return result }
+        try await repairScope(&result, scope, after: floor, checksum: server.checksum, deep: deep)
+        return result
+    }
+
+    /// Repairs a scope whose sums differ from the server's `checksum` at `result.through`: replaces its bad
+    /// ranges above `floor` (at most `maxRangeRepairs`), counts its sums again, and sets the outcome:
+    /// `repaired` when they now match, else `reset`, which `verify` then makes.
+    func repairScope(
+        _ result: inout ScopeVerification, _ scope: Scope, after floor: Int64, checksum: Int64, deep: Bool
+    ) async throws(SyncFailure) {
+        let through = result.through
+        for _ in 0..<Self.maxRangeRepairs {
+            guard let range = try await firstBadRange(scope, after: floor, through: through, deep: deep) else {
+                break
+            }
+            let (fixed, pulled) = try await repairRange(scope, after: range.after, through: range.through)
+            result.repairs.append(fixed)
+            result.downloaded += pulled
+            await journal.record(
+                "verify.repair",
+                "\(scope.name): (\(fixed.after), \(fixed.through)] replaced, \(fixed.removed) rows removed, \(fixed.written) written, \(fixed.repended) the server lacked pending again"
+            )
+        }
+        let after: ScopeChecksum
+        do {
+            // The rows above the floor agree now: what they add up to is what was applied (sums gone
+            // wrong on their own are counted again here).
+            after = try await store.recountChecksums(scope: scope.name)
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        let serverLacked = result.repairs.reduce(0) { $0 + $1.repended }
+        if serverLacked > 0 {
+            // Pushed again by the next sync; a reset below keeps them too (they are pending).
+            result.detail = "the server lacked \(serverLacked) events this device holds: pending again"
+        }
+        result.outcome = after.isConsistent && after.applied == checksum ? .repaired : .reset
+    }
+
+    /// With the log agreeing with the server: projections whose rows a rebuild from it changes were damaged
+    /// behind the store's back, and are repaired by that rebuild (with `repair`; else only found). Journals
+    /// them, marks the scopes that matched as repaired (or mismatched), and returns the projections rebuilt.
+    func checkProjections(repair: Bool, results: inout [ScopeVerification]) async throws(SyncFailure) -> Int {
+        let damaged: [String]
+        do {
+            damaged = try await store.rebuildDamaged(repair: repair)
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        guard !damaged.isEmpty else { return 0 }
+        let names = damaged.joined(separator: ", ")
+        await journal.record(
+            "verify.projection", repair ? "rows rebuilt: \(names)" : "rows differ from a rebuild: \(names)")
+        for index in results.indices where results[index].outcome == .matched {
+            results[index].outcome = repair ? .repaired : .mismatched
+            results[index].detail = "projection rows " + (repair ? "rebuilt: " : "differ from a rebuild: ") + names
+        }
+        return repair ? damaged.count : 0
     }
 
     /// The first range of at most `repairRangeEvents` seqs in `(after, through]` whose device and server
