@@ -112,48 +112,13 @@ struct LoadRun {
 
     func run() async throws -> StepReport {
         let manifest = Manifest.make(configuration)
-        let directory = URL(fileURLWithPath: configuration.dataDirectory)
-        let manifestFile = directory.appendingPathComponent("manifest.json")
-        guard !FileManager.default.fileExists(atPath: manifestFile.path) else {
-            throw LoadError(
-                "\(directory.path) holds the devices of an earlier run (check them with `sync-load verify`); "
-                    + "delete it or choose another --data-dir")
-        }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try JSONEncoder.pretty.encode(manifest).write(to: manifestFile)
+        try write(manifest)
         guard let baseURL = URL(string: configuration.server) else { throw LoadError("--server: not a URL") }
         let metrics = LoadMetrics()
         let weights = try WorkloadWeights(parsing: configuration.weights)
         let residentBefore = ProcessStats.memory().resident
-        var devices: [Device] = []
-        for plan in manifest.devices {
-            devices.append(
-                try Device(
-                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics),
-                    metrics: metrics,
-                    longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
-                    live: configuration.live ?? false, debounce: .milliseconds(configuration.debounce),
-                    minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
-                    pollLinger: .milliseconds(configuration.pollLinger ?? 100),
-                    // Devices whose files get damaged verify often, to repair themselves within the run.
-                    verifyInterval: (configuration.corruptInterval ?? 0) > 0 ? .seconds(2) : nil))
-        }
-        var thin: [ThinDevice] = []
-        let options = ThinDevice.Options(
-            live: configuration.live ?? false, longPoll: max(configuration.longPoll, 1),
-            minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
-            pushGate: AsyncGate(permits: http.requestConnections))
-        for plan in manifest.thin ?? [] {
-            var deviceOptions = options
-            if plan.index == manifest.devices.count {
-                deviceOptions.deliveryFaults = configuration.deliveryFaults ?? []
-            }
-            thin.append(
-                try ThinDevice(
-                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics, thin: true),
-                    baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
-                    metrics: metrics, options: deviceOptions, seed: configuration.seed))
-        }
+        let devices = try await replicas(of: manifest, baseURL: baseURL, metrics: metrics)
+        let thin = try await thinDevices(of: manifest, baseURL: baseURL, metrics: metrics)
         let cpuBefore = watched.mapValues(ProcessStats.cpuSeconds(tree:))
         let ownBefore = ProcessStats.ownCPUSeconds()
         let start = ContinuousClock.now
@@ -177,44 +142,8 @@ struct LoadRun {
             report.label = "collapsed"
             self.stalled(report)
         }
-        // Thin devices follow and push until the verdict is in; only their edits stop with the writing.
-        var thinLoops: [Task<Void, Never>] = []
-        let replicaDevices = devices
-        let thinDevices = thin
-        await withTaskGroup(of: Void.self) { group in
-            for device in replicaDevices {
-                group.addTask {
-                    await drive(device, weights: weights, metrics: metrics, start: start, until: writeEnd)
-                }
-            }
-            group.addTask {
-                // The replicas' memory once they are open, before the thin devices' ramp-up adds theirs.
-                while replicaDevices.contains(where: { $0.engine == nil }) && ContinuousClock.now < writeEnd {
-                    try? await Task.sleep(for: .milliseconds(50))
-                }
-                memory.markReplicasOpen()
-            }
-            for device in thinDevices {
-                let delay =
-                    configuration.rampUp * Double(device.plan.index - replicaDevices.count)
-                    / Double(max(1, thinDevices.count))
-                thinLoops.append(
-                    Task {
-                        try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
-                        await withTaskGroup(of: Void.self) { loops in
-                            loops.addTask { await device.receiveLoop() }
-                            loops.addTask { await device.pushLoop() }
-                        }
-                    })
-                group.addTask {
-                    await drive(device, weights: weights, metrics: metrics, start: start, delay: delay, until: writeEnd)
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(until: start + .seconds(configuration.rampUp), clock: .continuous)
-                memory.markRampedUp()
-            }
-        }
+        let thinLoops = await drive(
+            devices, thin: thin, weights: weights, metrics: metrics, memory: memory, start: start, until: writeEnd)
         let writing = ContinuousClock.now - start
         let cpu = cpuSince(cpuBefore, ownBefore)
         progressTask.cancel()
@@ -240,6 +169,105 @@ struct LoadRun {
         return makeReport(
             totals: totals, seconds: writing.secondsValue, cpu: cpu, memory: memory,
             verdict: verdict)
+    }
+
+    /// Writes the step's manifest into its data directory, which must not hold one already (the devices of an
+    /// earlier run).
+    private func write(_ manifest: Manifest) throws {
+        let directory = URL(fileURLWithPath: configuration.dataDirectory)
+        let manifestFile = directory.appendingPathComponent("manifest.json")
+        guard !FileManager.default.fileExists(atPath: manifestFile.path) else {
+            throw LoadError(
+                "\(directory.path) holds the devices of an earlier run (check them with `sync-load verify`); "
+                    + "delete it or choose another --data-dir")
+        }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try JSONEncoder.pretty.encode(manifest).write(to: manifestFile)
+    }
+
+    /// The manifest's full replicas, not open yet (each opens as its `drive` starts).
+    private func replicas(of manifest: Manifest, baseURL: URL, metrics: LoadMetrics) async throws -> [Device] {
+        var devices: [Device] = []
+        for plan in manifest.devices {
+            devices.append(
+                try Device(
+                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics),
+                    metrics: metrics,
+                    longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
+                    live: configuration.live ?? false, debounce: .milliseconds(configuration.debounce),
+                    minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
+                    pollLinger: .milliseconds(configuration.pollLinger ?? 100),
+                    // Devices whose files get damaged verify often, to repair themselves within the run.
+                    verifyInterval: (configuration.corruptInterval ?? 0) > 0 ? .seconds(2) : nil))
+        }
+        return devices
+    }
+
+    /// The manifest's thin devices, sharing one gate for their pushes; the first of them applies the
+    /// configuration's delivery faults.
+    private func thinDevices(of manifest: Manifest, baseURL: URL, metrics: LoadMetrics) async throws -> [ThinDevice] {
+        var thin: [ThinDevice] = []
+        let options = ThinDevice.Options(
+            live: configuration.live ?? false, longPoll: max(configuration.longPoll, 1),
+            minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
+            pushGate: AsyncGate(permits: http.requestConnections))
+        for plan in manifest.thin ?? [] {
+            var deviceOptions = options
+            if plan.index == manifest.devices.count {
+                deviceOptions.deliveryFaults = configuration.deliveryFaults ?? []
+            }
+            thin.append(
+                try ThinDevice(
+                    plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics, thin: true),
+                    baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
+                    metrics: metrics, options: deviceOptions, seed: configuration.seed))
+        }
+        return thin
+    }
+
+    /// The writing: every device edits from `start` (thin devices one after another over the ramp-up) until
+    /// `end`, and `memory` is marked once the replicas are open and once the ramp-up is over. Returns the
+    /// thin devices' receive and push loops, which run on: thin devices follow and push until the verdict is
+    /// in; only their edits stop with the writing.
+    private func drive(
+        _ replicas: [Device], thin: [ThinDevice], weights: WorkloadWeights, metrics: LoadMetrics,
+        memory: MemoryMarks, start: ContinuousClock.Instant, until end: ContinuousClock.Instant
+    ) async -> [Task<Void, Never>] {
+        var thinLoops: [Task<Void, Never>] = []
+        await withTaskGroup(of: Void.self) { group in
+            for device in replicas {
+                group.addTask {
+                    await drive(device, weights: weights, metrics: metrics, start: start, until: end)
+                }
+            }
+            group.addTask {
+                // The replicas' memory once they are open, before the thin devices' ramp-up adds theirs.
+                while replicas.contains(where: { $0.engine == nil }) && ContinuousClock.now < end {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                memory.markReplicasOpen()
+            }
+            for device in thin {
+                let delay =
+                    configuration.rampUp * Double(device.plan.index - replicas.count) / Double(max(1, thin.count))
+                thinLoops.append(
+                    Task {
+                        try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
+                        await withTaskGroup(of: Void.self) { loops in
+                            loops.addTask { await device.receiveLoop() }
+                            loops.addTask { await device.pushLoop() }
+                        }
+                    })
+                group.addTask {
+                    await drive(device, weights: weights, metrics: metrics, start: start, delay: delay, until: end)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(until: start + .seconds(configuration.rampUp), clock: .continuous)
+                memory.markRampedUp()
+            }
+        }
+        return thinLoops
     }
 
     /// A device's transport; a thin device's sends its pushes and catch-up pulls through the shared pool.
