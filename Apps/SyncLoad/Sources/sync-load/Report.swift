@@ -113,14 +113,23 @@ struct RunReport: Codable, Sendable {
 
     /// `report.md`: the tables a person reads.
     func markdown() -> String {
-        func mib(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
-        func kib(_ bytes: Int) -> String { String(format: "%.0f KiB", Double(bytes) / 1024) }
-        func number(_ value: Double) -> String { String(format: "%.0f", value) }
-        var lines = [
+        (header() + stepsTable() + timeTable() + sweepSection() + trafficTable() + verdicts()).joined(separator: "\n")
+            + "\n"
+    }
+
+    /// Bytes in MiB and in KiB, and a number rounded, as the report writes them.
+    private static func mib(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
+    private static func kib(_ bytes: Int) -> String { String(format: "%.0f KiB", Double(bytes) / 1024) }
+    private static func number(_ value: Double) -> String { String(format: "%.0f", value) }
+
+    /// The report's title, and the run: when, which commit, the machine, the command, the workload and how
+    /// devices sync.
+    func header() -> [String] {
+        [
             "# sync-load report", "",
             "- started: \(ISO8601DateFormatter().string(from: startedAt))",
             "- commit: \(commit ?? "unknown")",
-            "- machine: \(machine.host), \(machine.cores) cores, \(mib(Int(machine.memoryBytes)))",
+            "- machine: \(machine.host), \(machine.cores) cores, \(Self.mib(Int(machine.memoryBytes)))",
             "- command: `\(command.joined(separator: " "))`",
             "- seed: \(configuration.seed)" + (sweep.map { ", sweep \($0)" } ?? ""),
             "- workload: \(configuration.rate) actions/s per device (\(configuration.weights)); "
@@ -142,6 +151,12 @@ struct RunReport: Codable, Sendable {
                 + (configuration.debounce > 0 ? "after \(configuration.debounce) ms" : "at once")
                 + ((configuration.minPushInterval ?? 0) > 0
                     ? ", at most one push per \(configuration.minPushInterval ?? 0) ms" : ""),
+        ]
+    }
+
+    /// `## Steps`: a row per step, its throughput, latencies, label and verdict.
+    func stepsTable() -> [String] {
+        var lines = [
             "", "## Steps", "",
             "| thin devices | replicas | scopes | accepted/s | push p50 / p99 | write-to-visible p50 / p99 | catch-up p99 | label | verdict |",
             "|---:|---:|---:|---:|---:|---:|---:|---|---|",
@@ -152,11 +167,16 @@ struct RunReport: Codable, Sendable {
                 ? "pass"
                 : "FAIL (lost \(step.verdict.lost), duplicated \(step.verdict.duplicated), diverged \(step.verdict.diverged))"
             lines.append(
-                "| \(step.devices) | \(step.replicas ?? 0) | \(step.scopes) | \(number(step.acceptedPerSecond)) | \(step.pushLatencyMs.p50) / \(step.pushLatencyMs.p99) ms | "
+                "| \(step.devices) | \(step.replicas ?? 0) | \(step.scopes) | \(Self.number(step.acceptedPerSecond)) | \(step.pushLatencyMs.p50) / \(step.pushLatencyMs.p99) ms | "
                     + "\(step.writeToVisibleMs.p50) / \(step.writeToVisibleMs.p99) ms | \(step.catchUpMs.p99) ms | \(step.label) | \(verdict) |"
             )
         }
-        lines += [
+        return lines
+    }
+
+    /// `## Where the time went`: the CPU and memory each step used, and its busiest process.
+    func timeTable() -> [String] {
+        var lines = [
             "", "## Where the time went", "",
             "CPU seconds during the writing phase (cores busy = CPU seconds / wall seconds).", "",
             "| devices | wall s | load process | " + watchedNames.joined(separator: " | ")
@@ -168,15 +188,23 @@ struct RunReport: Codable, Sendable {
             lines.append(
                 "| \(step.devices + (step.replicas ?? 0)) | \(String(format: "%.1f", step.seconds)) | \(cores(step.load.cpuSeconds)) | "
                     + watchedNames.map { cores(step.watchedCPUSeconds[$0] ?? 0) }.joined(separator: " | ")
-                    + " | \(mib(step.load.peakResidentBytes)) | \(step.load.bytesPerReplica.map(kib) ?? "–") | "
-                    + "\(step.load.bytesPerThinDevice.map(kib) ?? "–") |")
+                    + " | \(Self.mib(step.load.peakResidentBytes)) | \(step.load.bytesPerReplica.map(Self.kib) ?? "–") | "
+                    + "\(step.load.bytesPerThinDevice.map(Self.kib) ?? "–") |")
         }
         lines.append("")
         for step in steps { lines.append("- " + busiest(step)) }
-        if steps.count > 1 {
-            lines += ["", "## The sweep", "", knee(), "", "![Throughput and latency against devices](sweep.svg)"]
-        }
-        lines += [
+        return lines
+    }
+
+    /// `## The sweep`, when there is more than one step: where it leaves healthy, and its chart.
+    func sweepSection() -> [String] {
+        guard steps.count > 1 else { return [] }
+        return ["", "## The sweep", "", knee(), "", "![Throughput and latency against devices](sweep.svg)"]
+    }
+
+    /// `## Traffic, faults and errors`: a row per step.
+    func trafficTable() -> [String] {
+        var lines = [
             "", "## Traffic, faults and errors", "",
             "| devices | edits | accepted | rejected | sent (wire) | received (wire) | faults injected | offline spells | crashes | errors |",
             "|---:|---:|---:|---:|---:|---:|---|---:|---:|---|",
@@ -188,11 +216,16 @@ struct RunReport: Codable, Sendable {
             }
             let errors = step.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             lines.append(
-                "| \(step.devices + (step.replicas ?? 0)) | \(step.edits) | \(step.accepted) | \(step.rejected) | \(mib(step.bytes.sentWire)) | "
-                    + "\(mib(step.bytes.receivedWire)) | \(faults.isEmpty ? "none" : faults) | \(step.offlineSpells) | \(step.crashes) | "
+                "| \(step.devices + (step.replicas ?? 0)) | \(step.edits) | \(step.accepted) | \(step.rejected) | \(Self.mib(step.bytes.sentWire)) | "
+                    + "\(Self.mib(step.bytes.receivedWire)) | \(faults.isEmpty ? "none" : faults) | \(step.offlineSpells) | \(step.crashes) | "
                     + "\(errors.isEmpty ? "none" : errors) |")
         }
-        lines += ["", "## Verdicts", ""]
+        return lines
+    }
+
+    /// `## Verdicts`: each step's verdict, its counts and its first findings.
+    func verdicts() -> [String] {
+        var lines = ["", "## Verdicts", ""]
         for step in steps {
             let verdict = step.verdict
             lines.append(
@@ -217,7 +250,7 @@ struct RunReport: Codable, Sendable {
                 for finding in findings { lines.append("  - \(kind): \(finding)") }
             }
         }
-        return lines.joined(separator: "\n") + "\n"
+        return lines
     }
 
     /// Where the sweep leaves healthy: the last healthy step, the first one past it, and which process was
