@@ -169,6 +169,7 @@ public struct CompactOptions: ParsableArguments {
     public func run(domain: any SyncDomain) async throws {
         var configuration = try common.configuration(environment: ProcessInfo.processInfo.environment)
         if let databaseURL { configuration.databaseURL = databaseURL }
+        configuration.logFormat.bootstrap()
         var logger = Logger(label: "sync-server")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .notice
         let report = try await SyncServerApp.compact(

@@ -4,7 +4,7 @@ import Logging
 import SyncProtocol
 
 /// Turns every error into the protocol's JSON error body (`{"error": {"code", "message"}}`) with its
-/// status, adds the request id to every response, logs failures without payloads or tokens, and records
+/// status, logs failures without payloads or tokens (with the request's id, `AccessLogMiddleware`), and records
 /// each request's count and latency by route template and status. A known path asked with a method it is not
 /// served with gets 405 `route.methodNotAllowed` with an `Allow` header (the router alone would say 404).
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -39,7 +39,6 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             response = Self.response(for: failure)
         }
-        response.headers[.init("X-Request-Id")!] = context.id
         let elapsed = ContinuousClock.now - started
         metrics.recordRequest(
             route: context.endpointPath ?? "NotFound", method: request.method.rawValue, status: response.status.code,

@@ -45,6 +45,7 @@ struct SyncAPI: Sendable {
         return try await limiter.withSlot(for: identity.subject) {
             let body = try await readBody(request)
             let push = try codec.decode(PushRequest.self, from: body)
+            context.access.replica = "\(push.replica)"
             let results = try await self.push.push(
                 push.events, replica: push.replica, identity: identity, logger: context.logger)
             context.logger.debug(
@@ -58,6 +59,7 @@ struct SyncAPI: Sendable {
         return try await limiter.withSlot(for: identity.subject) {
             let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
             let pullRequest = try PullRequest(query: query, limits: codec.limits)
+            context.access.replica = pullRequest.replica.map { "\($0)" }
             let page = try await pull.pull(
                 pullRequest, identity: identity, replica: pullRequest.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
@@ -86,6 +88,7 @@ struct SyncAPI: Sendable {
         return try await limiter.withSlot(for: identity.subject) {
             let body = try await readBody(request)
             let sync = try codec.decode(SyncRequest.self, from: body)
+            context.access.replica = "\(sync.replica)"
             let pullRequest = try sync.pullRequest(limits: codec.limits)
             // Checked before the push so that a forbidden pull changes nothing.
             let scopes = try PullService.scopes(requested: pullRequest.scopes, identity: identity)

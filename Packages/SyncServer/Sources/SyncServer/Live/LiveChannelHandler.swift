@@ -1,4 +1,5 @@
 import Hummingbird
+import Logging
 import NIOCore
 import NIOHTTPTypes
 import SyncProtocol
@@ -30,6 +31,8 @@ protocol LiveConnection: AnyObject, Sendable {
 /// first request; the connection closes when the stream ends. A request that fails the check goes on to
 /// Hummingbird unchanged, whose `SyncAPI.handleLive` answers it with the protocol's JSON error; so does a
 /// live request that comes while Hummingbird still answers an earlier one on the connection (pipelining).
+/// A stream it answers gets an `X-Request-Id` and an access line as `AccessLogMiddleware` gives the others,
+/// its duration the time to the response's head.
 final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, LiveConnection, @unchecked Sendable {
     // @unchecked: `state`, `context` and `inFlight` are used on the channel's event loop only; the loop itself
     // is behind a lock (`LiveHub` reads it to pump the connection).
@@ -49,6 +52,7 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, L
 
     private let api: SyncAPI
     private let live: LiveHub
+    private let logger: Logger
     private var state = State.passing
     private var context: ChannelHandlerContext?
     /// Requests passed on to Hummingbird that it has not finished answering.
@@ -57,9 +61,10 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, L
 
     var eventLoop: any EventLoop { loop.withLock { $0! } }
 
-    init(api: SyncAPI, live: LiveHub) {
+    init(api: SyncAPI, live: LiveHub, logger: Logger) {
         self.api = api
         self.live = live
+        self.logger = logger
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -144,6 +149,7 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, L
     /// Authorises and subscribes off the event loop, reads the backfill, then comes back to stream, or hands
     /// the request to Hummingbird when anything is wrong with it.
     private func check(_ head: HTTPRequest, on loop: any EventLoop) {
+        let started = ContinuousClock.now
         Task { [api, live] in
             do {
                 let subscription = try await api.liveSubscription(
@@ -158,7 +164,7 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, L
                     backfill += frames
                 }
                 loop.execute { [backfill, behind] in
-                    self.start(subscription.id, backfill: backfill, behind: behind)
+                    self.start(subscription.id, backfill: backfill, behind: behind, request: head, started: started)
                 }
             } catch {
                 loop.execute { self.handOver() }
@@ -177,7 +183,9 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, L
         context.fireChannelReadComplete()
     }
 
-    private func start(_ id: Int, backfill: [ByteBuffer], behind: Bool) {
+    private func start(
+        _ id: Int, backfill: [ByteBuffer], behind: Bool, request: HTTPRequest, started: ContinuousClock.Instant
+    ) {
         guard case .checking = state, let context, context.channel.isActive else {
             live.unsubscribe(id)
             return
@@ -190,6 +198,16 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, L
         head.headerFields[.init("X-Accel-Buffering")!] = "no"
         // The connection ends with the stream (Hummingbird never saw this request).
         head.headerFields[.connection] = "close"
+        let requestID =
+            RequestIdentifier.accepted(request.headerFields[RequestIdentifier.header]) ?? RequestID().description
+        head.headerFields[RequestIdentifier.header] = requestID
+        if logger.logLevel <= .info {
+            var metadata = AccessLine(
+                method: request.method.rawValue, route: "/v1/live", status: 200, elapsed: ContinuousClock.now - started
+            ).metadata
+            metadata[RequestIdentifier.metadataKey] = .string(requestID)
+            logger.info("request", metadata: metadata)
+        }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(live.subscribedMessage)), promise: nil)
         for frame in backfill { context.write(wrapOutboundOut(.body(frame)), promise: nil) }

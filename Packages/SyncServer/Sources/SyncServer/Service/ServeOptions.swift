@@ -106,6 +106,9 @@ public struct CommonOptions: ParsableArguments {
     @Option(help: "Log level: trace, debug, info, notice, warning, error (SYNC_LOG_LEVEL).")
     public var logLevel: String?
 
+    @Option(help: "Log format: text, or json for one JSON object per line (SYNC_LOG_FORMAT, default text).")
+    public var logFormat: String?
+
     public init() {}
 
     /// Defaults, then `SYNC_*` variables of `environment`, then these flags.
@@ -113,6 +116,12 @@ public struct CommonOptions: ParsableArguments {
         var configuration = try ServerConfiguration(environment: environment)
         if let jwtSecret { configuration.jwtSecret = jwtSecret }
         if let logLevel { configuration.logLevel = logLevel }
+        if let logFormat {
+            guard let format = LogFormat(rawValue: logFormat.lowercased()) else {
+                throw ConfigurationError(message: "--log-format must be text or json")
+            }
+            configuration.logFormat = format
+        }
         return configuration
     }
 }
@@ -120,10 +129,11 @@ public struct CommonOptions: ParsableArguments {
 extension SyncServerApp {
     /// Serves `domain` with `configuration` until SIGINT or SIGTERM, then shuts down gracefully: the whole
     /// `serve` command of an executable. Bootstraps the process-wide metrics system to a Prometheus registry
-    /// that `/metrics` reads.
+    /// that `/metrics` reads, and the logging system to `configuration.logFormat`.
     /// - Throws: `ConfigurationError` for invalid configuration; start-up errors (database unreachable past
     ///   the start-up timeout).
     public static func serve(configuration: ServerConfiguration, domain: any SyncDomain) async throws {
+        configuration.logFormat.bootstrap()
         var logger = Logger(label: "sync-server")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
         // Every waiting long-poll holds a socket: take all the descriptors the process may have.

@@ -80,6 +80,9 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections: Int? = nil
     /// `trace`, `debug`, `info`, `notice`, `warning`, `error` (`SYNC_LOG_LEVEL`, default info).
     public var logLevel: String = "info"
+    /// `text` (swift-log's lines, the default) or `json` (one JSON object per line, `JSONLogHandler`)
+    /// (`SYNC_LOG_FORMAT`). `SyncServerApp.serve` applies it to the whole process.
+    public var logFormat: LogFormat = .text
     /// Whether the database is a Citus coordinator whose tables the server distributes by scope after its
     /// migrations, idempotently (`SYNC_CITUS`, `true` or `false`, default false; see `CitusDistribution` and
     /// docs/SCALING.md). `sync-server distribute` does the same once.
@@ -145,6 +148,12 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_LIVE_BUFFER_BYTES", 1024...(1 << 30)) { liveBufferBytes = value }
         if let value = try integer("SYNC_STARTUP_TIMEOUT_SECONDS", 0...3600) { startupTimeoutSeconds = value }
         if let value = environment["SYNC_LOG_LEVEL"], !value.isEmpty { logLevel = value }
+        if let text = environment["SYNC_LOG_FORMAT"], !text.isEmpty {
+            guard let value = LogFormat(rawValue: text.lowercased()) else {
+                throw ConfigurationError(message: "SYNC_LOG_FORMAT must be text or json")
+            }
+            logFormat = value
+        }
         if let text = environment["SYNC_CITUS"], !text.isEmpty {
             switch text.lowercased() {
             case "1", "true", "yes", "on": citus = true

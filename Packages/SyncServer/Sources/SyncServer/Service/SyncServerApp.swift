@@ -91,6 +91,7 @@ public struct SyncServerApp: Sendable {
         api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents, maxAge: configuration.readAheadMaxAge)
 
         let router = Router(context: SyncRequestContext.self)
+        router.add(middleware: AccessLogMiddleware())
         router.add(middleware: ErrorMiddleware(metrics: metrics))
         api.register(on: router)
 
@@ -123,7 +124,7 @@ public struct SyncServerApp: Sendable {
         var app = Application(
             router: router,
             // `GET /v1/live` is served below the router, on each connection's event loop.
-            server: .http1(additionalChannelHandlers: [LiveChannelHandler(api: liveAPI, live: live)]),
+            server: .http1(additionalChannelHandlers: [LiveChannelHandler(api: liveAPI, live: live, logger: logger)]),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil,
                 backlog: configuration.listenBacklog,

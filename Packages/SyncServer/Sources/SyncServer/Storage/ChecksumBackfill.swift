@@ -192,6 +192,7 @@ public struct BackfillChecksumsOptions: ParsableArguments {
         var configuration = try common.configuration(environment: ProcessInfo.processInfo.environment)
         if let databaseURL { configuration.databaseURL = databaseURL }
         guard batch > 0 else { throw ValidationError("--batch must be at least 1") }
+        configuration.logFormat.bootstrap()
         var logger = Logger(label: "sync-server")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .notice
         try printJSON(

@@ -128,6 +128,7 @@ public struct DistributeOptions: ParsableArguments {
     public func run(domain: any SyncDomain) async throws {
         var configuration = try common.configuration(environment: ProcessInfo.processInfo.environment)
         if let databaseURL { configuration.databaseURL = databaseURL }
+        configuration.logFormat.bootstrap()
         var logger = Logger(label: "sync-server")
         logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .notice
         try printJSON(try await SyncServerApp.distribute(configuration: configuration, domain: domain, logger: logger))
