@@ -76,7 +76,7 @@ struct Verifier {
     /// collection is not checked).
     var collectCommand: String? = nil
 
-    private static let shown = 20
+    static let shown = 20
 
     func settleAndVerify(_ devices: [Device], thin: [ThinDevice] = []) async throws -> Verdict {
         let start = ContinuousClock.now
@@ -216,7 +216,7 @@ struct Verifier {
     }
 
     /// An event as the server holds it.
-    private struct ServerEvent {
+    struct ServerEvent {
         var id: String
         var dot: Dot
         var seq: Int64
@@ -225,250 +225,37 @@ struct Verifier {
     /// Checks (1) every event a device made and the server did not reject is on the server exactly once
     /// (by id, and by its dot: a copy under a new id is a duplicate too), (2) every rejected event is absent
     /// from the server, (3) every device's state equals that of a fresh device bootstrapped from the
-    /// server (so rejected events are rolled back), and (4) each scope's seqs are gap-free.
+    /// server (so rejected events are rolled back), (4) each scope's seqs are gap-free, (5) every thin device
+    /// received its scope's log exactly, (6) every live note's attachments are readable, and (7) with a
+    /// collection command, that the collection leaves no orphan. The phases run in this order, so the first
+    /// findings shown of each kind are the same whatever a phase's code.
     func verify(_ devices: [Device], thin: [ThinDevice], log events: [String: [Event]]) async throws -> Verdict {
-        var findings: [String: [Finding]] = [:]
-        var counts: [String: Int] = [:]
-        func found(_ kind: String, _ finding: Finding) {
-            counts[kind, default: 0] += 1
-            if findings[kind, default: []].count < Self.shown { findings[kind, default: []].append(finding) }
-        }
-
-        let log = events.mapValues { events in
-            events.map { ServerEvent(id: $0.id.description, dot: $0.dot, seq: $0.seq ?? 0) }
-        }
-        var byID: [String: [ServerEvent]] = [:]
-        var byDot: [Dot: Int] = [:]
-        for (scope, events) in log {
-            var expected: Int64 = 1
-            for event in events {
-                byID[event.id, default: []].append(event)
-                byDot[event.dot, default: 0] += 1
-                if event.seq != expected {
-                    found("gaps", Finding(scope: scope, detail: "seq \(event.seq) follows \(expected - 1)"))
-                }
-                expected = event.seq + 1
-            }
-        }
-        for (id, copies) in byID where copies.count > 1 {
-            found("duplicated", Finding(scope: "?", event: id, detail: "on the server \(copies.count) times"))
-        }
-
-        var blobsChecked = 0
-        // The blobs live notes refer to, by scope (from each fresh device).
-        var live: [String: Set<BlobHash>] = [:]
-        // What each device made.
-        var made = 0
-        var rejected = 0
-        var rejectedByCode: [String: Int] = [:]
-        var replicas: [ReplicaID: Device] = [:]
-        var ownIDs = Set<String>()
-        for device in devices {
-            guard let store = device.engine?.store else { continue }
-            replicas[store.replica] = device
-            let own = try await store.database.read { db in
-                try Row.fetchAll(
-                    db, sql: "SELECT event_id, status, type, reject_code FROM events WHERE dot_replica = ?",
-                    arguments: [store.replica.description]
-                ).map {
-                    (
-                        id: $0["event_id"] as String, status: $0["status"] as String, type: $0["type"] as String,
-                        code: $0["reject_code"] as String?
-                    )
-                }
-            }
-            for event in own {
-                ownIDs.insert(event.id)
-                let copies = byID[event.id]?.count ?? 0
-                if event.status == "rejected" {
-                    rejected += 1
-                    rejectedByCode[event.code ?? "?", default: 0] += 1
-                    if copies > 0 {
-                        found(
-                            "rejectedOnServer",
-                            Finding(
-                                device: device.plan.index, scope: device.plan.scope, event: event.id,
-                                detail: "\(event.type) was rejected here but is on the server"))
-                    }
-                    continue
-                }
-                made += 1
-                if copies == 0 {
-                    found(
-                        "lost",
-                        Finding(
-                            device: device.plan.index, scope: device.plan.scope, event: event.id,
-                            detail: "\(event.type) (\(event.status) here) is not on the server"))
-                }
-            }
-        }
-        // A device's event on the server under an id the device does not know (a copy under its dot is counted
-        // below, once).
-        for (scope, events) in log {
-            for event in events
-            where replicas[event.dot.replica] != nil && !ownIDs.contains(event.id) && byDot[event.dot] == 1 {
-                let device = replicas[event.dot.replica]!
-                found(
-                    "duplicated",
-                    Finding(
-                        device: device.plan.index, scope: scope, event: event.id,
-                        detail:
-                            "seq \(event.seq) carries dot \(event.dot) of this device, which never made an event with this id"
-                    ))
-            }
-        }
-        for (dot, count) in byDot where count > 1 {
-            if let device = replicas[dot.replica] {
-                found(
-                    "duplicated",
-                    Finding(
-                        device: device.plan.index, scope: device.plan.scope,
-                        detail: "dot \(dot) is on the server \(count) times"))
-            }
-        }
-
-        // Thin devices: what they made, and what they received against the server's log.
-        var messages: [String: String] = [:]
-        for device in thin {
-            for (code, rejection) in device.rejections {
-                rejectedByCode[code, default: 0] += rejection.count
-                messages[code] = messages[code] ?? rejection.message
-            }
-            for (index, status) in device.statuses.enumerated() {
-                let copies = byDot[Dot(replica: device.replica, counter: UInt64(index + 1))] ?? 0
-                if status == .rejected {
-                    rejected += 1
-                    if copies > 0 {
-                        found(
-                            "rejectedOnServer",
-                            Finding(
-                                device: device.plan.index, scope: device.plan.scope,
-                                detail: "the event of dot \(index + 1) was rejected here but is on the server"))
-                    }
-                } else {
-                    made += 1
-                    if copies == 0 {
-                        found(
-                            "lost",
-                            Finding(
-                                device: device.plan.index, scope: device.plan.scope,
-                                detail: "the event of dot \(index + 1) (\(status) here) is not on the server"))
-                    } else if copies > 1 {
-                        found(
-                            "duplicated",
-                            Finding(
-                                device: device.plan.index, scope: device.plan.scope,
-                                detail: "the event of dot \(index + 1) is on the server \(copies) times"))
-                    }
-                }
-            }
-            let received = device.log
-            for anomaly in received.anomalies {
-                found(
-                    "delivery",
-                    Finding(
-                        device: device.plan.index, scope: device.plan.scope,
-                        detail: anomaly.kind == .skipped
-                            ? "seq \(anomaly.seq)" + (anomaly.count > 1 ? "…\(anomaly.seq + anomaly.count - 1)" : "")
-                                + " skipped: the device moved past it without receiving it"
-                            : "seq \(anomaly.seq) delivered twice"))
-            }
-            if received.anomalyCount > received.anomalies.count {
-                counts["delivery", default: 0] += received.anomalyCount - received.anomalies.count
-            }
-            if let difference = received.firstDifference(from: events[device.plan.scope] ?? []) {
-                found(
-                    "delivery",
-                    Finding(
-                        device: device.plan.index, scope: device.plan.scope,
-                        detail: difference.exact
-                            ? "seq \(difference.seq) differs from the server's event"
-                            : "an event of seqs \(difference.seq)…\(difference.seq + difference.count - 1) differs from the server's"
-                    ))
-            }
-        }
-
-        for (code, message) in messages.sorted(by: { $0.key < $1.key }) {
-            findings["rejected", default: []].append(
-                Finding(scope: "*", detail: "thin devices' events rejected with \(code), e.g. \(message)"))
-        }
-
-        // Every device against a fresh device of its scope.
-        let directory = URL(fileURLWithPath: manifest.configuration.dataDirectory)
-        for scope in Set(devices.map(\.plan.scope)).sorted() {
-            let path = directory.appendingPathComponent("verify-\(scope).sqlite").path
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-            let fresh = try Device.openClient(path: path)
-            let transport = HTTPClientTransport(
-                baseURL: baseURL,
-                token: try await tokens.token(
-                    subject: "\(manifest.configuration.scopePrefix)-verifier", scopes: [scope]),
-                client: http)
-            var configuration = SyncEngine.Configuration(scopes: [try Scope(scope)])
-            configuration.autoCompactAfter = nil
-            let freshBlobs: BlobSync
-            do {
-                freshBlobs = BlobSync(
-                    local: try LocalBlobs(store: fresh.store, cacheBytes: 16 << 20), transport: transport)
-                let engine = try SyncEngine(
-                    store: fresh.store, transport: transport, configuration: configuration, blobs: freshBlobs)
-                try await Self.retrying { try await engine.syncNow() }
-                // Once more, from the head: the server records what the device holds (a bootstrap of one page
-                // asked from position 0), so that the collection's compaction is not held back by it.
-                try await Self.retrying { try await engine.syncNow() }
-            } catch {
-                found("bootstrap", Finding(scope: scope, detail: "a fresh device could not bootstrap: \(error)"))
-                continue
-            }
-            // Every attachment readable from the server, and on every device of the scope, with its hash.
-            for (device, client, blobs) in [(nil, fresh, freshBlobs)]
-                + devices.compactMap({ device in
-                    device.plan.scope == scope
-                        ? device.client.flatMap { client in device.engine?.blobs.map { (device, client, $0) } } : nil
-                })
-            {
-                let (checked, problems, hashes) = await Self.checkAttachments(client, blobs)
-                if device == nil { live[scope] = hashes }
-                blobsChecked += checked
-                for problem in problems {
-                    found("blobs", Finding(device: device?.plan.index, scope: scope, detail: problem))
-                }
-            }
-            let reference = try await fresh.exportState()
-            for device in devices where device.plan.scope == scope {
-                guard let client = device.client else { continue }
-                let state = try await client.exportState()
-                if state != reference {
-                    found(
-                        "diverged",
-                        Finding(
-                            device: device.plan.index, scope: scope,
-                            detail: "state differs from a fresh device's: " + Self.difference(state, reference)))
-                }
-            }
-        }
+        var findings = Findings()
+        let log = Self.index(events, into: &findings)
+        var made = try await Self.checkReplicas(devices, against: log, into: &findings)
+        Self.checkCopiesUnderTheirDots(log, of: made, into: &findings)
+        Self.checkThinDevices(thin, against: log, events: events, made: &made, into: &findings)
+        let scopes = try await checkScopes(devices, into: &findings)
         var collection: (collected: Int, orphans: Int)?
         if let collectCommand {
             let checked = try await checkCollection(
-                command: collectCommand, attached: Self.attachedBlobs(events), live: live)
-            for (kind, finding) in checked.findings { found(kind, finding) }
+                command: collectCommand, attached: Self.attachedBlobs(events), live: scopes.live)
+            for (kind, finding) in checked.findings { findings.found(kind, finding) }
             collection = (checked.collected, checked.orphans)
         }
         let failed = [
             "lost", "duplicated", "diverged", "rejectedOnServer", "gaps", "bootstrap", "delivery", "blobs", "orphans",
             "collection",
         ]
-        .contains {
-            counts[$0, default: 0] > 0
-        }
+        .contains { findings[$0] > 0 }
         return Verdict(
-            passed: !failed, settleSeconds: 0, serverEvents: log.values.reduce(0) { $0 + $1.count },
-            deviceEvents: made, rejected: rejected, rejectedByCode: rejectedByCode, lost: counts["lost", default: 0],
-            duplicated: counts["duplicated", default: 0], diverged: counts["diverged", default: 0],
-            rejectedOnServer: counts["rejectedOnServer", default: 0], unsettled: 0, gaps: counts["gaps", default: 0],
-            bootstrap: counts["bootstrap", default: 0], delivery: counts["delivery", default: 0],
-            blobsChecked: blobsChecked, blobs: counts["blobs", default: 0], blobsCollected: collection?.collected,
-            orphans: collection?.orphans, findings: findings)
+            passed: !failed, settleSeconds: 0, serverEvents: log.byScope.values.reduce(0) { $0 + $1.count },
+            deviceEvents: made.made, rejected: made.rejected, rejectedByCode: made.rejectedByCode,
+            lost: findings["lost"], duplicated: findings["duplicated"], diverged: findings["diverged"],
+            rejectedOnServer: findings["rejectedOnServer"], unsettled: 0, gaps: findings["gaps"],
+            bootstrap: findings["bootstrap"], delivery: findings["delivery"], blobsChecked: scopes.blobsChecked,
+            blobs: findings["blobs"], blobsCollected: collection?.collected, orphans: collection?.orphans,
+            findings: findings.shown)
     }
 
     /// Opens every attachment of every live note `client` shows (downloading what is not on the device, checked
