@@ -176,11 +176,53 @@ extension EventStore {
         foldThrough: [Scope: Int64] = [:], fault: (@Sendable (SyncResponseStep) throws -> Void)? = nil
     ) throws -> (ConfirmedPageResult, [StoredEvent]) {
         let positionBefore = try Self.lastPosition(db)
-        var result = ConfirmedPageResult(inserted: 0, confirmedLocal: 0, alreadyKnown: 0)
+        let intake = try logConfirmed(page, payloads: payloads, foldThrough: foldThrough, db)
+        if intake.result.inserted < page.count {
+            // SQLite takes an AUTOINCREMENT position before it finds the event known, and keeps it taken: give
+            // back the positions no row got, so the next page starts where the last row is (a buffering
+            // projection checks that nothing came in between). None was ever issued: none is reused.
+            let issued = max(positionBefore, intake.inserted.last?.position ?? 0)
+            try db.cachedStatement(sql: "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'events' AND seq > ?1")
+                .execute(arguments: [issued])
+        }
+        try raiseVersions(intake.versions, after: positionBefore, deferSaves: deferSaves, db)
+        try Self.count(.confirmed, intake.result.inserted, db)
+        try Self.addChecksums(intake.checksums, db)
+        try fault?(.pulledInserted)
+        if let newest = page.map(\.hlc).max() {
+            clock.receive(newest)
+            try Self.setMeta("hlc", clock.last.description, db)
+        }
+        // Folded first: a stream's logged events come after its folded ones in the page, and applying those
+        // copies the state that holds the folded ones into the snapshot.
+        try applyFolded(intake.folded, deferSaves: deferSaves, cursorBefore: try Self.meta("cursor", db), db)
+        try Self.holdFoldedChecksums(intake.checksums.filter { $0.value.pruned != 0 }.mapValues(\.pruned), db)
+        try applyToProjections(intake.inserted, after: positionBefore, db, deferSaves: deferSaves)
+        try replay(streams: intake.restoredStreams, db)
+        try fault?(.beforeCursor)
+        if let cursor { try Self.setMeta("cursor", cursor, db) }
+        try settleFoldedCursor(db)
+        return (intake.result, intake.inserted)
+    }
+
+    /// What `logConfirmed` did with a page, event by event, for the rest of `applyConfirmed`.
+    private struct ConfirmedPageIntake {
+        /// The counts `applyConfirmed` returns.
+        var result = ConfirmedPageResult()
+        /// The events inserted into the log, in page order.
         var inserted: [StoredEvent] = []
+        /// The events folded on arrival (position 0), in page order.
+        var folded: [StoredEvent] = []
+        /// Streams of events that were rejected here and are confirmed now: to be replayed with them.
         var restoredStreams: Set<String> = []
+        /// Each stream's highest version in the inserted and folded events, with its scope ("" when the
+        /// stream's events name more than one).
         var versions: [String: (version: Int64, scope: String)] = [:]
-        func raise(_ event: Event) {
+        /// Per scope, what the inserted and folded events add to the checksums.
+        var checksums: [String: ChecksumDelta] = [:]
+
+        /// Raises `event`'s stream in `versions` to its version.
+        mutating func raise(_ event: Event) {
             if let known = versions[event.stream] {
                 versions[event.stream] = (
                     max(known.version, event.streamVersion), known.scope == event.scope.name ? known.scope : ""
@@ -189,10 +231,18 @@ extension EventStore {
                 versions[event.stream] = (event.streamVersion, event.scope.name)
             }
         }
+    }
+
+    /// The first phase of `applyConfirmed`: checks each event of `page` and, in page order, folds it (when
+    /// `foldableIndices` says so), inserts it as confirmed, or, when its id is in the log, confirms it there
+    /// (`confirmKnown`).
+    /// - Throws: `EventStoreError` `event.invalid` for an event without `seq` or with a broken envelope.
+    private func logConfirmed(
+        _ page: [Event], payloads: [Data?], foldThrough: [Scope: Int64], _ db: Database
+    ) throws -> ConfirmedPageIntake {
+        var intake = ConfirmedPageIntake()
         let foldIndices = try foldableIndices(of: page, through: foldThrough, db)
-        var folded: [StoredEvent] = []
         var insert = try EventRowInsert(db, ifNew: true)
-        var checksums: [String: ChecksumDelta] = [:]
         for (index, event) in page.enumerated() {
             guard let seq = event.seq else {
                 throw EventStoreError(code: "event.invalid", message: "a confirmed event has no seq")
@@ -208,59 +258,72 @@ extension EventStore {
             if foldIndices.contains(index) {
                 // Into the snapshot, never the log: applied, and pruned at once.
                 let checksum = EventChecksum.contribution(of: event, payload: payload)
-                checksums[event.scope.name, default: ChecksumDelta()].applied &+= checksum
-                checksums[event.scope.name, default: ChecksumDelta()].pruned &+= checksum
-                checksums[event.scope.name, default: ChecksumDelta()].prunedThrough = max(
-                    checksums[event.scope.name, default: ChecksumDelta()].prunedThrough, seq)
-                folded.append(StoredEvent(position: 0, event: event, status: .confirmed, payloadBytes: payload))
-                raise(event)
-                result.folded += 1
+                intake.checksums[event.scope.name, default: ChecksumDelta()].applied &+= checksum
+                intake.checksums[event.scope.name, default: ChecksumDelta()].pruned &+= checksum
+                intake.checksums[event.scope.name, default: ChecksumDelta()].prunedThrough = max(
+                    intake.checksums[event.scope.name, default: ChecksumDelta()].prunedThrough, seq)
+                intake.folded.append(
+                    StoredEvent(position: 0, event: event, status: .confirmed, payloadBytes: payload))
+                intake.raise(event)
+                intake.result.folded += 1
                 continue
             }
             if let position = try insert(event, payload: payload, status: .confirmed, db) {
-                checksums[event.scope.name, default: ChecksumDelta()].applied &+= insert.lastChecksum
-                checksums[event.scope.name, default: ChecksumDelta()].held &+= insert.lastChecksum
-                inserted.append(
+                intake.checksums[event.scope.name, default: ChecksumDelta()].applied &+= insert.lastChecksum
+                intake.checksums[event.scope.name, default: ChecksumDelta()].held &+= insert.lastChecksum
+                intake.inserted.append(
                     StoredEvent(position: position, event: event, status: .confirmed, payloadBytes: payload))
-                raise(event)
-                result.inserted += 1
+                intake.raise(event)
+                intake.result.inserted += 1
                 continue
             }
-            let existing = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT status FROM events WHERE scope = ? AND event_id = ?"),
-                arguments: [event.scope.name, event.id.description])
-            let status = existing.flatMap { SyncStatus(rawValue: $0["status"]) } ?? .pending
-            if status == .confirmed {
-                // Confirmed from a push result earlier: the pull brings the time the server received it.
-                try db.cachedStatement(
-                    sql: "UPDATE events SET received_at = ? WHERE scope = ? AND event_id = ? AND received_at IS NULL"
-                ).execute(
-                    arguments: [event.receivedAt.map(RFC3339.string(from:)), event.scope.name, event.id.description])
-                result.alreadyKnown += 1
-                continue
+            switch try confirmKnown(event, seq: seq, db) {
+            case .confirmed:
+                intake.result.alreadyKnown += 1
+            case .rejected:
+                intake.result.confirmedLocal += 1
+                // The server's word wins: an event refused earlier but accepted now takes effect again.
+                intake.restoredStreams.insert(event.stream)
+            case .pending:
+                intake.result.confirmedLocal += 1
             }
+        }
+        return intake
+    }
+
+    /// Confirms `event`, whose id the log already holds, and returns the status its row had: a confirmed row
+    /// gets the time the server received the event, if it had none (it was confirmed from a push result
+    /// earlier); any other gets `seq`, that time and its status confirmed, its rejection cleared.
+    private func confirmKnown(_ event: Event, seq: Int64, _ db: Database) throws -> SyncStatus {
+        let existing = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT status FROM events WHERE scope = ? AND event_id = ?"),
+            arguments: [event.scope.name, event.id.description])
+        let status = existing.flatMap { SyncStatus(rawValue: $0["status"]) } ?? .pending
+        if status == .confirmed {
             try db.cachedStatement(
-                sql: """
-                    UPDATE events SET status = 'confirmed', seq = ?, received_at = ?, reject_code = NULL,
-                        reject_message = NULL
-                    WHERE scope = ? AND event_id = ?
-                    """
+                sql: "UPDATE events SET received_at = ? WHERE scope = ? AND event_id = ? AND received_at IS NULL"
             ).execute(
-                arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.scope.name, event.id.description])
-            result.confirmedLocal += 1
-            // The server's word wins: an event refused earlier but accepted now takes effect again.
-            if status == .rejected { restoredStreams.insert(event.stream) }
+                arguments: [event.receivedAt.map(RFC3339.string(from:)), event.scope.name, event.id.description])
+            return status
         }
-        if result.inserted < page.count {
-            // SQLite takes an AUTOINCREMENT position before it finds the event known, and keeps it taken: give
-            // back the positions no row got, so the next page starts where the last row is (a buffering
-            // projection checks that nothing came in between). None was ever issued: none is reused.
-            let issued = max(positionBefore, inserted.last?.position ?? 0)
-            try db.cachedStatement(sql: "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'events' AND seq > ?1")
-                .execute(arguments: [issued])
-        }
-        // One version update per stream of the page, not one per event; none until the projections flush
-        // when their saves are deferred too (`DeferredVersions`).
+        try db.cachedStatement(
+            sql: """
+                UPDATE events SET status = 'confirmed', seq = ?, received_at = ?, reject_code = NULL,
+                    reject_message = NULL
+                WHERE scope = ? AND event_id = ?
+                """
+        ).execute(
+            arguments: [seq, event.receivedAt.map(RFC3339.string(from:)), event.scope.name, event.id.description])
+        return status
+    }
+
+    /// Raises the streams of a page inserted after `positionBefore` to `versions`: one update per stream, not
+    /// one per event; none until the projections flush when their saves are deferred too
+    /// (`DeferredVersions`).
+    private func raiseVersions(
+        _ versions: [String: (version: Int64, scope: String)], after positionBefore: Int64, deferSaves: Bool,
+        _ db: Database
+    ) throws {
         if deferSaves {
             try deferVersions(versions, after: positionBefore, db)
         } else {
@@ -269,23 +332,6 @@ extension EventStore {
                 try raise(stream, in: held.scope, to: held.version)
             }
         }
-        try Self.count(.confirmed, result.inserted, db)
-        try Self.addChecksums(checksums, db)
-        try fault?(.pulledInserted)
-        if let newest = page.map(\.hlc).max() {
-            clock.receive(newest)
-            try Self.setMeta("hlc", clock.last.description, db)
-        }
-        // Folded first: a stream's logged events come after its folded ones in the page, and applying those
-        // copies the state that holds the folded ones into the snapshot.
-        try applyFolded(folded, deferSaves: deferSaves, cursorBefore: try Self.meta("cursor", db), db)
-        try Self.holdFoldedChecksums(checksums.filter { $0.value.pruned != 0 }.mapValues(\.pruned), db)
-        try applyToProjections(inserted, after: positionBefore, db, deferSaves: deferSaves)
-        try replay(streams: restoredStreams, db)
-        try fault?(.beforeCursor)
-        if let cursor { try Self.setMeta("cursor", cursor, db) }
-        try settleFoldedCursor(db)
-        return (result, inserted)
     }
 
     /// Marks pending events as rejected by the server: keeps them (visible, with code and message), removes
