@@ -194,65 +194,13 @@ struct PullService: Sendable {
             let heads = try await repository.selectHeads(
                 scopes.map(\.name), on: connection, logger: logger)
             hub.learn(heads.mapValues(\.head), of: scopes, at: epoch)
-            // A position of 0 holds nothing yet (a new device, or one that reset): it reads the folded history
-            // from the start.
-            let behind = scopes.filter { scope in
-                let position = cursor[scope]
-                return position > 0 && position < (heads[scope]?.retainedFromSeq ?? 1) - 1
-            }
-            if !behind.isEmpty {
-                var bases: [String: (acknowledged: Int64, basedOnRetained: Int64)] = [:]
-                if let replica {
-                    bases = try await repository.progress(
-                        replica: replica, in: behind.map(\.name), on: connection, logger: logger)
-                }
-                for scope in behind where bases[scope.name]?.basedOnRetained != heads[scope]?.retainedFromSeq {
-                    throw SyncProtocolError(
-                        .resetRequired,
-                        "the cursor for scope \(scope) is older than history compaction purged; reset and pull from the start"
-                    )
-                }
-            }
-            for scope in scopes {
-                let position = cursor[scope]
-                let head = heads[scope] ?? EventRepository.ScopeHead(head: 0, retainedFromSeq: 1)
-                if position > head.head {
-                    throw SyncProtocolError(
-                        .resetRequired, "the cursor for scope \(scope) is ahead of the server's history")
-                }
-            }
-            var events: [StoredEvent] = []
-            var next = cursor
-            var remaining = limit
-            for scope in scopes where remaining > 0 {
-                guard let head = heads[scope], head.head > cursor[scope] else { continue }
-                // Events `exclude` made are left out, except folded history (snapshots carry the dot of the
-                // last event they fold, which may be anyone's). A batch short of the limit still read every
-                // row up to the head, so the position moves to the head below as before.
-                let batch = try await repository.events(
-                    in: scope, after: cursor[scope], limit: remaining, foldedThrough: head.compactedThrough,
-                    excluding: exclude.map { ($0.description, head.compactedThrough) }, on: connection,
-                    logger: logger)
-                if let last = batch.last { next.advance(scope, to: last.seq) }
-                // The scope ran out of rows before the page did: every row up to the head as read was returned
-                // (seqs commit in order), and compaction may have dropped the last ones (a deleted note), so
-                // the position moves to the head itself.
-                if batch.count < remaining { next.advance(scope, to: max(next[scope], head.head)) }
-                remaining -= batch.count
-                events += batch
-            }
+            try await refuseIfCannotContinue(
+                scopes: scopes, cursor: cursor, heads: heads, replica: replica, on: connection, logger: logger)
+            let (events, next) = try await readEvents(
+                scopes: scopes, cursor: cursor, heads: heads, limit: limit, exclude: exclude, on: connection,
+                logger: logger)
             let hasMore = scopes.contains { scope in (heads[scope]?.head ?? 0) > next[scope] }
-            var left: Int64 = 0
-            for scope in scopes {
-                guard let head = heads[scope] else { continue }
-                let position = next[scope]
-                left += max(0, head.head - max(position, head.compactedThrough))
-                // Below `compacted_through` seqs have gaps where history was folded: count what is stored.
-                if position < head.compactedThrough {
-                    left += try await repository.count(
-                        in: scope, after: position, through: head.compactedThrough, on: connection, logger: logger)
-                }
-            }
+            let left = try await remaining(scopes: scopes, after: next, heads: heads, on: connection, logger: logger)
             let retainedFrom = Dictionary(
                 uniqueKeysWithValues: scopes.map { ($0, heads[$0]?.retainedFromSeq ?? 1) })
             if let replica, record {
@@ -260,29 +208,8 @@ struct PullService: Sendable {
                     replica: replica, scopes: scopes, cursor: cursor, acknowledged: acknowledged,
                     retainedFrom: retainedFrom, on: connection, logger: logger)
             }
-            var floors = stablePoints.freshFloors(scopes)
-            let missing = scopes.filter { floors[$0] == nil }
-            if !missing.isEmpty {
-                let read = try await repository.lowestAcknowledgements(
-                    in: missing.map(\.name), activeWithinSeconds: evictionHorizonSeconds, on: connection,
-                    logger: logger)
-                let readings = Dictionary(
-                    uniqueKeysWithValues: missing.map { ($0, StablePointCache.Reading(floor: read[$0.name])) })
-                stablePoints.store(readings)
-                floors.merge(readings) { $1 }
-            }
-            // Never past the head as read now. With no active replica, the stable point is 0 (nobody has
-            // said what it holds) and, among the others, the head (nobody else is left to hold it back).
-            var stable: [Scope: Int64] = [:]
-            var othersStable: [Scope: Int64]? = replica == nil ? nil : [:]
-            for scope in scopes {
-                let head = heads[scope]?.head ?? 0
-                let floor = floors[scope]?.floor
-                stable[scope] = min(floor?.lowest ?? 0, head)
-                if let replica {
-                    othersStable?[scope] = min(floor?.excluding(replica.description) ?? head, head)
-                }
-            }
+            let (stable, othersStable) = try await freshStablePoints(
+                scopes: scopes, heads: heads, replica: replica, on: connection, logger: logger)
             var purged: [Scope: Int64] = [:]
             for scope in scopes where cursor[scope] == 0 {
                 if let sum = heads[scope]?.purgedChecksum, sum != 0 { purged[scope] = sum }
@@ -292,6 +219,124 @@ struct PullService: Sendable {
                 othersStable: othersStable, foldedThrough: heads.mapValues(\.compactedThrough),
                 retainedFrom: retainedFrom, purged: purged)
         }
+    }
+
+    /// Refuses a read from `cursor` that cannot continue (see `read`, "Retention"): a position behind a
+    /// purge, unless `replica` based its state on the purge level in `heads`, then a position ahead of its
+    /// scope's head.
+    /// - Throws: `SyncProtocolError` `reset.required`.
+    private func refuseIfCannotContinue(
+        scopes: [Scope], cursor: ScopeCursor, heads: [Scope: EventRepository.ScopeHead], replica: ReplicaID?,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        // A position of 0 holds nothing yet (a new device, or one that reset): it reads the folded history
+        // from the start.
+        let behind = scopes.filter { scope in
+            let position = cursor[scope]
+            return position > 0 && position < (heads[scope]?.retainedFromSeq ?? 1) - 1
+        }
+        if !behind.isEmpty {
+            var bases: [String: (acknowledged: Int64, basedOnRetained: Int64)] = [:]
+            if let replica {
+                bases = try await repository.progress(
+                    replica: replica, in: behind.map(\.name), on: connection, logger: logger)
+            }
+            for scope in behind where bases[scope.name]?.basedOnRetained != heads[scope]?.retainedFromSeq {
+                throw SyncProtocolError(
+                    .resetRequired,
+                    "the cursor for scope \(scope) is older than history compaction purged; reset and pull from the start"
+                )
+            }
+        }
+        for scope in scopes {
+            let position = cursor[scope]
+            let head = heads[scope] ?? EventRepository.ScopeHead(head: 0, retainedFromSeq: 1)
+            if position > head.head {
+                throw SyncProtocolError(
+                    .resetRequired, "the cursor for scope \(scope) is ahead of the server's history")
+            }
+        }
+    }
+
+    /// The page's events: each scope with news after `cursor`, in order, until `limit` events are read, with
+    /// the cursor past them.
+    private func readEvents(
+        scopes: [Scope], cursor: ScopeCursor, heads: [Scope: EventRepository.ScopeHead], limit: Int,
+        exclude: ReplicaID?, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (events: [StoredEvent], next: ScopeCursor) {
+        var events: [StoredEvent] = []
+        var next = cursor
+        var remaining = limit
+        for scope in scopes where remaining > 0 {
+            guard let head = heads[scope], head.head > cursor[scope] else { continue }
+            // Events `exclude` made are left out, except folded history (snapshots carry the dot of the
+            // last event they fold, which may be anyone's). A batch short of the limit still read every
+            // row up to the head, so the position moves to the head below as before.
+            let batch = try await repository.events(
+                in: scope, after: cursor[scope], limit: remaining, foldedThrough: head.compactedThrough,
+                excluding: exclude.map { ($0.description, head.compactedThrough) }, on: connection,
+                logger: logger)
+            if let last = batch.last { next.advance(scope, to: last.seq) }
+            // The scope ran out of rows before the page did: every row up to the head as read was returned
+            // (seqs commit in order), and compaction may have dropped the last ones (a deleted note), so
+            // the position moves to the head itself.
+            if batch.count < remaining { next.advance(scope, to: max(next[scope], head.head)) }
+            remaining -= batch.count
+            events += batch
+        }
+        return (events, next)
+    }
+
+    /// How many events are stored past `next` up to each scope's head in `heads` (`Page.remaining`).
+    private func remaining(
+        scopes: [Scope], after next: ScopeCursor, heads: [Scope: EventRepository.ScopeHead],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int64 {
+        var left: Int64 = 0
+        for scope in scopes {
+            guard let head = heads[scope] else { continue }
+            let position = next[scope]
+            left += max(0, head.head - max(position, head.compactedThrough))
+            // Below `compacted_through` seqs have gaps where history was folded: count what is stored.
+            if position < head.compactedThrough {
+                left += try await repository.count(
+                    in: scope, after: position, through: head.compactedThrough, on: connection, logger: logger)
+            }
+        }
+        return left
+    }
+
+    /// Each scope's stable point and, for a read that names `replica`, its stable point among the other
+    /// replicas (`Page.stable`, `Page.othersStable`), from readings of the last second (`stablePoints`) or
+    /// read now for the scopes without one.
+    private func freshStablePoints(
+        scopes: [Scope], heads: [Scope: EventRepository.ScopeHead], replica: ReplicaID?,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> (stable: [Scope: Int64], othersStable: [Scope: Int64]?) {
+        var floors = stablePoints.freshFloors(scopes)
+        let missing = scopes.filter { floors[$0] == nil }
+        if !missing.isEmpty {
+            let read = try await repository.lowestAcknowledgements(
+                in: missing.map(\.name), activeWithinSeconds: evictionHorizonSeconds, on: connection,
+                logger: logger)
+            let readings = Dictionary(
+                uniqueKeysWithValues: missing.map { ($0, StablePointCache.Reading(floor: read[$0.name])) })
+            stablePoints.store(readings)
+            floors.merge(readings) { $1 }
+        }
+        // Never past the head as read now. With no active replica, the stable point is 0 (nobody has
+        // said what it holds) and, among the others, the head (nobody else is left to hold it back).
+        var stable: [Scope: Int64] = [:]
+        var othersStable: [Scope: Int64]? = replica == nil ? nil : [:]
+        for scope in scopes {
+            let head = heads[scope]?.head ?? 0
+            let floor = floors[scope]?.floor
+            stable[scope] = min(floor?.lowest ?? 0, head)
+            if let replica {
+                othersStable?[scope] = min(floor?.excluding(replica.description) ?? head, head)
+            }
+        }
+        return (stable, othersStable)
     }
 
     /// Records `replica`'s progress for a read from `cursor` whose heads gave `retainedFrom`: the position it
