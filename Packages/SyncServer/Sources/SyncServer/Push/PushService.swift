@@ -246,15 +246,7 @@ struct PushService: Sendable {
         async throws -> [PushPlan]
     {
         var plans = pushes.map(\.plan)
-        let scopes = pushes.count == 1 ? plans[0].pendingScopes : Array(Set(plans.flatMap(\.pendingScopes))).sorted()
-        let heads = try await repository.lockScopes(scopes, on: connection, logger: logger)
-        if heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
-            for push in pushes {
-                let scopes = Set(push.plan.pendingScopes)
-                let own = pushes.count == 1 ? heads : heads.filter { scopes.contains($0.key) }
-                try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
-            }
-        }
+        let heads = try await lockHeads(of: pushes, plans: plans, on: connection, logger: logger)
         // Ids already stored (looked up by the careful attempt), then also those accepted by earlier pushes of
         // the group.
         var stored: [EventRepository.EventKey: Int64] = [:]
@@ -267,98 +259,147 @@ struct PushService: Sendable {
             stored = try await repository.storedSeqs(keys, on: connection, logger: logger)
         }
         let checked = Array(Set(plans.flatMap { $0.versionCheckedStreams(isCommutative: isCommutative) }))
-        var current = try await repository.streamVersions(checked, on: connection, logger: logger)
-        var running = heads.mapValues(\.head)
-        var newHeads: [Scope: Int64] = [:]
-        var streams: [PushPlan.StreamKey: Int64] = [:]
-        var rows: [EventRepository.NewEvent] = []
-        // The effects of rules not run yet: before the next push's rules read, or after the write.
-        var effects: [PostgresQuery] = []
-
+        var group = DecidedGroup(
+            stored: stored, current: try await repository.streamVersions(checked, on: connection, logger: logger),
+            running: heads.mapValues(\.head))
         for (slot, push) in pushes.enumerated() {
-            var plan = plans[slot]
-            var known: [EventID: Int64] = [:]
-            for index in plan.pendingIndexes {
-                let event = plan.events[index]
-                if let seq = stored[EventRepository.EventKey(scope: event.scope, id: event.id)] {
-                    known[event.id] = seq
-                }
-            }
-            if !known.isEmpty { plan.markStored(known) }
-            let candidates = plan.pendingIndexes.count
-            let newVersions = plan.checkVersions(current: current, isCommutative: isCommutative)
-            if !push.references.isEmpty {
-                let pending = Set(plan.pendingIndexes)
-                let rejections = try await BlobReferenceCheck.rejections(
-                    push.references.filter { pending.contains($0.key) }, in: plan.events, on: connection,
-                    logger: logger)
-                for (index, rejection) in rejections { plan.reject(index, rejection) }
-            }
-
-            var decisions: [([Int], RuleDecision)] = []
-            for rule in rules {
-                let indexes = plan.pendingIndexes.filter { rule.applies(to: plan.events[$0].type) }
-                guard !indexes.isEmpty else { continue }
-                try await run(&effects, on: connection, logger: logger)
-                let decision = try await rule.evaluate(
-                    indexes.map { plan.events[$0] }, connection: connection, logger: logger)
-                for (position, rejection) in decision.rejections { plan.reject(indexes[position], rejection) }
-                decisions.append((indexes, decision))
-            }
-
-            let rejectedStreams = Set(
-                plan.events.indices.compactMap { index -> PushPlan.StreamKey? in
-                    guard case .rejected = plan.outcomes[index] else { return nil }
-                    return PushPlan.StreamKey(scope: plan.events[index].scope, stream: plan.events[index].stream)
-                })
-            if !careful && plan.pendingIndexes.count < candidates { throw NeedsCarefulAppend() }
-            let pushHeads = plan.assignSeqs(heads: running)
-            running.merge(pushHeads) { $1 }
-            newHeads.merge(pushHeads) { $1 }
-            plans[slot] = plan
-            let accepted = plan.acceptedIndexes
-            guard !accepted.isEmpty else { continue }
-
-            // Versions of streams whose events were all accepted; recomputed if a rule rejected one of them.
-            var versions = newVersions
-            for key in newVersions.keys where rejectedStreams.contains(key) {
-                versions[key] =
-                    accepted.filter {
-                        plan.events[$0].scope == key.scope && plan.events[$0].stream == key.stream
-                            && !isCommutative(plan.events[$0].type)
-                    }.map { plan.events[$0].streamVersion }.max()
-            }
-            for (key, version) in versions {
-                current[key] = max(current[key] ?? 0, version)
-                streams[key] = max(streams[key] ?? 0, version)
-            }
-
-            for index in accepted {
-                guard case .accepted(let seq) = plan.outcomes[index] else {
-                    preconditionFailure("accepted without seq")
-                }
-                let event = plan.events[index]
-                rows.append(EventRepository.NewEvent(event: event, seq: seq, payloadJSON: push.payloads[index]!))
-                stored[EventRepository.EventKey(scope: event.scope, id: event.id)] = seq
-            }
-            let acceptedSet = Set(accepted)
-            for (indexes, decision) in decisions {
-                effects += decision.effects(indexes.filter { acceptedSet.contains($0) }.map { plan.events[$0] })
-            }
-            if !push.references.isEmpty,
-                let record = BlobReferenceCheck.record(
-                    accepted.compactMap { index in push.references[index].map { (plan.events[index], $0) } })
-            {
-                effects.append(record)
-            }
+            try await decide(push, &plans[slot], into: &group, careful: careful, on: connection, logger: logger)
         }
-        guard !rows.isEmpty else { return plans }
+        guard !group.rows.isEmpty else { return plans }
 
         let inserted = try await repository.write(
-            rows, heads: newHeads, streams: streams, on: connection, logger: logger)
-        guard inserted == rows.count else { throw careful ? AppendRace() : NeedsCarefulAppend() }
-        try await run(&effects, on: connection, logger: logger)
+            group.rows, heads: group.newHeads, streams: group.streams, on: connection, logger: logger)
+        guard inserted == group.rows.count else { throw careful ? AppendRace() : NeedsCarefulAppend() }
+        try await run(&group.effects, on: connection, logger: logger)
         return plans
+    }
+
+    /// What the pushes of a transaction decided so far: what the next push sees (stored ids, stream versions,
+    /// heads, the effects of rules not run yet) and what the transaction writes at the end.
+    private struct DecidedGroup {
+        /// Seqs of stored ids: those the careful attempt looked up, then those accepted.
+        var stored: [EventRepository.EventKey: Int64]
+        /// The versions of the streams whose versions are checked, as stored and then as moved.
+        var current: [PushPlan.StreamKey: Int64]
+        /// Each locked scope's head, moved past the seqs assigned.
+        var running: [Scope: Int64]
+        /// The heads to write: of the scopes that got seqs.
+        var newHeads: [Scope: Int64] = [:]
+        /// The stream versions to write.
+        var streams: [PushPlan.StreamKey: Int64] = [:]
+        /// The accepted events' rows, in order.
+        var rows: [EventRepository.NewEvent] = []
+        /// The effects of rules not run yet: before the next push's rules read, or after the write.
+        var effects: [PostgresQuery] = []
+    }
+
+    /// Locks the head rows of the scopes `pushes` write to, in sorted order, and refuses each push whose
+    /// replica is behind a purge in its scopes (`refuseIfBehindPurge`).
+    private func lockHeads(
+        of pushes: [PendingPush], plans: [PushPlan], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Scope: EventRepository.ScopeHead] {
+        let scopes = pushes.count == 1 ? plans[0].pendingScopes : Array(Set(plans.flatMap(\.pendingScopes))).sorted()
+        let heads = try await repository.lockScopes(scopes, on: connection, logger: logger)
+        if heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
+            for push in pushes {
+                let scopes = Set(push.plan.pendingScopes)
+                let own = pushes.count == 1 ? heads : heads.filter { scopes.contains($0.key) }
+                try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
+            }
+        }
+        return heads
+    }
+
+    /// Decides one push of the transaction into `plan`, as `group` stands after the pushes before it, and adds
+    /// what it accepted to `group`: stored ids become duplicates, stream versions are checked, blob references
+    /// and rules may reject, the rest get seqs.
+    /// - Throws: `NeedsCarefulAppend` when the optimistic attempt met a duplicate or a rejection.
+    private func decide(
+        _ push: PendingPush, _ plan: inout PushPlan, into group: inout DecidedGroup, careful: Bool,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        var known: [EventID: Int64] = [:]
+        for index in plan.pendingIndexes {
+            let event = plan.events[index]
+            if let seq = group.stored[EventRepository.EventKey(scope: event.scope, id: event.id)] {
+                known[event.id] = seq
+            }
+        }
+        if !known.isEmpty { plan.markStored(known) }
+        let candidates = plan.pendingIndexes.count
+        let newVersions = plan.checkVersions(current: group.current, isCommutative: isCommutative)
+        if !push.references.isEmpty {
+            let pending = Set(plan.pendingIndexes)
+            let rejections = try await BlobReferenceCheck.rejections(
+                push.references.filter { pending.contains($0.key) }, in: plan.events, on: connection,
+                logger: logger)
+            for (index, rejection) in rejections { plan.reject(index, rejection) }
+        }
+        let decisions = try await runRules(&plan, effects: &group.effects, on: connection, logger: logger)
+
+        let rejectedStreams = Set(
+            plan.events.indices.compactMap { index -> PushPlan.StreamKey? in
+                guard case .rejected = plan.outcomes[index] else { return nil }
+                return PushPlan.StreamKey(scope: plan.events[index].scope, stream: plan.events[index].stream)
+            })
+        if !careful && plan.pendingIndexes.count < candidates { throw NeedsCarefulAppend() }
+        let pushHeads = plan.assignSeqs(heads: group.running)
+        group.running.merge(pushHeads) { $1 }
+        group.newHeads.merge(pushHeads) { $1 }
+        let accepted = plan.acceptedIndexes
+        guard !accepted.isEmpty else { return }
+
+        // Versions of streams whose events were all accepted; recomputed if a rule rejected one of them.
+        var versions = newVersions
+        for key in newVersions.keys where rejectedStreams.contains(key) {
+            versions[key] =
+                accepted.filter {
+                    plan.events[$0].scope == key.scope && plan.events[$0].stream == key.stream
+                        && !isCommutative(plan.events[$0].type)
+                }.map { plan.events[$0].streamVersion }.max()
+        }
+        for (key, version) in versions {
+            group.current[key] = max(group.current[key] ?? 0, version)
+            group.streams[key] = max(group.streams[key] ?? 0, version)
+        }
+
+        for index in accepted {
+            guard case .accepted(let seq) = plan.outcomes[index] else {
+                preconditionFailure("accepted without seq")
+            }
+            let event = plan.events[index]
+            group.rows.append(EventRepository.NewEvent(event: event, seq: seq, payloadJSON: push.payloads[index]!))
+            group.stored[EventRepository.EventKey(scope: event.scope, id: event.id)] = seq
+        }
+        let acceptedSet = Set(accepted)
+        for (indexes, decision) in decisions {
+            group.effects += decision.effects(indexes.filter { acceptedSet.contains($0) }.map { plan.events[$0] })
+        }
+        if !push.references.isEmpty,
+            let record = BlobReferenceCheck.record(
+                accepted.compactMap { index in push.references[index].map { (plan.events[index], $0) } })
+        {
+            group.effects.append(record)
+        }
+    }
+
+    /// Runs each rule on the pending events of `plan` it applies to, after the queued `effects` (run first, so
+    /// that the rule reads tables they updated), and marks its rejections; returns each rule's decision with
+    /// the indexes it was made on, for its effects once the accepted events are known.
+    private func runRules(
+        _ plan: inout PushPlan, effects: inout [PostgresQuery], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [([Int], RuleDecision)] {
+        var decisions: [([Int], RuleDecision)] = []
+        for rule in rules {
+            let indexes = plan.pendingIndexes.filter { rule.applies(to: plan.events[$0].type) }
+            guard !indexes.isEmpty else { continue }
+            try await run(&effects, on: connection, logger: logger)
+            let decision = try await rule.evaluate(
+                indexes.map { plan.events[$0] }, connection: connection, logger: logger)
+            for (position, rejection) in decision.rejections { plan.reject(indexes[position], rejection) }
+            decisions.append((indexes, decision))
+        }
+        return decisions
     }
 
     /// Runs the queued effects of rules, in order, and empties the queue.
