@@ -331,6 +331,7 @@ let package = Package(
                 "SyncEngineHTTPClient",
                 "SyncEventStore",
                 "SyncModels",
+                "SyncToolSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Apps/SyncAgent/Sources/sync-agent"

@@ -229,7 +229,9 @@ extension NoteCommand {
             if let here = try await local.file(attachment.blob.hash) {
                 file = here
             } else {
-                guard let blobs = try options.engine(for: client).blobs else { throw ValidationError("no blob queue") }
+                guard let blobs = try await options.engine(for: client).blobs else {
+                    throw ValidationError("no blob queue")
+                }
                 file = try await blobs.open(attachment.blob, scope: scope)
             }
             let target = URL(fileURLWithPath: out)

@@ -6,6 +6,7 @@ import SyncEngine
 import SyncEngineHTTPClient
 import SyncEventStore
 import SyncModels
+import SyncToolSupport
 
 /// A headless replica: the Notes app on a SQLite file, with a CLI. Edits work offline and return at once;
 /// `sync` and `run` talk to a sync-server.
@@ -36,6 +37,12 @@ struct AgentOptions: ParsableArguments {
     var token: String?
 
     @Option(
+        help:
+            "A command (run by /bin/sh) that prints a bearer token: run for the first token when there is no other, and again whenever the server refuses the one in use, so that short-lived tokens refresh themselves (as git's credential helpers and kubectl's exec plugins do)."
+    )
+    var tokenCommand: String?
+
+    @Option(
         help: """
             Confirmed events the log may hold before a sync prunes it at the stable points, and the length of a             pull that folds what every other replica has seen on arrival instead of logging it (0: never).
             """)
@@ -49,12 +56,17 @@ struct AgentOptions: ParsableArguments {
     func engine(
         for client: NotesClient, scopes: [Scope]? = nil, live: Bool = true,
         onRound: (@Sendable (SyncRound) -> Void)? = nil
-    ) throws -> SyncEngine {
+    ) async throws -> SyncEngine {
         guard let server, let url = URL(string: server) else {
             throw ValidationError("--server URL is required to sync")
         }
-        let bearer = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
+        var bearer = token ?? ProcessInfo.processInfo.environment["SYNC_TOKEN"]
         var configuration = SyncEngine.Configuration(scopes: scopes)
+        if let tokenCommand {
+            let provider: @Sendable () async throws -> String = { try await TokenCommand.run(tokenCommand) }
+            configuration.tokenProvider = provider
+            if bearer == nil { bearer = try await provider() }
+        }
         configuration.onRound = onRound
         configuration.live = live
         configuration.rebaser = NotesRebaser(replica: client.store.replica)
@@ -74,4 +86,33 @@ func report(_ message: String) {
 /// Writes canonical JSON to standard output.
 func printJSON<T: Encodable>(_ value: T) throws {
     FileHandle.standardOutput.write(try CanonicalJSON.encode(value) + Data("\n".utf8))
+}
+
+/// `--token-command`: runs the command and takes what it prints, trimmed, as the token.
+enum TokenCommand {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The token the command prints; it runs on a thread of its own (the command may take a while).
+    /// - Throws: when it exits other than 0 or prints nothing (its standard error, never its output, in the
+    ///   message).
+    static func run(_ command: String) async throws -> String {
+        let result = await withCheckedContinuation { continuation in
+            Thread {
+                continuation.resume(
+                    returning: Result {
+                        try ChildProcess.run(
+                            "/bin/sh", ["-c", command], environment: ProcessInfo.processInfo.environment)
+                    })
+            }.start()
+        }
+        let run = try result.get()
+        let token = String(decoding: run.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard run.status == 0, !token.isEmpty else {
+            let errors = String(decoding: run.stderr.suffix(500), as: UTF8.self)
+            throw Failure(description: "--token-command exited \(run.status) and printed no token: \(errors)")
+        }
+        return token
+    }
 }

@@ -16,7 +16,7 @@ struct SyncCommand: AsyncParsableCommand {
     func run() async throws {
         let client = try options.client()
         let progress = PullProgress()
-        let engine = try options.engine(for: client, onRound: progress.record)
+        let engine = try await options.engine(for: client, onRound: progress.record)
         try await syncOrExit(engine)
         let status = engine.status
         report("synced: \(status.pending) pending, \(status.rejected) rejected")
@@ -61,7 +61,7 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try options.client()
-        let engine = try options.engine(for: client, live: live)
+        let engine = try await options.engine(for: client, live: live)
         let scope = try Scope(scope)
         let simulate = simulate
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -171,7 +171,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try options.client()
-        let engine = try options.engine(for: client)
+        let engine = try await options.engine(for: client)
         try await syncOrExit(engine)
         let results = try await engine.verify(repair: repair, deep: !quick)
         try printJSON(results)
@@ -197,7 +197,7 @@ struct CompactCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try options.client()
-        let engine = try options.engine(for: client)
+        let engine = try await options.engine(for: client)
         try await syncOrExit(engine)
         let before = try client.store.database.maintenance.statistics().fileBytes
         let pruned = try await engine.compact()

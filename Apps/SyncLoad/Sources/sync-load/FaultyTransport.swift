@@ -50,6 +50,10 @@ final class FaultyTransport: SyncTransport {
     }
     private let state: Mutex<State>
 
+    /// A new token for this device's requests (a full replica's engine, `tokenProvider`). Thin devices, whose
+    /// `requests` are shared, never change theirs.
+    func setToken(_ token: String?) { inner.setToken(token) }
+
     init(
         inner: HTTPClientTransport, requests: HTTPClientTransport? = nil, metrics: LoadMetrics, faultRate: Double,
         seed: UInt64

@@ -50,6 +50,9 @@ public final class BlobSync: Sendable {
         self.attempts = max(1, attempts)
     }
 
+    /// Gives the transport a new bearer token (the engine's `tokenProvider`).
+    public func setToken(_ token: String?) { transport.setToken(token) }
+
     /// The queue's progress now.
     public var progress: BlobProgress { state.withLock { $0.progress } }
 

@@ -28,9 +28,14 @@ public protocol BlobTransport: Sendable {
         _ hash: BlobHash, scope: Scope, from offset: Int64, begin: (_ start: Int64, _ size: Int64) throws -> Void,
         receive: (Data) throws -> Void
     ) async throws(SyncFailure)
+    /// Replaces the bearer token of the requests that follow (the engine's `tokenProvider`). Transports
+    /// without tokens keep the default, which does nothing.
+    func setToken(_ token: String?)
 }
 
 extension BlobTransport {
+    public func setToken(_ token: String?) {}
+
     public func putChunk(
         upload: String, index: Int, bytes: Data, sha256: BlobHash, sent: @escaping @Sendable () -> Void
     ) async throws(SyncFailure) -> UploadState {

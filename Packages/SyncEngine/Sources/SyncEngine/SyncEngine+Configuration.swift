@@ -106,6 +106,14 @@ extension SyncEngine {
         /// Called after each round trip's answer is applied, with what it did and where its time went (for
         /// metrics, benchmarks and load generators). Runs on the engine's task: keep it short.
         public var onRound: (@Sendable (SyncRound) -> Void)?
+        /// Where a new bearer token comes from when the server refuses the one the transport has (401, 403,
+        /// `auth.expired`), as an app refreshes a short-lived access token: the engine asks once, gives the
+        /// token to the transport (`SyncTransport.setToken`), and does again what failed: the cycle, or the
+        /// live stream from its cursor. Nothing is pushed twice (pushes are idempotent by event id) and
+        /// nothing is lost. When the provider throws, or the new token is refused too, `run()` backs off and
+        /// tries again as after a network failure. nil: an authentication failure pauses sync until
+        /// `tokenRefreshed()`.
+        public var tokenProvider: (@Sendable () async throws -> String)?
 
         public init(scopes: [Scope]? = nil) {
             self.scopes = scopes

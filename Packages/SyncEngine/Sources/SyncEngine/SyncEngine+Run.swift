@@ -33,10 +33,21 @@ extension SyncEngine {
             if Task.isCancelled { break }
             // The stream's frames and the long-poll's pages that continue the store are applied as they are:
             // no cycle for them. A `remoteChange` that leaves nothing else to do ends here.
-            let remote = await stepLive(&live, random: &random)
+            var remote = await stepLive(&live, random: &random)
             if let failure = remote.pause {
-                await recordFailure(failure)
-                scheduler.pause(failure: failure)
+                // The stream ended with an expired token: with a new one, a cycle catches up and the stream
+                // comes back at the cursor.
+                if case .authentication = failure, await refreshToken(after: failure) {
+                    remote.cycle = .tokenRefreshed
+                } else {
+                    let failure = tokenFailureToRetry(failure)
+                    await recordFailure(failure)
+                    if case .authentication = failure {
+                        scheduler.pause(failure: failure)
+                    } else {
+                        remote.cycle = .connectivity
+                    }
+                }
             }
             var action: SyncScheduler<ContinuousClock.Instant>.Action? = nil
             if let trigger, trigger != .remoteChange {

@@ -18,7 +18,7 @@ public final class SyncEngine: Sendable {
     public let transport: any SyncTransport
     public let configuration: Configuration
     public let journal: SyncJournal
-    private let state: Mutex<EngineStatus>
+    let state: Mutex<EngineStatus>
     /// The transaction sizes the store has learned to fit `applyBudget` (`ApplyBudget`), kept from sync to
     /// sync.
     private let learned: Mutex<ApplyBudget>
@@ -34,7 +34,7 @@ public final class SyncEngine: Sendable {
     let inbox = TriggerInbox()
     /// The live stream's and the long-poll's tasks, and what the stream leaves for the run loop.
     let links = Mutex(LiveLinks())
-    private let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
+    let statusBroadcast = Mutex<[UUID: AsyncStream<EngineStatus>.Continuation]>([:])
     /// The streams in conflict as of the last applied answer, or when the engine opened (nil if that read
     /// failed): only changes from there are journaled.
     let conflicts: Mutex<Set<String>?>
@@ -77,18 +77,6 @@ public final class SyncEngine: Sendable {
     /// The current status.
     public var status: EngineStatus { state.withLock { $0 } }
 
-    /// Status changes as they happen (each subscriber gets its own sequence, starting with the current one).
-    public func statusUpdates() -> AsyncStream<EngineStatus> {
-        let (stream, continuation) = AsyncStream<EngineStatus>.makeStream(bufferingPolicy: .bufferingNewest(16))
-        let id = UUID()
-        statusBroadcast.withLock { $0[id] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.statusBroadcast.withLock { $0.removeValue(forKey: id) }
-        }
-        continuation.yield(status)
-        return stream
-    }
-
     // MARK: - Triggers
 
     /// Ask for a sync now (skips any backoff wait).
@@ -125,6 +113,7 @@ public final class SyncEngine: Sendable {
         var budget = learned.withLock { $0 }
         defer { learned.withLock { [budget] in $0 = budget } }
         var resets = 0
+        var refreshed = false
         while true {
             do {
                 try await syncToHead(budget: &budget)
@@ -132,6 +121,12 @@ public final class SyncEngine: Sendable {
             } catch {
                 // What the cycle buffered before it failed still reaches the tables.
                 try? await store.flushWriteBehind(budget: &budget)
+                // An expired token, with a provider: a new one, and the cycle again (once).
+                if case .authentication = error, !refreshed, await refreshToken(after: error) {
+                    refreshed = true
+                    continue
+                }
+                let error = tokenFailureToRetry(error)
                 await recordFailure(error)
                 if case .resetRequired = error, resets == 0 {
                     resets += 1
@@ -445,27 +440,5 @@ public final class SyncEngine: Sendable {
     /// A local database failure as a sync failure: permanent.
     static func storeFailure(_ error: any Error) -> SyncFailure {
         .permanent(code: "store.error", message: String(describing: error))
-    }
-
-    /// `updateStatus` without reading the store's counts: for changes made where no `await` may be.
-    func updateStatusNow(_ change: (inout EngineStatus) -> Void) {
-        let snapshot = state.withLock { status -> EngineStatus in
-            change(&status)
-            return status
-        }
-        for continuation in statusBroadcast.withLock({ Array($0.values) }) { continuation.yield(snapshot) }
-    }
-
-    func updateStatus(_ change: @Sendable (inout EngineStatus) -> Void) async {
-        let counts = try? await store.counts()
-        let snapshot = state.withLock { status -> EngineStatus in
-            change(&status)
-            if let counts {
-                status.pending = counts[.pending] ?? 0
-                status.rejected = counts[.rejected] ?? 0
-            }
-            return status
-        }
-        for continuation in statusBroadcast.withLock({ Array($0.values) }) { continuation.yield(snapshot) }
     }
 }

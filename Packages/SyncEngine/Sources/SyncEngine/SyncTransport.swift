@@ -29,6 +29,10 @@ public protocol SyncTransport: Sendable {
     /// `SyncFailure.transportUnsupported`; verification then reports the scope unavailable.
     /// - Throws: the `SyncFailure` of an answer other than 200 (`checksum.unavailable` is permanent).
     func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse
+
+    /// Replaces the bearer token of the requests that follow (`SyncEngine.Configuration.tokenProvider`).
+    /// Transports without tokens keep the default, which does nothing.
+    func setToken(_ token: String?)
 }
 
 /// The messages of one live stream (`SyncTransport.live`). It throws when the connection breaks.
@@ -46,6 +50,8 @@ extension SyncTransport {
     public func checksum(_ request: ChecksumRequest) async throws(SyncFailure) -> ChecksumResponse {
         throw .permanent(code: SyncFailure.transportUnsupported, message: "this transport has no checksums")
     }
+
+    public func setToken(_ token: String?) {}
 }
 
 /// The answer to one round trip and what it cost on the wire.
