@@ -260,7 +260,8 @@ start_static() {
     local dir="$work/static"
     mkdir -p "$dir/files" "$dir/tmp" "$dir/logs"
     chmod 777 "$dir/files" "$dir/tmp"
-    static_port=$((port + 1))
+    # A port nobody holds now (the server's port plus one may be another program's, as a test's beside it).
+    static_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
     cat >"$dir/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
