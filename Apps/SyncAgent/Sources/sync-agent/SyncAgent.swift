@@ -94,20 +94,12 @@ enum TokenCommand {
         var description: String
     }
 
-    /// The token the command prints; it runs on a thread of its own (the command may take a while).
+    /// The token the command prints (run on a thread of its own: it may take a while).
     /// - Throws: when it exits other than 0 or prints nothing (its standard error, never its output, in the
     ///   message).
     static func run(_ command: String) async throws -> String {
-        let result = await withCheckedContinuation { continuation in
-            Thread {
-                continuation.resume(
-                    returning: Result {
-                        try ChildProcess.run(
-                            "/bin/sh", ["-c", command], environment: ProcessInfo.processInfo.environment)
-                    })
-            }.start()
-        }
-        let run = try result.get()
+        let run = try await ChildProcess.runOnThread(
+            "/bin/sh", ["-c", command], environment: ProcessInfo.processInfo.environment)
         let token = String(decoding: run.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard run.status == 0, !token.isEmpty else {
             let errors = String(decoding: run.stderr.suffix(500), as: UTF8.self)

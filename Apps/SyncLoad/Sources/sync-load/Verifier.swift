@@ -286,26 +286,7 @@ struct Verifier {
     /// Every blob an event of the server's log attached, by scope: the attachments' events and the
     /// attachments of snapshots.
     static func attachedBlobs(_ log: [String: [Event]]) -> [String: Set<BlobHash>] {
-        log.mapValues { events in
-            Set(
-                events.flatMap { event -> [BlobHash] in
-                    switch event.type {
-                    case NoteEventType.attachmentAdded.rawValue:
-                        guard case .object(let fields) = event.payload,
-                            case .string(let element)? = fields[NotePayloadKey.attachment.stringValue],
-                            let attachment = NoteAttachment(element: element)
-                        else { return [] }
-                        return [attachment.blob.hash]
-                    case NoteEventType.snapshot.rawValue:
-                        guard case .snapshot(let snapshot)? = try? NotePayload(type: .snapshot, json: event.payload),
-                            let state = try? snapshot.state()
-                        else { return [] }
-                        return state.attachmentList.map(\.blob.hash)
-                    default:
-                        return []
-                    }
-                })
-        }
+        log.mapValues { events in Set(events.flatMap { NoteAttachment.blobs(in: $0).map(\.hash) }) }
     }
 
     /// Runs the collection command, then asks the server (`HEAD /v1/blobs/{hash}`) for every blob the run
@@ -314,23 +295,17 @@ struct Verifier {
     func checkCollection(command: String, attached: [String: Set<BlobHash>], live: [String: Set<BlobHash>])
         async throws -> (collected: Int, orphans: Int, findings: [(String, Finding)])
     {
-        let result = await withCheckedContinuation { continuation in
-            Thread {
-                continuation.resume(
-                    returning: Result {
-                        try ChildProcess.run(
-                            "/bin/sh", ["-c", command], environment: ProcessInfo.processInfo.environment)
-                    })
-            }.start()
-        }
-        switch result {
-        case .failure(let error):
+        do {
+            let run = try await ChildProcess.runOnThread(
+                "/bin/sh", ["-c", command], environment: ProcessInfo.processInfo.environment)
+            guard run.status == 0 else {
+                let output = String(decoding: run.stderr.suffix(2000), as: UTF8.self)
+                return (
+                    0, 0, [("collection", Finding(scope: "*", detail: "\(command) exited \(run.status): \(output)"))]
+                )
+            }
+        } catch {
             return (0, 0, [("collection", Finding(scope: "*", detail: "\(command): \(error)"))])
-        case .success(let run) where run.status != 0:
-            let output = String(decoding: run.stderr.suffix(2000), as: UTF8.self)
-            return (0, 0, [("collection", Finding(scope: "*", detail: "\(command) exited \(run.status): \(output)"))])
-        case .success:
-            break
         }
         var collected = 0
         var orphans = 0

@@ -140,3 +140,26 @@ public struct NoteAttachment: Sendable, Hashable, Codable, Comparable {
         (lhs.name, lhs.blob.hash) < (rhs.name, rhs.blob.hash)
     }
 }
+
+extension NoteAttachment {
+    /// The blobs an event refers to: an attachment's event its blob, a snapshot the blobs of the attachments
+    /// its note still has; none for any other event (the server's blob references, a verifier's reading of
+    /// the log).
+    public static func blobs(in event: Event) -> [BlobReference] {
+        switch event.type {
+        case NoteEventType.attachmentAdded.rawValue:
+            guard case .object(let fields) = event.payload,
+                case .string(let element)? = fields[NotePayloadKey.attachment.stringValue],
+                let attachment = NoteAttachment(element: element)
+            else { return [] }
+            return [attachment.blob]
+        case NoteEventType.snapshot.rawValue:
+            guard case .snapshot(let snapshot)? = try? NotePayload(type: .snapshot, json: event.payload),
+                let state = try? snapshot.state()
+            else { return [] }
+            return state.attachmentList.map(\.blob)
+        default:
+            return []
+        }
+    }
+}

@@ -27,23 +27,7 @@ public struct NotesServerDomain: SyncDomain {
     /// An attachment's event refers to its blob: the server accepts it only once the scope holds the blob. A
     /// snapshot refers to the blobs of the attachments its note still has (a folded note keeps its references;
     /// one whose removal was folded lets its blob go).
-    public func blobReferences(in event: Event) -> [BlobReference] {
-        switch event.type {
-        case NoteEventType.attachmentAdded.rawValue:
-            guard case .object(let fields) = event.payload,
-                case .string(let element)? = fields[NotePayloadKey.attachment.stringValue],
-                let attachment = NoteAttachment(element: element)
-            else { return [] }
-            return [attachment.blob]
-        case NoteEventType.snapshot.rawValue:
-            guard case .snapshot(let snapshot)? = try? NotePayload(type: .snapshot, json: event.payload),
-                let state = try? snapshot.state()
-            else { return [] }
-            return state.attachmentList.map(\.blob)
-        default:
-            return []
-        }
-    }
+    public func blobReferences(in event: Event) -> [BlobReference] { NoteAttachment.blobs(in: event) }
 }
 
 /// The Notes domain's settings on a server's command line, each overriding its `SYNC_*` variable.

@@ -23,6 +23,21 @@ import Foundation
             public var stderr: Data
         }
 
+        /// `run` on a thread of its own, so that the calling task waits without holding a thread of the
+        /// concurrency pool (a program may take a while; the pool may have two threads).
+        public static func runOnThread(
+            _ executable: String, _ arguments: [String], environment: [String: String], directory: String? = nil
+        ) async throws -> Result {
+            try await withCheckedThrowingContinuation { continuation in
+                Thread {
+                    continuation.resume(
+                        with: Swift.Result {
+                            try run(executable, arguments, environment: environment, directory: directory)
+                        })
+                }.start()
+            }
+        }
+
         /// Runs `executable` (a path) with `arguments` and `environment` (the whole environment, not added to
         /// this process's), in `directory` (this process's when nil), standard input from `/dev/null`, and
         /// waits for it: both outputs are read at once,
