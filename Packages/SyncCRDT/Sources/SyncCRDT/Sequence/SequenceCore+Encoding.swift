@@ -381,137 +381,189 @@ extension SequenceCore {
         }
     }
 
+    /// What every entry of a coded history begins with: its kind, its first id and its length.
+    private struct HistoryEntryHeader {
+        var kind: CodedKind
+        var id: ItemID
+        var length: Int
+        var isReversed: Bool
+        /// The entry's context for the models of lengths and deltas (`HistoryModel.lengthContext`).
+        var lengthContext: Int
+        /// None of the entry's ids was seen before.
+        var isFresh: Bool
+
+        var dots: Range<UInt64> { id.counter..<id.counter + UInt64(length) }
+    }
+
     private mutating func decodeHistory(
         replay: Bool, model: inout HistoryModel, decoder: inout RangeDecoder, virtualContent: inout Int32,
         counterLimit: UInt64
     ) throws {
         let count = model.count.decode(with: &decoder)
         guard count < 1 << 40 else { throw SyncCRDTError.invalidEncoding("bad history length") }
-        let replicaCount = replicas.count
-        var lastEnd = [UInt64](repeating: 0, count: replicaCount)
+        var lastEnd = [UInt64](repeating: 0, count: replicas.count)
         var agent = 0
         var cursor = 0
         var previousKind = 4
         for _ in 0..<count {
             guard !decoder.overran else { throw SyncCRDTError.invalidEncoding("truncated history") }
-            let remote = decoder.decode(&model.isRemote[previousKind])
-            let delete = decoder.decode(&model.isDelete[previousKind * 2 + (remote ? 1 : 0)])
-            let reversed = delete ? decoder.decode(&model.isReversed[previousKind]) : false
-            let kind: CodedKind =
-                switch (remote, delete) {
-                case (false, false): .localInsert
-                case (false, true): .localDelete
-                case (true, false): .remoteInsert
-                case (true, true): .remoteDelete
-                }
-            guard replicaCount > 0 else { throw SyncCRDTError.invalidEncoding("unknown replica") }
-            var counter = lastEnd[agent] &+ 1
-            if decoder.decode(&model.explicitID[kind.rawValue]) {
-                let decoded = model.agent.decode(with: &decoder)
-                guard decoded < UInt64(replicaCount) else { throw SyncCRDTError.invalidEncoding("unknown replica") }
-                agent = Int(decoded)
-                counter = lastEnd[agent] &+ 1 &+ UInt64(bitPattern: model.counter.decode(with: &decoder))
-            }
-            let entry = CodedEntry(
-                kind: kind, id: ItemID(agent: agent, counter: 0), length: 0, isReversed: reversed, position: 0,
-                target: .none, rightParent: .none, hasContent: true)
-            let lengthContext = HistoryModel.lengthContext(entry)
-            let decodedLength = model.lengths[lengthContext].decode(with: &decoder) &+ 1
-            guard decodedLength < UInt64(Int32.max), counter >= 1, counter <= counterLimit,
-                decodedLength <= counterLimit - counter, virtualContent <= Int32.max - Int32(decodedLength)
-            else { throw SyncCRDTError.invalidEncoding("bad history entry") }
-            let length = Int(decodedLength)
-            let id = ItemID(agent: agent, counter: counter)
-            lastEnd[agent] = max(lastEnd[agent], counter + decodedLength - 1)
-            let fresh =
-                seen[agent].missing(in: counter..<counter + decodedLength) == [counter..<counter + decodedLength]
-            switch kind {
+            let entry = try decodeEntryHeader(
+                lastEnd: &lastEnd, agent: &agent, previousKind: previousKind, model: &model, decoder: &decoder,
+                virtualContent: virtualContent, counterLimit: counterLimit)
+            switch entry.kind {
             case .localInsert, .localDelete:
                 guard replay else { throw SyncCRDTError.invalidEncoding("positional entry in a snapshot") }
-                var position = reversed ? cursor - length : cursor
-                if decoder.decode(&model.hasDelta[lengthContext * 5 + previousKind]) {
-                    let (sum, overflow) = position.addingReportingOverflow(
-                        Int(model.deltas[lengthContext].decode(with: &decoder)))
-                    guard !overflow else { throw SyncCRDTError.invalidEncoding("position out of range") }
-                    position = sum
-                }
-                guard fresh else { throw SyncCRDTError.invalidEncoding("ids used twice") }
-                if kind == .localInsert {
-                    guard position >= 0 && position <= tree.visibleCount else {
-                        throw SyncCRDTError.invalidEncoding("position out of range")
-                    }
-                    _ = localInsert(
-                        count: length, contentOffset: virtualContent, at: position, agent: agent, counter: counter)
-                    virtualContent += Int32(length)
-                    cursor = position + length
-                } else {
-                    guard position >= 0 && position <= tree.visibleCount - length else {
-                        throw SyncCRDTError.invalidEncoding("position out of range")
-                    }
-                    if reversed {
-                        // Backspaces, one at a time, so each counter deletes the same element as it did.
-                        for step in 0..<length {
-                            _ = localRemove(
-                                at: position + length - 1 - step, count: 1, agent: agent,
-                                counter: counter + UInt64(step))
-                        }
-                    } else {
-                        _ = localRemove(at: position, count: length, agent: agent, counter: counter)
-                    }
-                    cursor = position
-                }
+                try replayLocalEntry(
+                    entry, cursor: &cursor, previousKind: previousKind, model: &model, decoder: &decoder,
+                    virtualContent: &virtualContent)
             case .remoteInsert:
-                let hasContent = decoder.decode(&model.hasContent)
-                let originLeft = try decodeReference(
-                    base: id, previous: id.advanced(by: -1), context: 0, model: &model, decoder: &decoder)
-                let rightParent = try decodeReference(
-                    base: id, previous: .none, context: 1, model: &model, decoder: &decoder)
-                if replay {
-                    guard fresh, originLeft.isNone || tree.contains(originLeft),
-                        rightParent.isNone || tree.contains(rightParent)
-                    else { throw SyncCRDTError.invalidEncoding("bad insert") }
-                    integrateRemote(
-                        Run(
-                            id: id, originLeft: originLeft, rightParent: rightParent, length: Int32(length),
-                            contentOffset: hasContent ? virtualContent : -1, isDeleted: !hasContent))
-                    if hasContent { virtualContent += Int32(length) }
-                } else {
-                    appendLog(
-                        LogEntry(
-                            kind: .insert, isLocal: false, isReversed: false, id: id, length: Int32(length),
-                            target: originLeft, rightParent: rightParent, position: -1))
-                }
+                try decodeRemoteInsert(
+                    entry, replay: replay, model: &model, decoder: &decoder, virtualContent: &virtualContent)
             case .remoteDelete:
-                let target = try decodeReference(
-                    base: id, previous: .none, context: 1, model: &model, decoder: &decoder)
-                guard !target.isNone, target.counter + UInt64(length) <= ItemID.maxCounter,
-                    !reversed || target.counter >= UInt64(length)
-                else { throw SyncCRDTError.invalidEncoding("bad delete") }
-                if replay {
-                    let first = reversed ? target.advanced(by: 1 - length) : target
-                    guard fresh, seen[first.agent].covers(first.counter..<first.counter + UInt64(length)) else {
-                        throw SyncCRDTError.invalidEncoding("bad delete")
-                    }
-                    if reversed {
-                        for step in 0..<length {
-                            let dot = counter + UInt64(step)
-                            applyRemoteDeletion(
-                                firstDot: id.advanced(by: step), target: target.advanced(by: -step), count: 1,
-                                missing: [dot..<dot + 1])
-                        }
-                    } else {
-                        applyRemoteDeletion(
-                            firstDot: id, target: first, count: length, missing: [counter..<counter + decodedLength])
-                    }
-                    seen[agent].insert(counter..<counter + decodedLength)
-                } else {
-                    appendLog(
-                        LogEntry(
-                            kind: .delete, isLocal: false, isReversed: reversed, id: id, length: Int32(length),
-                            target: target, rightParent: .none, position: -1))
-                }
+                try decodeRemoteDelete(entry, replay: replay, model: &model, decoder: &decoder)
             }
-            previousKind = lengthContext
+            previousKind = entry.lengthContext
         }
+    }
+
+    /// Decodes an entry's kind, id and length. `lastEnd` holds each replica's last counter so far, `agent` the
+    /// replica of the entry before (an entry that names no replica is that one's next).
+    private func decodeEntryHeader(
+        lastEnd: inout [UInt64], agent: inout Int, previousKind: Int, model: inout HistoryModel,
+        decoder: inout RangeDecoder, virtualContent: Int32, counterLimit: UInt64
+    ) throws -> HistoryEntryHeader {
+        let remote = decoder.decode(&model.isRemote[previousKind])
+        let delete = decoder.decode(&model.isDelete[previousKind * 2 + (remote ? 1 : 0)])
+        let reversed = delete ? decoder.decode(&model.isReversed[previousKind]) : false
+        let kind: CodedKind =
+            switch (remote, delete) {
+            case (false, false): .localInsert
+            case (false, true): .localDelete
+            case (true, false): .remoteInsert
+            case (true, true): .remoteDelete
+            }
+        let replicaCount = replicas.count
+        guard replicaCount > 0 else { throw SyncCRDTError.invalidEncoding("unknown replica") }
+        var counter = lastEnd[agent] &+ 1
+        if decoder.decode(&model.explicitID[kind.rawValue]) {
+            let decoded = model.agent.decode(with: &decoder)
+            guard decoded < UInt64(replicaCount) else { throw SyncCRDTError.invalidEncoding("unknown replica") }
+            agent = Int(decoded)
+            counter = lastEnd[agent] &+ 1 &+ UInt64(bitPattern: model.counter.decode(with: &decoder))
+        }
+        let lengthContext = HistoryModel.lengthContext(
+            CodedEntry(
+                kind: kind, id: ItemID(agent: agent, counter: 0), length: 0, isReversed: reversed, position: 0,
+                target: .none, rightParent: .none, hasContent: true))
+        let decodedLength = model.lengths[lengthContext].decode(with: &decoder) &+ 1
+        guard decodedLength < UInt64(Int32.max), counter >= 1, counter <= counterLimit,
+            decodedLength <= counterLimit - counter, virtualContent <= Int32.max - Int32(decodedLength)
+        else { throw SyncCRDTError.invalidEncoding("bad history entry") }
+        lastEnd[agent] = max(lastEnd[agent], counter + decodedLength - 1)
+        let dots = counter..<counter + decodedLength
+        return HistoryEntryHeader(
+            kind: kind, id: ItemID(agent: agent, counter: counter), length: Int(decodedLength),
+            isReversed: reversed, lengthContext: lengthContext, isFresh: seen[agent].missing(in: dots) == [dots])
+    }
+
+    /// Replays a local insert or delete at its position: the cursor (where the previous local edit ended) and,
+    /// when coded, a delta from it.
+    private mutating func replayLocalEntry(
+        _ entry: HistoryEntryHeader, cursor: inout Int, previousKind: Int, model: inout HistoryModel,
+        decoder: inout RangeDecoder, virtualContent: inout Int32
+    ) throws {
+        let length = entry.length
+        var position = entry.isReversed ? cursor - length : cursor
+        if decoder.decode(&model.hasDelta[entry.lengthContext * 5 + previousKind]) {
+            let (sum, overflow) = position.addingReportingOverflow(
+                Int(model.deltas[entry.lengthContext].decode(with: &decoder)))
+            guard !overflow else { throw SyncCRDTError.invalidEncoding("position out of range") }
+            position = sum
+        }
+        guard entry.isFresh else { throw SyncCRDTError.invalidEncoding("ids used twice") }
+        let (agent, counter) = (entry.id.agent, entry.id.counter)
+        if entry.kind == .localInsert {
+            guard position >= 0 && position <= tree.visibleCount else {
+                throw SyncCRDTError.invalidEncoding("position out of range")
+            }
+            _ = localInsert(count: length, contentOffset: virtualContent, at: position, agent: agent, counter: counter)
+            virtualContent += Int32(length)
+            cursor = position + length
+            return
+        }
+        guard position >= 0 && position <= tree.visibleCount - length else {
+            throw SyncCRDTError.invalidEncoding("position out of range")
+        }
+        if entry.isReversed {
+            // Backspaces, one at a time, so each counter deletes the same element as it did.
+            for step in 0..<length {
+                _ = localRemove(
+                    at: position + length - 1 - step, count: 1, agent: agent, counter: counter + UInt64(step))
+            }
+        } else {
+            _ = localRemove(at: position, count: length, agent: agent, counter: counter)
+        }
+        cursor = position
+    }
+
+    /// A remote insert: integrated when replaying, logged as it is otherwise (a snapshot's history).
+    private mutating func decodeRemoteInsert(
+        _ entry: HistoryEntryHeader, replay: Bool, model: inout HistoryModel, decoder: inout RangeDecoder,
+        virtualContent: inout Int32
+    ) throws {
+        let id = entry.id
+        let hasContent = decoder.decode(&model.hasContent)
+        let originLeft = try decodeReference(
+            base: id, previous: id.advanced(by: -1), context: 0, model: &model, decoder: &decoder)
+        let rightParent = try decodeReference(
+            base: id, previous: .none, context: 1, model: &model, decoder: &decoder)
+        guard replay else {
+            appendLog(
+                LogEntry(
+                    kind: .insert, isLocal: false, isReversed: false, id: id, length: Int32(entry.length),
+                    target: originLeft, rightParent: rightParent, position: -1))
+            return
+        }
+        guard entry.isFresh, originLeft.isNone || tree.contains(originLeft),
+            rightParent.isNone || tree.contains(rightParent)
+        else { throw SyncCRDTError.invalidEncoding("bad insert") }
+        integrateRemote(
+            Run(
+                id: id, originLeft: originLeft, rightParent: rightParent, length: Int32(entry.length),
+                contentOffset: hasContent ? virtualContent : -1, isDeleted: !hasContent))
+        if hasContent { virtualContent += Int32(entry.length) }
+    }
+
+    /// A remote delete: applied when replaying, logged as it is otherwise (a snapshot's history).
+    private mutating func decodeRemoteDelete(
+        _ entry: HistoryEntryHeader, replay: Bool, model: inout HistoryModel, decoder: inout RangeDecoder
+    ) throws {
+        let (id, length, reversed) = (entry.id, entry.length, entry.isReversed)
+        let target = try decodeReference(base: id, previous: .none, context: 1, model: &model, decoder: &decoder)
+        guard !target.isNone, target.counter + UInt64(length) <= ItemID.maxCounter,
+            !reversed || target.counter >= UInt64(length)
+        else { throw SyncCRDTError.invalidEncoding("bad delete") }
+        guard replay else {
+            appendLog(
+                LogEntry(
+                    kind: .delete, isLocal: false, isReversed: reversed, id: id, length: Int32(length),
+                    target: target, rightParent: .none, position: -1))
+            return
+        }
+        let first = reversed ? target.advanced(by: 1 - length) : target
+        guard entry.isFresh, seen[first.agent].covers(first.counter..<first.counter + UInt64(length)) else {
+            throw SyncCRDTError.invalidEncoding("bad delete")
+        }
+        if reversed {
+            for step in 0..<length {
+                let dot = id.counter + UInt64(step)
+                applyRemoteDeletion(
+                    firstDot: id.advanced(by: step), target: target.advanced(by: -step), count: 1,
+                    missing: [dot..<dot + 1])
+            }
+        } else {
+            applyRemoteDeletion(firstDot: id, target: first, count: length, missing: [entry.dots])
+        }
+        seen[id.agent].insert(entry.dots)
     }
 }
