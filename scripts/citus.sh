@@ -72,8 +72,11 @@ install() {
         echo "citus.sh: installing ${packages[*]}" >&2
         # Exit 3: this machine cannot get them (no root, no package repository), which scripts/citus-test.sh
         # reports as a skip rather than a failure.
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --no-install-recommends "${packages[@]}" \
-            >/dev/null || {
+        # The package lists first, as scripts/bootstrap.sh does: a machine that had nothing to install for
+        # bootstrap may have none, and apt-get then finds no package at all.
+        { as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+            && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --no-install-recommends \
+                "${packages[@]}"; } >/dev/null || {
             echo "citus.sh: apt-get failed; install these yourself, then retry: ${packages[*]}" >&2
             exit 3
         }

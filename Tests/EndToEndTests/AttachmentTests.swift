@@ -54,7 +54,9 @@ import Testing
 
         deinit {
             process.terminate()
-            process.waitUntilExit()
+            // Reaped on a thread of its own: a deinit cannot wait without blocking its thread, which may be
+            // one of the concurrency pool's.
+            Thread { [process] in process.waitUntilExit() }.start()
         }
 
         /// `agent` talking to the server through this proxy.
@@ -79,15 +81,15 @@ import Testing
 
     @Test func aKilledUploadResumesSendingAtMostOneChunkAgainAndAnotherDeviceReadsTheSameBytes() async throws {
         let stack = try await Stack(serverEnvironment: Self.environment)
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
         let chunks = 24
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "photo.jpg", bytes: chunks * Self.chunkBytes - 1000, seed: 46)
-        let note = try await a.run("note", "create", "--scope", "team-1", "--title", "Trip")
-        #expect(try await a.run("note", "attach", note, file.path) == hash)
+        let note = try await a("note", "create", "--scope", "team-1", "--title", "Trip")
+        #expect(try await a("note", "attach", note, file.path) == hash)
         let listedOffline = try JSONDecoder().decode(
-            [Listed].self, from: Data(try await a.run("note", "files", note).utf8))
+            [Listed].self, from: Data(try await a("note", "files", note).utf8))
         #expect(listedOffline.map(\.name) == ["photo.jpg"] && listedOffline.first?.local == true, "readable at once")
 
         // Killed once the server holds a few chunks, before it holds them all: through a proxy at 1 MiB/s, so
@@ -96,90 +98,90 @@ import Testing
         let syncing = try slow.route(a).start(["sync"])
         var stored = 0
         for _ in 0..<600 {
-            stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+            stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
             if stored >= 3 || !syncing.isRunning { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         kill(syncing.processIdentifier, SIGKILL)
         await Self.exit(of: syncing)
-        stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+        stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
         #expect(stored > 0 && stored < chunks, "killed mid-upload (\(stored) of \(chunks) chunks stored)")
         #expect(
-            try stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["0"],
+            try await stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["0"],
             "the attachment's event waits for its blob")
 
-        try await a.run("sync")
-        let journal = try a.status().journal.filter { $0.kind == "blob.upload" }
+        try await a("sync")
+        let journal = try await a.status().journal.filter { $0.kind == "blob.upload" }
         let detail = try #require(journal.last?.detail)
         let sent = try #require(Int(detail.split(separator: " ").dropFirst(3).first ?? ""), "\(detail)")
         #expect(sent <= chunks - stored + 1, "the rerun sent \(sent) chunks; the server lacked \(chunks - stored)")
-        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["1"])
-        #expect(try stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["1"])
+        #expect(try await stack.sql("SELECT count(*) FROM blobs") == ["1"])
+        #expect(try await stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["1"])
 
         let b = stack.agent("b", token: token)
-        try await b.run("sync")
-        let listed = try JSONDecoder().decode([Listed].self, from: Data(try await b.run("note", "files", note).utf8))
+        try await b("sync")
+        let listed = try JSONDecoder().decode([Listed].self, from: Data(try await b("note", "files", note).utf8))
         #expect(listed.map(\.hash) == [hash] && listed.first?.local == false)
         let copy = stack.directory.appendingPathComponent("copy.jpg")
-        try await b.run("note", "open", note, "photo.jpg", "--out", copy.path)
+        try await b("note", "open", note, "photo.jpg", "--out", copy.path)
         #expect(Self.sha256(try Data(contentsOf: copy)) == hash, "byte-identical on the second device")
-        let after = try JSONDecoder().decode([Listed].self, from: Data(try await b.run("note", "files", note).utf8))
+        let after = try JSONDecoder().decode([Listed].self, from: Data(try await b("note", "files", note).utf8))
         #expect(after.first?.local == true, "kept in the second device's cache")
-        #expect(try await a.run("export", "--state") == b("export", "--state"))
+        #expect(try await a("export", "--state") == b("export", "--state"))
     }
 
     @Test func twoDevicesAttachingTheSameFileOfflineStoreItOnce() async throws {
         let stack = try await Stack(serverEnvironment: Self.environment)
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "scan.pdf", bytes: 3 * Self.chunkBytes + 17, seed: 7)
-        let first = try await a.run("note", "create", "--scope", "team-1", "--title", "A")
-        let second = try await b.run("note", "create", "--scope", "team-1", "--title", "B")
-        try await a.run("note", "attach", first, file.path)
-        try await b.run("note", "attach", second, file.path, "--name", "same scan.pdf")
-        try await a.run("sync")
-        try await b.run("sync")
-        try await a.run("sync")
-        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["1"], "stored once")
-        #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
-        #expect(try await a.run("export", "--state") == b("export", "--state"))
-        let listed = try JSONDecoder().decode([Listed].self, from: Data(try await a.run("note", "files", second).utf8))
+        let first = try await a("note", "create", "--scope", "team-1", "--title", "A")
+        let second = try await b("note", "create", "--scope", "team-1", "--title", "B")
+        try await a("note", "attach", first, file.path)
+        try await b("note", "attach", second, file.path, "--name", "same scan.pdf")
+        try await a("sync")
+        try await b("sync")
+        try await a("sync")
+        #expect(try await stack.sql("SELECT count(*) FROM blobs") == ["1"], "stored once")
+        #expect(try await stack.sql("SELECT hash FROM blobs") == [hash])
+        #expect(try await a("export", "--state") == b("export", "--state"))
+        let listed = try JSONDecoder().decode([Listed].self, from: Data(try await a("note", "files", second).utf8))
         #expect(listed.map(\.name) == ["same scan.pdf"] && listed.first?.local == true, "the bytes were here already")
     }
 
     @Test func anUploadCutByAServerRestartResumes() async throws {
         let stack = try await Stack(serverEnvironment: Self.environment)
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
         let chunks = 48
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "talk.m4a", bytes: chunks * Self.chunkBytes, seed: 3)
-        let note = try await a.run("note", "create", "--scope", "team-1", "--title", "Talk")
-        try await a.run("note", "attach", note, file.path)
+        let note = try await a("note", "create", "--scope", "team-1", "--title", "Talk")
+        try await a("note", "attach", note, file.path)
         // Through a proxy at 4 MiB/s: the upload takes seconds, however fast the machine.
         let slow = try await Proxy(stack, ["--bandwidth", "4MiB"])
         let syncing = try slow.route(a).start(["sync"])
         for _ in 0..<600 {
-            let stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+            let stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
             if stored >= 2 || !syncing.isRunning { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         // The server dies mid-upload and comes back while the agent retries the chunk it was sending.
-        stack.killServer()
-        let stored = Int(try stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
-        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["0"] && stored < chunks, "cut mid-upload")
+        await stack.killServer()
+        let stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+        #expect(try await stack.sql("SELECT count(*) FROM blobs") == ["0"] && stored < chunks, "cut mid-upload")
         try await stack.startServer()
         await Self.exit(of: syncing)
         #expect(syncing.terminationStatus == 0, "the same run resumed on the restarted server")
-        try await a.run("sync")
-        #expect(try a.status().pending == 0)
-        #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
+        try await a("sync")
+        #expect(try await a.status().pending == 0)
+        #expect(try await stack.sql("SELECT hash FROM blobs") == [hash])
         let b = stack.agent("b", token: token)
-        try await b.run("sync")
+        try await b("sync")
         let copy = stack.directory.appendingPathComponent("copy.m4a")
-        try await b.run("note", "open", note, "talk.m4a", "--out", copy.path)
+        try await b("note", "open", note, "talk.m4a", "--out", copy.path)
         #expect(Self.sha256(try Data(contentsOf: copy)) == hash)
     }
 
@@ -188,23 +190,23 @@ import Testing
     /// so the bytes that cross the proxy stay about the blob's size, however many cuts.
     @Test func aDownloadCutByTheNetworkResumesWhereItStopped() async throws {
         let stack = try await Stack(serverEnvironment: Self.environment)
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
         let size = 6 << 20
         let (file, hash) = try Self.randomFile(in: stack.directory, name: "video.mp4", bytes: size, seed: 11)
-        let note = try await a.run("note", "create", "--scope", "team-1", "--title", "Clip")
-        try await a.run("note", "attach", note, file.path)
-        try await a.run("sync")
+        let note = try await a("note", "create", "--scope", "team-1", "--title", "Clip")
+        try await a("note", "attach", note, file.path)
+        try await a("sync")
 
         let proxy = try await Proxy(stack, ["--reset", "1", "--reset-after", String(2 << 20), "--seed", "46"])
         let b = stack.agent("b", token: token)
-        try await b.run("sync")
+        try await b("sync")
         let throughProxy = proxy.route(b)
         let copy = stack.directory.appendingPathComponent("copy.mp4")
         // Each run makes up to 8 attempts; the partial file carries over from one run to the next.
         var opened = false
         for _ in 0..<4 where !opened {
-            opened = (try? throughProxy("note", "open", note, "video.mp4", "--out", copy.path)) != nil
+            opened = (try? await throughProxy("note", "open", note, "video.mp4", "--out", copy.path)) != nil
         }
         #expect(opened)
         #expect(Self.sha256(try Data(contentsOf: copy)) == hash, "byte-identical after the cuts")
@@ -212,7 +214,7 @@ import Testing
             var connectionsReset: Int
             var bytesToClients: Int
         }
-        let stats = try JSONDecoder().decode(
+        let stats = try await JSONDecoder().decode(
             Stats.self,
             from: Data(try Stack.run("/usr/bin/env", ["curl", "-sf", "http://127.0.0.1:\(proxy.control)/stats"]).utf8))
         #expect(stats.connectionsReset >= 2, "the download was cut \(stats.connectionsReset) times")
@@ -228,21 +230,21 @@ import Testing
     @Test func aBlobIsCollectedOnceTheDeletionOfItsLastNoteIsStableAndNotBefore() async throws {
         let stack = try await Stack(
             serverEnvironment: Self.environment.merging(["SYNC_BLOB_COLLECT_AFTER_SECONDS": "0"]) { $1 })
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
         let (doomedFile, _) = try Self.randomFile(in: stack.directory, name: "old.pdf", bytes: 700_000, seed: 21)
         let (keptFile, keptHash) = try Self.randomFile(in: stack.directory, name: "kept.png", bytes: 500_000, seed: 22)
-        let doomed = try await a.run("note", "create", "--scope", "team-1", "--title", "to delete")
-        let kept = try await a.run("note", "create", "--scope", "team-1", "--title", "to keep")
-        try await a.run("note", "attach", doomed, doomedFile.path)
-        try await a.run("note", "attach", kept, keptFile.path)
-        try await a.run("sync")
-        try await b.run("sync")
-        try await b.run("sync")
-        try await a.run("note", "delete", doomed)
-        try await a.run("sync")
-        try await a.run("sync")
+        let doomed = try await a("note", "create", "--scope", "team-1", "--title", "to delete")
+        let kept = try await a("note", "create", "--scope", "team-1", "--title", "to keep")
+        try await a("note", "attach", doomed, doomedFile.path)
+        try await a("note", "attach", kept, keptFile.path)
+        try await a("sync")
+        try await b("sync")
+        try await b("sync")
+        try await a("note", "delete", doomed)
+        try await a("sync")
+        try await a("sync")
 
         struct Report: Decodable {
             var collectedBlobs: Int
@@ -250,34 +252,34 @@ import Testing
         func compact() async throws -> Report {
             // The server reads a scope's stable point at most once a second (SYNC_STABLE_POINT_REFRESH_MS).
             try await Task.sleep(for: .milliseconds(1100))
-            return try JSONDecoder().decode(
+            return try await JSONDecoder().decode(
                 Report.self,
                 from: Data(try stack.compact(environment: ["SYNC_BLOB_COLLECT_AFTER_SECONDS": "0"]).utf8))
         }
         // b has not seen the deletion: it is not stable, the blob stays, and b (offline) still reads it.
         #expect(try await compact().collectedBlobs == 0)
-        #expect(try stack.sql("SELECT count(*) FROM blobs") == ["2"])
+        #expect(try await stack.sql("SELECT count(*) FROM blobs") == ["2"])
         let copy = stack.directory.appendingPathComponent("copy.pdf")
-        try await b.run("note", "open", doomed, "old.pdf", "--out", copy.path)
+        try await b("note", "open", doomed, "old.pdf", "--out", copy.path)
         #expect(try Data(contentsOf: copy) == Data(contentsOf: doomedFile))
 
         // b syncs (twice: a replica acknowledges a page when it next asks from past it): the deletion is stable.
-        try await b.run("sync")
-        try await b.run("sync")
-        try await a.run("sync")
+        try await b("sync")
+        try await b("sync")
+        try await a("sync")
         #expect(try await compact().collectedBlobs == 1)
-        #expect(try stack.sql("SELECT hash FROM blobs") == [keptHash], "the folded note keeps its attachment")
-        let stored = try stack.sql("SELECT coalesce(sum(length(bytes)), 0) FROM blob_parts")
+        #expect(try await stack.sql("SELECT hash FROM blobs") == [keptHash], "the folded note keeps its attachment")
+        let stored = try await stack.sql("SELECT coalesce(sum(length(bytes)), 0) FROM blob_parts")
         #expect(stored == ["500000"], "the store holds only what live notes refer to: \(stored)")
-        #expect(try stack.sql("SELECT count(*) FROM folded_events WHERE type = 'note.snapshot'") == ["1"])
+        #expect(try await stack.sql("SELECT count(*) FROM folded_events WHERE type = 'note.snapshot'") == ["1"])
 
         // A fresh device bootstraps from the snapshot and reads the kept attachment.
         let c = stack.agent("c", token: token)
-        try await c.run("sync")
+        try await c("sync")
         let keptCopy = stack.directory.appendingPathComponent("copy.png")
-        try await c.run("note", "open", kept, "kept.png", "--out", keptCopy.path)
+        try await c("note", "open", kept, "kept.png", "--out", keptCopy.path)
         #expect(Self.sha256(try Data(contentsOf: keptCopy)) == keptHash)
-        #expect(try await c.run("export", "--state") == a("export", "--state"))
+        #expect(try await c("export", "--state") == a("export", "--state"))
     }
 
     /// A 1 GiB file up and down (`sync-bench blobs`: a device uploads it in 4 MiB chunks to the default
@@ -286,9 +288,9 @@ import Testing
     /// would take 1 GiB.
     @Test func aGigabyteUpAndDownKeepsBothProcessesMemoryFlat() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: ["bench-blobs"])
+        let token = try await stack.token(scopes: ["bench-blobs"])
         let pid = try #require(stack.serverProcessIdentifier)
-        let output = try await Stack.runOffPool(
+        let output = try await Stack.run(
             Stack.productsDirectory.appendingPathComponent("sync-bench").path,
             [
                 "blobs", "--server", stack.serverURL, "--token", token, "--mib", "1024", "--runs", "1",
@@ -313,7 +315,7 @@ import Testing
     /// and a download resumed from a partial file with `Range`.
     @Test func theURLSessionTransportMovesBlobsToo() async throws {
         let stack = try await Stack(serverEnvironment: Self.environment)
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let transport = HTTPTransport(baseURL: URL(string: stack.serverURL)!, token: token)
         let (file, hash) = try Self.randomFile(
             in: stack.directory, name: "a.bin", bytes: 3 * Self.chunkBytes + 5, seed: 77)
@@ -327,7 +329,7 @@ import Testing
         try await upStore.append([draft])
         let report = await up.uploadPending()
         #expect(report.committed == 1 && report.chunks == 4, "\(report)")
-        #expect(try stack.sql("SELECT hash FROM blobs") == [hash])
+        #expect(try await stack.sql("SELECT hash FROM blobs") == [hash])
 
         let downStore = try EventStore(path: stack.directory.appendingPathComponent("down.sqlite").path)
         let down = BlobSync(local: try LocalBlobs(store: downStore), transport: transport)

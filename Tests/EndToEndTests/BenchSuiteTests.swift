@@ -26,7 +26,7 @@ import Testing
     @Test func theQuickSuiteWritesACompleteReportWithChartsAndPassingVerdicts() async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID())")
         defer { try? FileManager.default.removeItem(at: out) }
-        let result = try await Stack.runCapturingOffPool(
+        let result = try await Stack.runCapturing(
             "/usr/bin/env", ["bash", Stack.repositoryRoot.appendingPathComponent("scripts/bench.sh").path],
             environment: [
                 "BENCH_QUICK": "1", "BENCH_BIN": Stack.productsDirectory.path, "BENCH_OUT": out.path,
@@ -102,7 +102,7 @@ import Testing
         object["figures"] = figures
         let baseline = out.appendingPathComponent("baseline.json")
         try JSONSerialization.data(withJSONObject: object).write(to: baseline)
-        let report = try await Stack.runCapturingOffPool(
+        let report = try await Stack.runCapturing(
             Stack.productsDirectory.appendingPathComponent("sync-bench").path,
             ["report", "--directory", out.path, "--baseline", baseline.path])
         #expect(report.status == 0, "\(report.stdout)\(report.stderr)")

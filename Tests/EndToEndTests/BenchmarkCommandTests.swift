@@ -14,11 +14,11 @@ import Testing
         var incremental_10_ms: Double
     }
 
-    @Test func rebuildBenchmarkPrintsItsNumbersAndTimesAnExistingStore() throws {
+    @Test func rebuildBenchmarkPrintsItsNumbersAndTimesAnExistingStore() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-bench-test-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
-        let output = try Stack.run(
+        let output = try await Stack.run(
             bench, ["rebuild", "--events", "600", "--notes", "40", "--runs", "1", "--directory", directory.path])
         let line = try #require(output.split(separator: "\n").last)
         let result = try JSONDecoder().decode(RebuildResult.self, from: Data(line.utf8))
@@ -27,7 +27,7 @@ import Testing
         #expect(result.baseline_insert_ms > 0 && result.incremental_10_ms > 0)
 
         // The store it left: 600 events plus the 10 of the incremental run, rebuilt on one thread.
-        let existing = try Stack.run(
+        let existing = try await Stack.run(
             bench,
             [
                 "rebuild", "--existing", directory.appendingPathComponent("rebuild.sqlite").path, "--runs", "1",
@@ -59,9 +59,9 @@ import Testing
     @Test func bootstrapBenchmarkPullsALogIntoAFreshDeviceAndDrainsAnOutbox() async throws {
         let stack = try await Stack()
         let scopes = (0..<2).map { "bench-\($0)" } + ["bench-outbox"]
-        let token = try stack.token(sub: "bench", scopes: scopes)
+        let token = try await stack.token(sub: "bench", scopes: scopes)
         let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
-        let output = try await Stack.runOffPool(
+        let output = try await Stack.run(
             bench,
             [
                 "bootstrap", "--server", stack.serverURL, "--token", token, "--events", "3000", "--scopes", "2",
@@ -108,9 +108,9 @@ import Testing
     @Test func churnBenchmarkMeasuresStorageBootstrapsAndTimesCompaction() async throws {
         let stack = try await Stack(noteQuota: 200)
         let scopes = (0..<2).map { "churn-\($0)" }
-        let token = try stack.token(sub: "bench", scopes: scopes)
+        let token = try await stack.token(sub: "bench", scopes: scopes)
         let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
-        let output = try await Stack.runOffPool(
+        let output = try await Stack.run(
             bench,
             [
                 "churn", "--server", stack.serverURL, "--token", token, "--database-url", stack.databaseURL,

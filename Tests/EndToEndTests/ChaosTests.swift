@@ -22,7 +22,7 @@ import Testing
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-\(UUID())")
         defer { try? FileManager.default.removeItem(at: out) }
         let scenarios = ["server-kill-one", "postgres-kill", "net-reset"]
-        let result = try await Stack.runCapturingOffPool(
+        let result = try await Stack.runCapturing(
             "/usr/bin/env", ["bash", Stack.repositoryRoot.appendingPathComponent("scripts/chaos.sh").path],
             environment: [
                 "CHAOS_QUICK": "1", "CHAOS_BIN": Stack.productsDirectory.path, "CHAOS_OUT": out.path,

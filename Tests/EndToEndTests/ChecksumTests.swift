@@ -41,7 +41,7 @@ import Testing
         print("ChecksumTests seed \(seed)")
         var random = SplitMix64(seed: seed)
         let stack = try await Stack()
-        let token = try stack.token(scopes: [Self.scope])
+        let token = try await stack.token(scopes: [Self.scope])
         let devices = try (0..<3).map { try Device(stack, "device-\($0)", token: token) }
         var notes: [NoteID] = []
         for round in 0..<6 {
@@ -69,14 +69,14 @@ import Testing
                 }
             }
             for device in devices where Bool.random(using: &random) || round == 5 { try await device.engine.syncNow() }
-            if round % 2 == 1 { _ = try stack.compact() }
+            if round % 2 == 1 { _ = try await stack.compact() }
             if round == 3 {
                 for device in devices { try await device.engine.syncNow() }
                 _ = try await devices[0].engine.compact()
             }
         }
         for device in devices { try await device.engine.syncNow() }
-        _ = try stack.compact()
+        _ = try await stack.compact()
         for device in devices { try await device.engine.syncNow() }
         // A new device pulls the folded history; a low `autoCompactAfter` makes it fold on arrival.
         let fresh = try Device(stack, "fresh", token: token, pageSize: 25, autoCompactAfter: 20)
@@ -94,7 +94,7 @@ import Testing
     @Test(arguments: ["delete a confirmed row", "alter a payload", "reset the sums", "drop a projection row"])
     func aDamagedDeviceRepairsTheBadRangeAndEndsEqualToAFreshOne(damage: String) async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: [Self.scope])
+        let token = try await stack.token(scopes: [Self.scope])
         let writer = try Device(stack, "writer", token: token, autoCompactAfter: nil)
         var notes: [NoteID] = []
         for index in 0..<120 {
@@ -148,20 +148,20 @@ extension ChecksumTests {
     /// the agent's back is repaired by the next run, and `--no-repair` reports a mismatch with exit code 1.
     @Test func syncAgentVerifyReportsAndRepairs() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: [Self.scope])
+        let token = try await stack.token(scopes: [Self.scope])
         let agent = stack.agent("verifier", token: token)
-        for index in 0..<5 { try agent("note", "create", "--scope", Self.scope, "--title", "note \(index)") }
-        try agent("sync")
-        let clean = try JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
+        for index in 0..<5 { try await agent("note", "create", "--scope", Self.scope, "--title", "note \(index)") }
+        try await agent("sync")
+        let clean = try await JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
         #expect(clean.map(\.outcome) == [.matched])
         let queue = try DatabaseQueue(path: agent.database)
         try await queue.write { db in try db.execute(sql: "DELETE FROM events WHERE seq = 3") }
         try queue.close()
-        let refused = try agent.capturing(["verify", "--no-repair"])
+        let refused = try await agent.capturing(["verify", "--no-repair"])
         #expect(refused.status == 1)
         let found = try JSONDecoder().decode([ScopeVerification].self, from: Data(refused.stdout.utf8))
         #expect(found.map(\.outcome) == [.mismatched])
-        let repaired = try JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
+        let repaired = try await JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
         #expect(repaired.map(\.outcome) == [.repaired] && repaired[0].downloaded >= 1)
     }
 
@@ -170,13 +170,14 @@ extension ChecksumTests {
     /// verify whole, and a device bootstrapped afterwards too.
     @Test func devicesOfAServerUpgradedFromBeforeChecksumsVerifyOnceItIsBackfilled() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: [Self.scope])
+        let token = try await stack.token(scopes: [Self.scope])
         let agent = stack.agent("upgraded", token: token)
-        for index in 0..<5 { try agent("note", "create", "--scope", Self.scope, "--title", "note \(index)") }
-        try agent("sync")
+        for index in 0..<5 { try await agent("note", "create", "--scope", Self.scope, "--title", "note \(index)") }
+        try await agent("sync")
         // The database as migration 0008-checksums leaves one whose events came before it.
-        _ = try stack.sql("UPDATE events SET checksum = NULL; UPDATE scopes SET checksum = 0, checksum_from = head")
-        let before = try agent.capturing(["verify", "--no-repair"])
+        _ = try await stack.sql(
+            "UPDATE events SET checksum = NULL; UPDATE scopes SET checksum = 0, checksum_from = head")
+        let before = try await agent.capturing(["verify", "--no-repair"])
         let unverified = try JSONDecoder().decode([ScopeVerification].self, from: Data(before.stdout.utf8))
         #expect(unverified.map(\.outcome) == [.unavailable], "\(before.stderr)")
 
@@ -188,18 +189,19 @@ extension ChecksumTests {
             }
             var scopes: [Scope]
         }
-        let output = try Stack.run(
+        let output = try await Stack.run(
             Stack.productsDirectory.appendingPathComponent("sync-server").path, ["backfill-checksums", "--batch", "2"],
             environment: ["SYNC_DATABASE_URL": stack.databaseURL, "SYNC_LOG_LEVEL": "error"])
         let report = try JSONDecoder().decode(Report.self, from: Data(output.utf8))
         #expect(report.scopes.map(\.scope) == [Self.scope])
         #expect(report.scopes.first?.events == 5 && report.scopes.first?.checksumFrom == 0, "\(output)")
 
-        let after = try JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
+        let after = try await JSONDecoder().decode([ScopeVerification].self, from: Data(try agent("verify").utf8))
         #expect(after.map(\.outcome) == [.matched])
         let fresh = stack.agent("fresh", token: token)
-        try fresh("sync")
-        let bootstrapped = try JSONDecoder().decode([ScopeVerification].self, from: Data(try fresh("verify").utf8))
+        try await fresh("sync")
+        let bootstrapped = try await JSONDecoder().decode(
+            [ScopeVerification].self, from: Data(try fresh("verify").utf8))
         #expect(bootstrapped.map(\.outcome) == [.matched])
     }
 

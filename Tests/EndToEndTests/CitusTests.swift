@@ -21,8 +21,8 @@ struct CitusTests {
     }
 
     /// The worker a scope's shard of `events` is placed on (its port).
-    static func worker(of scope: String, _ stack: Stack) throws -> String {
-        try stack.sql(
+    static func worker(of scope: String, _ stack: Stack) async throws -> String {
+        try await stack.sql(
             """
             SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
             WHERE p.shardid = get_shard_id_for_distribution_column('events', '\(scope)')
@@ -34,7 +34,7 @@ struct CitusTests {
         let stack = try await Self.stack(noteQuota: 2)
         // Every table with a scope column is distributed by it, co-located with `scopes`; the others are
         // reference tables.
-        let tables = try stack.sql(
+        let tables = try await stack.sql(
             """
             SELECT logicalrelid::text || ' ' || partmethod::text || ' '
                    || (colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'scopes'::regclass))
@@ -48,41 +48,43 @@ struct CitusTests {
                 "streams h true",
             ], "\(tables)")
         let scopes = (0..<6).map { "team-\($0)" }
-        #expect(Set(try scopes.map { try Self.worker(of: $0, stack) }).count == 2, "the scopes span both workers")
+        var workers = Set<String>()
+        for scope in scopes { workers.insert(try await Self.worker(of: scope, stack)) }
+        #expect(workers.count == 2, "the scopes span both workers")
 
-        let token = try stack.token(scopes: scopes)
+        let token = try await stack.token(scopes: scopes)
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
         var notes: [String] = []
         for scope in scopes {
-            let note = try a("note", "create", "--scope", scope, "--title", "plan \(scope)", "--tag", "work")
+            let note = try await a("note", "create", "--scope", scope, "--title", "plan \(scope)", "--tag", "work")
             notes.append(note)
-            try a("note", "checklist", note, "add", "first")
+            try await a("note", "checklist", note, "add", "first")
         }
-        try a("sync")
-        try b("sync")
+        try await a("sync")
+        try await b("sync")
         // Offline on both, concurrent edits of the same notes.
         for note in notes {
-            try a("note", "set-title", note, "A's title")
-            try b("note", "tag", note, "add", "urgent")
-            try b("note", "view", note)
+            try await a("note", "set-title", note, "A's title")
+            try await b("note", "tag", note, "add", "urgent")
+            try await b("note", "view", note)
         }
         // A second note in team-0 reaches the quota of 2; b's third, made offline, is rejected.
-        _ = try a("note", "create", "--scope", "team-0", "--title", "second")
-        try a("sync")
-        let third = try b("note", "create", "--scope", "team-0", "--title", "third")
-        try b("sync")
-        try a("sync")
-        #expect(try a("export", "--state") == b("export", "--state"), "the replicas converged")
-        let state = try a.state()
+        _ = try await a("note", "create", "--scope", "team-0", "--title", "second")
+        try await a("sync")
+        let third = try await b("note", "create", "--scope", "team-0", "--title", "third")
+        try await b("sync")
+        try await a("sync")
+        #expect(try await a("export", "--state") == b("export", "--state"), "the replicas converged")
+        let state = try await a.state()
         for note in notes {
             #expect(state[note]?.title == "A's title" && state[note]?.tags == ["urgent", "work"])
             #expect(state[note]?.viewCount == 1)
         }
         #expect(state[third] == nil, "the note past the quota was rejected and rolled back")
-        #expect(try b.status().rejected.contains { $0.code == "validation.failed" })
+        #expect(try await b.status().rejected.contains { $0.code == "validation.failed" })
         // Each event once, seqs dense per scope.
-        let rows = try stack.sql(
+        let rows = try await stack.sql(
             "SELECT scope || ' ' || count(*) || ' ' || count(DISTINCT event_id) || ' ' || max(seq) FROM events GROUP BY scope ORDER BY scope"
         )
         #expect(rows.count == 6)
@@ -98,11 +100,11 @@ struct CitusTests {
     @Test func sixteenConcurrentPushersLeavePullsGapFree() async throws {
         let stack = try await Self.stack()
         let scopes = (0..<4).map { "bench-\($0)" }
-        let token = try stack.token(scopes: scopes)
+        let token = try await stack.token(scopes: scopes)
         let events = 4000
         let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
         let push = Task {
-            try await Stack.runOffPool(
+            try await Stack.run(
                 bench,
                 [
                     "push", "--server", stack.serverURL, "--token", token, "--events", String(events), "--batch", "5",
@@ -139,7 +141,9 @@ struct CitusTests {
         _ = try await push.value
         #expect(read == Dictionary(uniqueKeysWithValues: scopes.map { ($0, events / 4) }), "\(read)")
         #expect(
-            try stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events") == ["\(events) \(events)"])
+            try await stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events") == [
+                "\(events) \(events)"
+            ])
     }
 
     /// Thin devices and full replicas with faults, offline spells and crashes: the verdict (nothing lost,
@@ -147,7 +151,7 @@ struct CitusTests {
     @Test func aLoadRunWithFaultsPassesItsVerdict() async throws {
         let stack = try await Self.stack(noteQuota: 3)
         let out = stack.directory.appendingPathComponent("report")
-        let result = try await Stack.runCapturingOffPool(
+        let result = try await Stack.runCapturing(
             LoadTests.load,
             [
                 "run", "--server", stack.serverURL, "--jwt-secret", Stack.secret, "--devices", "24", "--replicas",
@@ -156,7 +160,7 @@ struct CitusTests {
                 "11", "--out", out.path, "--data-dir", stack.directory.appendingPathComponent("devices").path,
             ])
         #expect(result.status == 0, "\(result.stderr.suffix(3000))")
-        let step = try Self.passedStep(out, stack)
+        let step = try await Self.passedStep(out, stack)
         #expect(step.verdict.rejectedByCode["validation.failed", default: 0] > 0, "the quota rule ran on Citus")
         #expect(step.faults.values.reduce(0, +) > 0 && step.crashes > 0)
     }
@@ -166,25 +170,25 @@ struct CitusTests {
     @Test func compactionFoldsOnTheClusterAndAFreshDeviceBootstrapsFromIt() async throws {
         let stack = try await Self.stack()
         let scopes = ["team-a", "team-b", "team-c"]
-        let token = try stack.token(scopes: scopes)
+        let token = try await stack.token(scopes: scopes)
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
         var notes: [String] = []
         for (index, scope) in scopes.enumerated() {
             for round in 0..<3 {
-                let note = try a("note", "create", "--scope", scope, "--title", "n\(index)-\(round)")
+                let note = try await a("note", "create", "--scope", scope, "--title", "n\(index)-\(round)")
                 notes.append(note)
-                try a("note", "tag", note, "add", "draft")
-                try a("note", "set-title", note, "n\(index)-\(round) v2")
-                try a("note", "tag", note, "remove", "draft")
+                try await a("note", "tag", note, "add", "draft")
+                try await a("note", "set-title", note, "n\(index)-\(round) v2")
+                try await a("note", "tag", note, "remove", "draft")
             }
         }
-        try a("note", "delete", notes[0])
-        try a("sync")
-        try b("sync")
-        try b("sync")  // acknowledges what the first sync brought
-        try a("sync")
-        let before = Int(try stack.sql("SELECT count(*) FROM events").first ?? "") ?? 0
+        try await a("note", "delete", notes[0])
+        try await a("sync")
+        try await b("sync")
+        try await b("sync")  // acknowledges what the first sync brought
+        try await a("sync")
+        let before = Int(try await stack.sql("SELECT count(*) FROM events").first ?? "") ?? 0
         struct Report: Decodable {
             struct Scope: Decodable {
                 var scope: String
@@ -193,21 +197,21 @@ struct CitusTests {
             var scopes: [Scope]
             var bytesAfter: [String: Int64]
         }
-        let report = try JSONDecoder().decode(Report.self, from: Data(try stack.compact(["--vacuum"]).utf8))
+        let report = try await JSONDecoder().decode(Report.self, from: Data(try stack.compact(["--vacuum"]).utf8))
         #expect(Set(report.scopes.map(\.scope)) == Set(scopes) && report.scopes.allSatisfy { $0.compactedThrough > 0 })
         // The shards' bytes on the workers, not the coordinator's empty tables.
         #expect(report.bytesAfter["folded_events", default: 0] > 32 * 8192, "\(report.bytesAfter)")
-        let folded = try stack.sql("SELECT count(*) || ' ' || count(DISTINCT stream) FROM folded_events")
+        let folded = try await stack.sql("SELECT count(*) || ' ' || count(DISTINCT stream) FROM folded_events")
         #expect(folded == ["8 8"], "one row per live note, the deleted one gone: \(folded)")
-        #expect(Int(try stack.sql("SELECT count(*) FROM events").first ?? "") ?? before < before)
-        try b("note", "set-title", notes[1], "after the fold")
-        try b("sync")
+        #expect(Int(try await stack.sql("SELECT count(*) FROM events").first ?? "") ?? before < before)
+        try await b("note", "set-title", notes[1], "after the fold")
+        try await b("sync")
         let c = stack.agent("c", token: token)
-        try c("sync")
-        try a("sync")
-        #expect(try c("export", "--state") == a("export", "--state"))
-        #expect(try c("export", "--state") == b("export", "--state"))
-        let state = try c.state()
+        try await c("sync")
+        try await a("sync")
+        #expect(try await c("export", "--state") == a("export", "--state"))
+        #expect(try await c("export", "--state") == b("export", "--state"))
+        let state = try await c.state()
         #expect(state[notes[0]] == nil && state[notes[1]]?.title == "after the fold")
         #expect(state[notes[2]]?.title == "n0-2 v2" && state[notes[2]]?.tags == [])
     }
@@ -217,14 +221,14 @@ struct CitusTests {
     /// as before, and a fresh one bootstraps to the same state.
     @Test func aScopeMovedAndIsolatedKeepsSyncing() async throws {
         let stack = try await Self.stack()
-        let token = try stack.token(scopes: ["team-m"])
+        let token = try await stack.token(scopes: ["team-m"])
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
-        let note = try a("note", "create", "--scope", "team-m", "--title", "before the move")
-        try a("sync")
-        try b("sync")
+        let note = try await a("note", "create", "--scope", "team-m", "--title", "before the move")
+        try await a("sync")
+        try await b("sync")
         let placement =
-            try stack.sql(
+            try await stack.sql(
                 """
                 SELECT shardid || ' ' || nodename || ' ' || nodeport FROM citus_shards
                 WHERE table_name = 'events'::regclass AND shardid = get_shard_id_for_distribution_column('events', 'team-m')
@@ -232,24 +236,25 @@ struct CitusTests {
             ).first?.split(separator: " ").map(String.init) ?? []
         #expect(placement.count == 3)
         let target =
-            try stack.sql(
+            try await stack.sql(
                 "SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> \(placement[2]) LIMIT 1"
             ).first ?? ""
-        _ = try stack.sql(
+        _ = try await stack.sql(
             "SELECT citus_move_shard_placement(\(placement[0]), '\(placement[1])', \(placement[2]), '\(placement[1])', \(target))"
         )
-        #expect(try Self.worker(of: "team-m", stack) == target)
-        try b("note", "set-title", note, "after the move")
-        try b("sync")
-        _ = try stack.sql("SELECT isolate_tenant_to_new_shard('events', 'team-m', 'CASCADE')")
-        try a("note", "tag", note, "add", "moved")
-        try a("sync")
-        try b("sync")
+        #expect(try await Self.worker(of: "team-m", stack) == target)
+        try await b("note", "set-title", note, "after the move")
+        try await b("sync")
+        _ = try await stack.sql("SELECT isolate_tenant_to_new_shard('events', 'team-m', 'CASCADE')")
+        try await a("note", "tag", note, "add", "moved")
+        try await a("sync")
+        try await b("sync")
         let c = stack.agent("c", token: token)
-        try c("sync")
-        #expect(try a("export", "--state") == b("export", "--state"))
-        #expect(try c("export", "--state") == a("export", "--state"))
-        #expect(try c.state()[note]?.title == "after the move" && c.state()[note]?.tags == ["moved"])
+        try await c("sync")
+        #expect(try await a("export", "--state") == b("export", "--state"))
+        #expect(try await c("export", "--state") == a("export", "--state"))
+        let moved = try await c.state()[note]
+        #expect(moved?.title == "after the move" && moved?.tags == ["moved"])
     }
 
     /// One worker stopped at once (`-m immediate`, as a crash) three seconds into a load run and started again
@@ -259,7 +264,7 @@ struct CitusTests {
         let stack = try await Self.stack()
         let out = stack.directory.appendingPathComponent("report")
         let load = Task {
-            try await Stack.runCapturingOffPool(
+            try await Stack.runCapturing(
                 LoadTests.load,
                 [
                     "run", "--server", stack.serverURL, "--jwt-secret", Stack.secret, "--devices", "16", "--replicas",
@@ -268,12 +273,12 @@ struct CitusTests {
                 ])
         }
         try await Task.sleep(for: .seconds(3))
-        try Stack.run(Stack.citusScript, ["stop-worker", "2"])
+        try await Stack.run(Stack.citusScript, ["stop-worker", "2"])
         try await Task.sleep(for: .seconds(3))
-        try Stack.run(Stack.citusScript, ["start-worker", "2"])
+        try await Stack.run(Stack.citusScript, ["start-worker", "2"])
         let result = try await load.value
         #expect(result.status == 0, "\(result.stderr.suffix(3000))")
-        _ = try Self.passedStep(out, stack)
+        _ = try await Self.passedStep(out, stack)
     }
 
     /// The step of a `sync-load` report in `out`, checked: its verdict passed (nothing lost, duplicated,
@@ -286,50 +291,50 @@ struct CitusTests {
             serverEnvironment: [
                 "SYNC_COMPACTION_INTERVAL_SECONDS": "0", "SYNC_BLOB_CHUNK_BYTES": String(256 << 10),
             ], citus: true)
-        let token = try stack.token(scopes: ["team-1", "team-2"])
+        let token = try await stack.token(scopes: ["team-1", "team-2"])
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
         let (file, hash) = try AttachmentTests.randomFile(
             in: stack.directory, name: "plan.pdf", bytes: 5 * (256 << 10) + 99, seed: 50)
         var notes: [String] = []
         for scope in ["team-1", "team-2"] {
-            let note = try a("note", "create", "--scope", scope, "--title", "plan \(scope)")
-            try a("note", "attach", note, file.path)
+            let note = try await a("note", "create", "--scope", scope, "--title", "plan \(scope)")
+            try await a("note", "attach", note, file.path)
             notes.append(note)
         }
-        try a("sync")
-        try b("sync")
+        try await a("sync")
+        try await b("sync")
         #expect(
-            try stack.sql("SELECT scope || ' ' || hash FROM blobs ORDER BY scope") == [
+            try await stack.sql("SELECT scope || ' ' || hash FROM blobs ORDER BY scope") == [
                 "team-1 \(hash)", "team-2 \(hash)",
             ], "once per scope, on each scope's shard")
         let copy = stack.directory.appendingPathComponent("copy.pdf")
-        try b("note", "open", notes[1], "plan.pdf", "--out", copy.path)
+        try await b("note", "open", notes[1], "plan.pdf", "--out", copy.path)
         #expect(AttachmentTests.sha256(try Data(contentsOf: copy)) == hash)
 
-        try a("note", "delete", notes[0])
+        try await a("note", "delete", notes[0])
         for _ in 0..<2 {
-            try a("sync")
-            try b("sync")
+            try await a("sync")
+            try await b("sync")
         }
         try await Task.sleep(for: .milliseconds(1100))
         struct Report: Decodable { var collectedBlobs: Int }
-        let report = try JSONDecoder().decode(
+        let report = try await JSONDecoder().decode(
             Report.self,
             from: Data(try stack.compact(environment: ["SYNC_BLOB_COLLECT_AFTER_SECONDS": "0"]).utf8))
         #expect(report.collectedBlobs == 1)
-        #expect(try stack.sql("SELECT scope FROM blobs") == ["team-2"])
-        #expect(try a("export", "--state") == b("export", "--state"))
+        #expect(try await stack.sql("SELECT scope FROM blobs") == ["team-2"])
+        #expect(try await a("export", "--state") == b("export", "--state"))
     }
 
-    static func passedStep(_ out: URL, _ stack: Stack) throws -> LoadTests.Report.Step {
+    static func passedStep(_ out: URL, _ stack: Stack) async throws -> LoadTests.Report.Step {
         let report = try JSONDecoder().decode(
             LoadTests.Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
         let step = try #require(report.steps.first)
         #expect(step.verdict.passed && step.verdict.lost == 0 && step.verdict.duplicated == 0)
         #expect(step.verdict.diverged == 0 && step.verdict.delivery == 0)
         #expect(step.verdict.serverEvents > 0 && step.verdict.serverEvents == step.verdict.deviceEvents)
-        let rows = try stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
+        let rows = try await stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
         #expect(rows == ["\(step.verdict.serverEvents)|\(step.verdict.serverEvents)"])
         return step
     }

@@ -17,44 +17,44 @@ import Testing
         var winner: Value
     }
 
-    func conflicts(_ agent: Agent) throws -> [ConflictJSON] {
-        try JSONDecoder().decode([ConflictJSON].self, from: Data(try agent("conflicts", "--json").utf8))
+    func conflicts(_ agent: Agent) async throws -> [ConflictJSON] {
+        try await JSONDecoder().decode([ConflictJSON].self, from: Data(try agent("conflicts", "--json").utf8))
     }
 
     @Test func concurrentTitlesAreKeptResolvedAndAgreedOnByLateDevices() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
-        let note = try a("note", "create", "--scope", "team-1", "--title", "Groceries")
-        try a("sync")
-        try b("sync")
-        #expect(try a("conflicts") == "no open conflicts")
+        let note = try await a("note", "create", "--scope", "team-1", "--title", "Groceries")
+        try await a("sync")
+        try await b("sync")
+        #expect(try await a("conflicts") == "no open conflicts")
 
         // Both offline: each retitles the note without seeing the other.
-        try a("note", "set-title", note, "Groceries (Sat)")
-        try b("note", "set-title", note, "Party shopping")
-        try a("sync")
-        try b("sync")
-        try a("sync")
+        try await a("note", "set-title", note, "Groceries (Sat)")
+        try await b("note", "set-title", note, "Party shopping")
+        try await a("sync")
+        try await b("sync")
+        try await a("sync")
         for agent in [a, b] {
             // Journaled by the engine that pulled the other title, and counted.
-            let status = try agent.status()
+            let status = try await agent.status()
             #expect(status.openConflicts == 1)
             #expect(status.journal.contains { $0.kind == "conflict.open" && $0.detail == "note:\(note)" })
         }
-        try b("sync")  // acknowledges what the last syncs brought: everything is stable
-        try a("sync")
+        try await b("sync")  // acknowledges what the last syncs brought: everything is stable
+        try await a("sync")
 
-        let open = try conflicts(a)
-        #expect(try conflicts(b) == open, "both devices show the same conflict")
+        let open = try await conflicts(a)
+        #expect(try await conflicts(b) == open, "both devices show the same conflict")
         let conflict = try #require(open.first)
         #expect(open.count == 1 && conflict.note == note && conflict.field == "title")
         #expect(Set(conflict.values.map(\.value)) == ["Groceries (Sat)", "Party shopping"])
         #expect(conflict.winner == conflict.values.first)
-        #expect(try a.state()[note]?.title == conflict.winner.value)
-        #expect(try a("export", "--state") == b("export", "--state"))
-        let table = try b("conflicts")
+        #expect(try await a.state()[note]?.title == conflict.winner.value)
+        #expect(try await a("export", "--state") == b("export", "--state"))
+        let table = try await b("conflicts")
         #expect(table.hasPrefix("NOTE"), "\(table)")
         #expect(table.contains("\"Groceries (Sat)\"") && table.contains("\"Party shopping\"") && table.contains(note))
         // A header and one line per value, the values in one column, the shown one marked.
@@ -71,44 +71,44 @@ import Testing
         }
 
         // The server folds the note, conflict included, into a snapshot; a new device bootstraps from it.
-        _ = try stack.compact()
-        #expect(try stack.sql("SELECT count(*) FROM events") == ["0"], "the history is folded")
-        #expect(try stack.sql("SELECT count(*) FROM folded_events WHERE type = 'note.snapshot'") == ["1"])
+        _ = try await stack.compact()
+        #expect(try await stack.sql("SELECT count(*) FROM events") == ["0"], "the history is folded")
+        #expect(try await stack.sql("SELECT count(*) FROM folded_events WHERE type = 'note.snapshot'") == ["1"])
         let c = stack.agent("c", token: token)
-        try c("sync")
-        #expect(try conflicts(c) == open, "a device bootstrapped from the snapshot shows the same conflict")
-        #expect(try c("export", "--state") == a("export", "--state"))
+        try await c("sync")
+        #expect(try await conflicts(c) == open, "a device bootstrapped from the snapshot shows the same conflict")
+        #expect(try await c("export", "--state") == a("export", "--state"))
 
         // One device resolves; every device converges with no conflict.
-        let resolution = try b.capturing(["note", "resolve", note, "--title", "Groceries for the party"])
+        let resolution = try await b.capturing(["note", "resolve", note, "--title", "Groceries for the party"])
         #expect(resolution.status == 0, "\(resolution.stderr)")
-        try b("sync")
-        try a("sync")
-        try c("sync")
+        try await b("sync")
+        try await a("sync")
+        try await c("sync")
         for agent in [a, b, c] {
-            #expect(try conflicts(agent).isEmpty)
-            #expect(try agent.state()[note]?.title == "Groceries for the party")
-            #expect(try agent.status().openConflicts == 0)
+            #expect(try await conflicts(agent).isEmpty)
+            #expect(try await agent.state()[note]?.title == "Groceries for the party")
+            #expect(try await agent.status().openConflicts == 0)
         }
         for agent in [a, c] {
-            let journal = try agent.status().journal
+            let journal = try await agent.status().journal
             #expect(journal.contains { $0.kind == "conflict.resolved" && $0.detail == "note:\(note)" })
         }
-        let resolvedAgain = try a.capturing(["note", "resolve", note, "--title", "again"])
+        let resolvedAgain = try await a.capturing(["note", "resolve", note, "--title", "again"])
         #expect(resolvedAgain.status != 0, "nothing left to resolve")
-        #expect(try a("conflicts") == "no open conflicts")
+        #expect(try await a("conflicts") == "no open conflicts")
 
         // A device bootstrapped after the resolution, from the log and from the folded history, agrees.
         let d = stack.agent("d", token: token)
-        try d("sync")
-        #expect(try d("export", "--state") == a("export", "--state"))
-        for agent in [a, b, c] { try agent("sync") }
-        for agent in [a, b, c, d] { try agent("sync") }
-        _ = try stack.compact()
+        try await d("sync")
+        #expect(try await d("export", "--state") == a("export", "--state"))
+        for agent in [a, b, c] { try await agent("sync") }
+        for agent in [a, b, c, d] { try await agent("sync") }
+        _ = try await stack.compact()
         let e = stack.agent("e", token: token)
-        try e("sync")
-        #expect(try conflicts(e).isEmpty)
-        #expect(try e("export", "--state") == a("export", "--state"))
-        #expect(try e.state()[note]?.title == "Groceries for the party")
+        try await e("sync")
+        #expect(try await conflicts(e).isEmpty)
+        #expect(try await e("export", "--state") == a("export", "--state"))
+        #expect(try await e.state()[note]?.title == "Groceries for the party")
     }
 }

@@ -34,12 +34,12 @@ import Testing
         }
         if !FileManager.default.fileExists(atPath: repository.appendingPathComponent(".git").path) {
             try FileManager.default.createDirectory(at: repository, withIntermediateDirectories: true)
-            try Stack.run("/usr/bin/env", ["git", "init", "-q", repository.path])
+            try await Stack.run("/usr/bin/env", ["git", "init", "-q", repository.path])
         }
         for item in try FileManager.default.contentsOfDirectory(atPath: repository.path) where item != ".git" {
             try FileManager.default.removeItem(at: repository.appendingPathComponent(item))
         }
-        try Stack.run(
+        try await Stack.run(
             "/bin/sh",
             [
                 "-c",
@@ -48,14 +48,14 @@ import Testing
             ])
         let version = "0.4.\(Int(Date().timeIntervalSince1970))"
         let git = ["-c", "user.name=consumer-test", "-c", "user.email=consumer-test@localhost", "-C", repository.path]
-        try Stack.run("/usr/bin/env", ["git"] + git + ["add", "-A"])
-        try Stack.run(
+        try await Stack.run("/usr/bin/env", ["git"] + git + ["add", "-A"])
+        try await Stack.run(
             "/usr/bin/env", ["git"] + git + ["commit", "-q", "--allow-empty", "-m", "offline-sync \(version)"])
-        try Stack.run("/usr/bin/env", ["git"] + git + ["tag", version])
+        try await Stack.run("/usr/bin/env", ["git"] + git + ["tag", version])
 
         // The app: the Tasks example as git tracks it, its manifest naming the repository by URL.
         try FileManager.default.createDirectory(at: consumer, withIntermediateDirectories: true)
-        try Stack.run(
+        try await Stack.run(
             "/bin/sh",
             [
                 "-c",
@@ -74,14 +74,14 @@ import Testing
         let started = ContinuousClock.now
         // SwiftPM keeps a dependency at the version its last build checked out while that still satisfies the
         // range: `update` moves this one to the new tag, as an app's developer would.
-        let update = try await Stack.runCapturingOffPool(
+        let update = try await Stack.runCapturing(
             "/usr/bin/env",
             [
                 "swift", "package", "--package-path", consumer.path, "--scratch-path", scratch.path,
                 "--disable-dependency-cache", "update", "offline-sync",
             ])
         try #require(update.status == 0, "swift package update failed:\n\(update.stdout)\n\(update.stderr)")
-        let build = try await Stack.runCapturingOffPool(
+        let build = try await Stack.runCapturing(
             "/usr/bin/env",
             [
                 "swift", "build", "--package-path", consumer.path, "--scratch-path", scratch.path,
@@ -95,7 +95,7 @@ import Testing
         #expect(resolved.contains("\"version\" : \"\(version)\""), "the app did not resolve offline-sync at its tag")
 
         // Its tests, the end-to-end one on a database of its own on the test PostgreSQL.
-        let test = try await Stack.runCapturingOffPool(
+        let test = try await Stack.runCapturing(
             "/usr/bin/env",
             [
                 "swift", "test", "--package-path", consumer.path, "--scratch-path", scratch.path,

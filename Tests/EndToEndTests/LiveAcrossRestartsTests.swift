@@ -12,7 +12,7 @@ import Testing
 @Suite struct LiveAcrossRestartsTests {
     @Test func aFollowingDeviceHasEveryEventOnceAcrossAServerKillAndRestart() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let url = URL(string: stack.serverURL)!
 
         let reader = try NotesClient.open(path: stack.directory.appendingPathComponent("reader.sqlite").path)
@@ -34,12 +34,12 @@ import Testing
         for round in 0..<3 {
             for index in 0..<5 { _ = try await writer.create(scope: "team-1", title: "round \(round) note \(index)") }
             try await push.syncNow()
-            let onServer = try #require(Int(try stack.sql("SELECT count(*) FROM events").first ?? ""))
+            let onServer = try #require(Int(try await stack.sql("SELECT count(*) FROM events").first ?? ""))
             #expect(
                 try await Self.reaches(onServer, reader), "round \(round): the follower has all \(onServer) events")
             if round < 2 {
                 // The stream breaks with the server; events pushed while it is down come after the restart.
-                stack.killServer()
+                await stack.killServer()
                 try await stack.startServer()
             }
         }

@@ -18,7 +18,7 @@ import Testing
         let stack = try await Stack(serverEnvironment: ["SYNC_LIVE_HEARTBEAT_SECONDS": "5"])
         let second = try await ServerProcess(stack: stack)
         let nginx = try await Nginx(upstreams: [stack.port, second.port], directory: stack.directory)
-        let token = try stack.token(scopes: ["live-1"])
+        let token = try await stack.token(scopes: ["live-1"])
 
         // Six subscribers through nginx: its round-robin gives each server some of them.
         let front = HTTPClientTransport(baseURL: URL(string: nginx.url)!, token: token)
@@ -34,7 +34,8 @@ import Testing
                 return
             }
         }
-        let held = try [stack.serverURL, second.url].map { try Self.gauge("sync_live_subscribers", of: $0) }
+        var held: [Int] = []
+        for url in [stack.serverURL, second.url] { held.append(try await Self.gauge("sync_live_subscribers", of: url)) }
         try #require(held.allSatisfy { $0 >= 1 } && held.reduce(0, +) == 6, "subscribers per server: \(held)")
 
         // Notes pushed to each server directly, then through nginx.
@@ -49,7 +50,7 @@ import Testing
             try await SyncEngine(store: device.store, transport: transport, configuration: configuration).syncNow()
             pushed += 3
         }
-        let logged = try stack.sql("SELECT event_id::text FROM events WHERE scope = 'live-1' ORDER BY seq")
+        let logged = try await stack.sql("SELECT event_id::text FROM events WHERE scope = 'live-1' ORDER BY seq")
         #expect(logged.count >= pushed)
 
         // Every subscriber has every event once, in order, as the log has them.
@@ -88,8 +89,8 @@ import Testing
     }
 
     /// An unlabelled gauge of a server's `/metrics` page.
-    static func gauge(_ name: String, of server: String) throws -> Int {
-        let page = try Stack.run("/usr/bin/env", ["curl", "-sf", server + "/metrics"])
+    static func gauge(_ name: String, of server: String) async throws -> Int {
+        let page = try await Stack.run("/usr/bin/env", ["curl", "-sf", server + "/metrics"])
         for line in page.split(separator: "\n") where line.hasPrefix(name + " ") {
             return Int(Double(line.split(separator: " ").last ?? "") ?? 0)
         }

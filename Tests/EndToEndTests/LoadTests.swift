@@ -55,7 +55,7 @@ import Testing
     func run(_ stack: Stack, _ arguments: [String], command: String = "run") async throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        try await Stack.runCapturingOffPool(
+        try await Stack.runCapturing(
             Self.load, [command, "--server", stack.serverURL, "--jwt-secret", Stack.secret] + arguments)
     }
 
@@ -105,7 +105,7 @@ import Testing
         #expect(markdown.contains("| 30 | 12 | 4 |") && markdown.contains("**pass**"))
         // After the collection, the server's own tables agree: every blob left is one an event or a snapshot
         // refers to (the verdict asked through the API).
-        let orphans = try stack.sql(
+        let orphans = try await stack.sql(
             """
             SELECT count(*) FROM blobs b
             WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.scope = b.scope AND r.hash = b.hash)
@@ -177,7 +177,7 @@ import Testing
         // An accepted event deleted from PostgreSQL behind the server's back: lost, and named. (Then put
         // back, so that the next check finds only its own fault.)
         let deleted = try #require(
-            try stack.sql(
+            try await stack.sql(
                 """
                 CREATE TABLE tampered AS SELECT * FROM events
                     WHERE scope = 'tamper-s0' AND seq = (SELECT max(seq) FROM events WHERE scope = 'tamper-s0');
@@ -188,13 +188,13 @@ import Testing
         #expect(lost.status != 0 && lost.verdict.lost == 1)
         #expect(lost.verdict.findings["lost"]?.first?.event == deleted, "\(lost.verdict.findings)")
         #expect(lost.stderr.contains(deleted))
-        _ = try stack.sql("INSERT INTO events SELECT * FROM tampered; DROP TABLE tampered")
+        _ = try await stack.sql("INSERT INTO events SELECT * FROM tampered; DROP TABLE tampered")
         let restored = try await verify(stack, devices)
         #expect(restored.status == 0 && restored.verdict.passed, "\(restored.verdict.findings)")
 
         // One device's state corrupted (a note dropped from its table): diverged, naming the device.
         let file = devices.appendingPathComponent("device-0.sqlite").path
-        _ = try Stack.run(
+        _ = try await Stack.run(
             "/usr/bin/env",
             [
                 "python3", "-c",
@@ -207,7 +207,7 @@ import Testing
 
         // A row of the other scope copied under a new seq and id (what a retry without deduplication would
         // leave): duplicated, in that scope.
-        _ = try stack.sql(
+        _ = try await stack.sql(
             """
             CREATE TEMP TABLE copy AS SELECT * FROM events WHERE scope = 'tamper-s1' ORDER BY seq DESC LIMIT 1;
             UPDATE copy SET seq = seq + 1,

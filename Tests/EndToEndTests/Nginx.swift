@@ -26,7 +26,9 @@ final class ServerProcess: @unchecked Sendable {
 
     deinit {
         process.terminate()
-        process.waitUntilExit()
+        // Reaped on a thread of its own: a deinit cannot wait without blocking its thread, which may be
+        // one of the concurrency pool's.
+        Thread { [process] in process.waitUntilExit() }.start()
     }
 }
 
@@ -70,7 +72,9 @@ final class Nginx: @unchecked Sendable {
 
     deinit {
         process.terminate()
-        process.waitUntilExit()
+        // Reaped on a thread of its own: a deinit cannot wait without blocking its thread, which may be
+        // one of the concurrency pool's.
+        Thread { [process] in process.waitUntilExit() }.start()
     }
 }
 
@@ -78,7 +82,7 @@ extension Stack {
     /// Waits until `url` answers 200, for up to 30 s, or until `running` says the process behind it ended.
     static func waitUntilAnswered(_ url: String, while running: () -> Bool) async throws {
         for _ in 0..<300 {
-            if (try? run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", url])) != nil { return }
+            if (try? await run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", url])) != nil { return }
             guard running() else { throw StackError("the process behind \(url) exited") }
             try await Task.sleep(for: .milliseconds(100))
         }

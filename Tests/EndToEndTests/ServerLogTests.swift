@@ -11,13 +11,13 @@ import Testing
 
     @Test func aJSONLogHasAnAccessLinePerRequestUnderItsIDAndNothingTheDevicesSent() async throws {
         let stack = try await Stack(serverEnvironment: ["SYNC_LOG_FORMAT": "json", "SYNC_LOG_LEVEL": "info"])
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
-        let note = try a("note", "create", "--scope", "team-1", "--title", Self.title, "--body", Self.body)
-        try a("sync")
-        try b("sync")
-        #expect(try b.state()[note]?.title == Self.title)
+        let note = try await a("note", "create", "--scope", "team-1", "--title", Self.title, "--body", Self.body)
+        try await a("sync")
+        try await b("sync")
+        #expect(try await b.state()[note]?.title == Self.title)
 
         // A push of our own, without an id: the server makes one and answers with it.
         let replica = "6d2c1f0e9a8b4c7d8e9f001122334455"
@@ -27,7 +27,7 @@ import Testing
             "hlc":"0000018f4e3a5b7c:0003:6d2c1f0e9a8b4c7d","dot":{"replica":"\(replica)","counter":1},\
             "payload":{"text":"\(Self.payloadText)"}}]}
             """
-        let pushed = try curl(
+        let pushed = try await curl(
             stack.serverURL + "/v1/push", ["-X", "POST", "-H", "Content-Type: application/json", "--data", push],
             token: token)
         #expect(pushed.status == 200)
@@ -35,7 +35,7 @@ import Testing
         let pushID = try #require(pushed.headers["x-request-id"])
 
         // A pull that names its id, as a proxy would: the same id comes back.
-        let pulled = try curl(
+        let pulled = try await curl(
             stack.serverURL + "/v1/pull?scopes=team-1&replica=\(replica)", ["-H", "X-Request-Id: e2e-pull-1"],
             token: token)
         #expect(pulled.status == 200)
@@ -43,24 +43,25 @@ import Testing
         #expect(pulled.headers["x-request-id"] == "e2e-pull-1")
 
         // Errors carry it too; an unusable id is replaced.
-        let refused = try curl(stack.serverURL + "/v1/pull?scopes=team-1", ["-H", "X-Request-Id: e2e-401"], token: nil)
+        let refused = try await curl(
+            stack.serverURL + "/v1/pull?scopes=team-1", ["-H", "X-Request-Id: e2e-401"], token: nil)
         #expect(refused.status == 401)
         #expect(refused.headers["x-request-id"] == "e2e-401")
         let unusable = String(repeating: "z", count: 300)
-        let replaced = try curl(stack.serverURL + "/healthz", ["-H", "X-Request-Id: \(unusable)"], token: nil)
+        let replaced = try await curl(stack.serverURL + "/healthz", ["-H", "X-Request-Id: \(unusable)"], token: nil)
         let madeID = try #require(replaced.headers["x-request-id"])
         #expect(madeID != unusable && !madeID.isEmpty)
 
         // Through nginx (deploy/nginx/sync.conf): the client's id is kept; without one, nginx gives its own,
         // and the server's log has it too.
         let nginx = try await Nginx(upstreams: [stack.port], directory: stack.directory)
-        let proxied = try curl(nginx.url + "/healthz", ["-H", "X-Request-Id: e2e-nginx-1"], token: nil)
+        let proxied = try await curl(nginx.url + "/healthz", ["-H", "X-Request-Id: e2e-nginx-1"], token: nil)
         #expect(proxied.headers["x-request-id"] == "e2e-nginx-1")
-        let proxiedWithout = try curl(nginx.url + "/readyz", [], token: nil)
+        let proxiedWithout = try await curl(nginx.url + "/readyz", [], token: nil)
         let nginxID = try #require(proxiedWithout.headers["x-request-id"])
 
         // The live stream, answered below the router, has its id and access line too.
-        let stream = try curl(
+        let stream = try await curl(
             stack.serverURL + "/v1/live?scopes=team-1", ["-N", "-m", "2", "-H", "X-Request-Id: e2e-live-1"],
             token: token)
         #expect(stream.headers["x-request-id"] == "e2e-live-1")
@@ -126,14 +127,14 @@ import Testing
     }
 
     /// curl's answer: status, headers (names lowercased) and body. A stream cut by `-m` counts as answered.
-    func curl(_ url: String, _ arguments: [String], token: String?) throws -> (
+    func curl(_ url: String, _ arguments: [String], token: String?) async throws -> (
         status: Int, headers: [String: String], body: String
     ) {
         let headersFile = FileManager.default.temporaryDirectory.appendingPathComponent("curl-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: headersFile) }
         var all = ["-s", "-D", headersFile.path] + arguments + [url]
         if let token { all += ["-H", "Authorization: Bearer \(token)"] }
-        let result = try Stack.runCapturing("/usr/bin/env", ["curl"] + all)
+        let result = try await Stack.runCapturing("/usr/bin/env", ["curl"] + all)
         let head = (try? String(contentsOf: headersFile, encoding: .utf8)) ?? ""
         var status = 0
         var headers: [String: String] = [:]

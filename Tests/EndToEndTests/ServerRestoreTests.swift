@@ -11,16 +11,16 @@ import Testing
     static let scope = "restored"
 
     /// `pg_dump` of the stack's database; the dump's path.
-    static func backUp(_ stack: Stack) throws -> String {
+    static func backUp(_ stack: Stack) async throws -> String {
         let backup = stack.directory.appendingPathComponent("backup.dump").path
-        try Stack.run("/usr/bin/env", ["pg_dump", "--format=custom", "--file", backup, stack.databaseURL])
+        try await Stack.run("/usr/bin/env", ["pg_dump", "--format=custom", "--file", backup, stack.databaseURL])
         return backup
     }
 
     /// The database restored from `backup` with the server stopped, then the server started again.
     static func restore(_ stack: Stack, from backup: String) async throws {
-        stack.killServer()
-        try Stack.run(
+        await stack.killServer()
+        try await Stack.run(
             "/usr/bin/env",
             ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--dbname", stack.databaseURL, backup])
         try await stack.startServer()
@@ -28,45 +28,48 @@ import Testing
 
     @Test func devicesGiveBackWhatARestoredServerLost() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: [Self.scope])
+        let token = try await stack.token(scopes: [Self.scope])
         let a = stack.agent("a", token: token)
         let b = stack.agent("b", token: token)
-        for index in 0..<3 { try a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
-        try a("sync")
-        let backup = try Self.backUp(stack)
-        let backedUp = try stack.sql("SELECT count(*) FROM events")
+        for index in 0..<3 { try await a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
+        try await a("sync")
+        let backup = try await Self.backUp(stack)
+        let backedUp = try await stack.sql("SELECT count(*) FROM events")
 
         // After the backup: a note from each device, a retitle of an older one, and both devices have it all.
-        try a("note", "create", "--scope", Self.scope, "--title", "after a")
-        try a("sync")
-        try b("sync")
-        try b("note", "create", "--scope", Self.scope, "--title", "after b")
-        let older = try #require(try b.state().first { $0.value.title == "before 1" }?.key)
-        try b("note", "set-title", older, "before 1, renamed")
-        try b("sync")
-        try a("sync")
+        try await a("note", "create", "--scope", Self.scope, "--title", "after a")
+        try await a("sync")
+        try await b("sync")
+        try await b("note", "create", "--scope", Self.scope, "--title", "after b")
+        let older = try #require(try await b.state().first { $0.value.title == "before 1" }?.key)
+        try await b("note", "set-title", older, "before 1, renamed")
+        try await b("sync")
+        try await a("sync")
         let titles: Set = ["before 0", "before 1, renamed", "before 2", "after a", "after b"]
-        #expect(Set(try a.state().values.map(\.title)) == titles)
-        let events = try stack.sql("SELECT count(*) FROM events")
+        #expect(Set(try await a.state().values.map(\.title)) == titles)
+        let events = try await stack.sql("SELECT count(*) FROM events")
 
         try await Self.restore(stack, from: backup)
-        #expect(try stack.sql("SELECT count(*) FROM events") == backedUp, "the server lost what came after the backup")
+        #expect(
+            try await stack.sql("SELECT count(*) FROM events") == backedUp, "the server lost what came after the backup"
+        )
 
         // Each device syncs; the first gives back all it had, the second finds it given back already.
-        try b("sync")
-        try a("sync")
-        try b("sync")
+        try await b("sync")
+        try await a("sync")
+        try await b("sync")
         let fresh = stack.agent("fresh", token: token)
-        try fresh("sync")
+        try await fresh("sync")
         for device in [a, b, fresh] {
-            #expect(Set(try device.state().values.map(\.title)) == titles, "\(device.database)")
-            #expect(try device.status().pending == 0)
-            let verified = try JSONDecoder().decode([ScopeVerification].self, from: Data(try device("verify").utf8))
+            #expect(Set(try await device.state().values.map(\.title)) == titles, "\(device.database)")
+            #expect(try await device.status().pending == 0)
+            let verified = try await JSONDecoder().decode(
+                [ScopeVerification].self, from: Data(try device("verify").utf8))
             #expect(verified.map(\.outcome) == [.matched], "\(device.database)")
         }
-        #expect(try stack.sql("SELECT count(*) FROM events") == events, "every event is on the server again")
+        #expect(try await stack.sql("SELECT count(*) FROM events") == events, "every event is on the server again")
         #expect(
-            try stack.sql("SELECT count(*) - count(DISTINCT event_id) FROM events") == ["0"], "and each once")
+            try await stack.sql("SELECT count(*) - count(DISTINCT event_id) FROM events") == ["0"], "and each once")
     }
 
     /// Other devices push after the restore before the device that alone holds a lost event syncs again: the
@@ -75,37 +78,38 @@ import Testing
     /// pending again, and its next push gives it back.
     @Test func aDeviceBehindTheNewHeadFindsTheLossByVerifyingAndGivesItBack() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: [Self.scope])
+        let token = try await stack.token(scopes: [Self.scope])
         let a = stack.agent("a", token: token)
         let c = stack.agent("c", token: token)
-        for index in 0..<3 { try a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
-        try a("sync")
-        try c("sync")
-        let backup = try Self.backUp(stack)
-        try c("note", "create", "--scope", Self.scope, "--title", "only on c")
-        try c("sync")
+        for index in 0..<3 { try await a("note", "create", "--scope", Self.scope, "--title", "before \(index)") }
+        try await a("sync")
+        try await c("sync")
+        let backup = try await Self.backUp(stack)
+        try await c("note", "create", "--scope", Self.scope, "--title", "only on c")
+        try await c("sync")
 
         try await Self.restore(stack, from: backup)
         // After the restore, a takes the lost event's seq and more.
-        for index in 0..<2 { try a("note", "create", "--scope", Self.scope, "--title", "after \(index)") }
-        try a("sync")
-        try c("sync")
+        for index in 0..<2 { try await a("note", "create", "--scope", Self.scope, "--title", "after \(index)") }
+        try await a("sync")
+        try await c("sync")
         let titles: Set = ["before 0", "before 1", "before 2", "only on c", "after 0", "after 1"]
-        #expect(Set(try c.state().values.map(\.title)) != titles, "c missed the event at its old seq")
+        #expect(Set(try await c.state().values.map(\.title)) != titles, "c missed the event at its old seq")
 
-        let repaired = try JSONDecoder().decode([ScopeVerification].self, from: Data(try c("verify").utf8))
+        let repaired = try await JSONDecoder().decode([ScopeVerification].self, from: Data(try c("verify").utf8))
         #expect(repaired.map(\.outcome) == [.repaired])
         #expect(repaired.first?.repairs.reduce(0) { $0 + $1.repended } == 1, "\(repaired)")
-        try c("sync")
-        try a("sync")
+        try await c("sync")
+        try await a("sync")
         let fresh = stack.agent("fresh", token: token)
-        try fresh("sync")
+        try await fresh("sync")
         for device in [a, c, fresh] {
-            #expect(Set(try device.state().values.map(\.title)) == titles, "\(device.database)")
-            let verified = try JSONDecoder().decode([ScopeVerification].self, from: Data(try device("verify").utf8))
+            #expect(Set(try await device.state().values.map(\.title)) == titles, "\(device.database)")
+            let verified = try await JSONDecoder().decode(
+                [ScopeVerification].self, from: Data(try device("verify").utf8))
             #expect(verified.map(\.outcome) == [.matched], "\(device.database)")
         }
         #expect(
-            try stack.sql("SELECT count(*) - count(DISTINCT event_id) FROM events") == ["0"], "each event once")
+            try await stack.sql("SELECT count(*) - count(DISTINCT event_id) FROM events") == ["0"], "each event once")
     }
 }

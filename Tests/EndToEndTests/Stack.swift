@@ -50,11 +50,11 @@ final class Stack: @unchecked Sendable {
         databaseName = "e2e_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))"
         if citus {
             adminURL = try Self.citusURL()
-            databaseURL = try Self.run(Self.citusScript, ["create-database", databaseName])
+            databaseURL = try await Self.run(Self.citusScript, ["create-database", databaseName])
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         } else {
-            adminURL = try Self.postgresURL()
-            _ = try Self.run("/usr/bin/env", ["psql", adminURL, "-qc", "CREATE DATABASE \(databaseName)"])
+            adminURL = try await Self.postgresURL()
+            _ = try await Self.run("/usr/bin/env", ["psql", adminURL, "-qc", "CREATE DATABASE \(databaseName)"])
             var components = URLComponents(string: adminURL)!
             components.path = "/\(databaseName)"
             databaseURL = components.string!
@@ -63,16 +63,21 @@ final class Stack: @unchecked Sendable {
         try await startServer()
     }
 
+    /// Stops the server and drops the database on a thread of its own: a `deinit` cannot wait without
+    /// blocking, and the test that released the stack may be on a thread of the concurrency pool.
     deinit {
+        let (server, citus, databaseName, adminURL, directory) = (server, citus, databaseName, adminURL, directory)
         server?.terminate()
-        server?.waitUntilExit()
-        if citus {
-            _ = try? Self.run(Self.citusScript, ["drop-database", databaseName])
-        } else {
-            _ = try? Self.run(
-                "/usr/bin/env", ["psql", adminURL, "-qc", "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"])
-        }
-        try? FileManager.default.removeItem(at: directory)
+        Thread {
+            server?.waitUntilExit()
+            if citus {
+                _ = try? Self.runBlocking(Self.citusScript, ["drop-database", databaseName])
+            } else {
+                _ = try? Self.runBlocking(
+                    "/usr/bin/env", ["psql", adminURL, "-qc", "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"])
+            }
+            try? FileManager.default.removeItem(at: directory)
+        }.start()
     }
 
     static var citusScript: String { repositoryRoot.appendingPathComponent("scripts/citus.sh").path }
@@ -87,9 +92,9 @@ final class Stack: @unchecked Sendable {
 
     /// The test PostgreSQL: `SYNC_DATABASE_URL` (set by `make test`), or a cluster started by
     /// `scripts/postgres.sh` when a test is run on its own.
-    static func postgresURL() throws -> String {
+    static func postgresURL() async throws -> String {
         if let url = ProcessInfo.processInfo.environment["SYNC_DATABASE_URL"], !url.isEmpty { return url }
-        let output = try run(repositoryRoot.appendingPathComponent("scripts/postgres.sh").path, ["start"])
+        let output = try await run(repositoryRoot.appendingPathComponent("scripts/postgres.sh").path, ["start"])
         return output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -111,17 +116,17 @@ final class Stack: @unchecked Sendable {
     var serverProcessIdentifier: pid_t? { server?.processIdentifier }
 
     /// `kill -9` the server: no shutdown, no flush.
-    func killServer() {
+    func killServer() async {
         guard let server else { return }
         kill(server.processIdentifier, SIGKILL)
-        server.waitUntilExit()
+        await server.exited()
         self.server = nil
     }
 
     private func waitUntilReady() async throws {
         for _ in 0..<300 {
             if let url = URL(string: "\(serverURL)/readyz"),
-                (try? Self.run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", url.absoluteString])) != nil
+                (try? await Self.run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", url.absoluteString])) != nil
             {
                 return
             }
@@ -145,24 +150,24 @@ final class Stack: @unchecked Sendable {
     }
 
     /// `sync-server compact [arguments]` on this stack's database; its JSON report.
-    func compact(_ arguments: [String] = [], environment: [String: String] = [:]) throws -> String {
-        try Self.run(
+    func compact(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> String {
+        try await Self.run(
             Self.productsDirectory.appendingPathComponent("sync-server").path, ["compact"] + arguments,
             environment: ["SYNC_DATABASE_URL": databaseURL, "SYNC_LOG_LEVEL": "error"].merging(environment) { $1 })
     }
 
     /// A token signed with the server's secret.
-    func token(sub: String = "tester", scopes: [String], ttl: Int = 3600) throws -> String {
+    func token(sub: String = "tester", scopes: [String], ttl: Int = 3600) async throws -> String {
         let process = Self.productsDirectory.appendingPathComponent("sync-server").path
-        return try Self.run(
+        return try await Self.run(
             process, ["token", "--sub", sub, "--scopes", scopes.joined(separator: ","), "--ttl", String(ttl)],
             environment: ["SYNC_JWT_SECRET": Self.secret]
         ).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// A SQL query's single-column rows on this test's database.
-    func sql(_ query: String) throws -> [String] {
-        try Self.run("/usr/bin/env", ["psql", databaseURL, "-tAc", query]).split(separator: "\n").map(String.init)
+    func sql(_ query: String) async throws -> [String] {
+        try await Self.run("/usr/bin/env", ["psql", databaseURL, "-tAc", query]).split(separator: "\n").map(String.init)
     }
 
     // MARK: - Agents
@@ -180,10 +185,24 @@ final class Stack: @unchecked Sendable {
         init(_ description: String) { self.description = description }
     }
 
-    /// Runs a process to completion; throws with its stderr on a nonzero exit.
+    /// Runs a process to completion; throws with its stderr on a nonzero exit. The wait is on a thread of its
+    /// own, never on one of Swift's cooperative pool: the pool has a thread per core and is shared by every
+    /// async test of this process and the servers some run in it, and a test holding one while its child
+    /// ran (seconds, on a loaded machine) stalled every other test for as long (a second `make test` beside
+    /// the first starved engines of other suites until their waits ran out).
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> String {
-        let result = try runCapturing(executable, arguments, environment: environment)
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
+        -> String
+    {
+        try await offPool { try runBlocking(executable, arguments, environment: environment) }
+    }
+
+    /// `run` on the calling thread: only where nothing can wait (`deinit`) or outside the pool.
+    @discardableResult
+    static func runBlocking(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
+        -> String
+    {
+        let result = try runCapturingBlocking(executable, arguments, environment: environment)
         guard result.status == 0 else {
             throw StackError(
                 "\(URL(fileURLWithPath: executable).lastPathComponent) \(arguments.first ?? "") exited \(result.status): \(result.stderr)"
@@ -192,21 +211,11 @@ final class Stack: @unchecked Sendable {
         return result.stdout
     }
 
-    /// `run` on a thread of its own, for processes that run for a while (sync-load, the chaos and bench
-    /// scripts): waiting for them must not hold a thread of Swift's cooperative pool, which has one per
-    /// core and is shared by every async test of this process; two such waits on 2 cores starved the
-    /// others until their timeouts fired.
-    static func runOffPool(_ executable: String, _ arguments: [String], environment: [String: String] = [:])
-        async throws -> String
-    {
-        try await offPool { try run(executable, arguments, environment: environment) }
-    }
-
-    /// `runCapturing` on a thread of its own (see `runOffPool`).
-    static func runCapturingOffPool(
+    /// Runs a program to its end (on a thread of its own, as `run`) and returns its exit status and outputs.
+    static func runCapturing(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:]
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await offPool { try runCapturing(executable, arguments, environment: environment) }
+        try await offPool { try runCapturingBlocking(executable, arguments, environment: environment) }
     }
 
     private static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -215,11 +224,11 @@ final class Stack: @unchecked Sendable {
         }
     }
 
-    /// Runs a program to its end and returns its exit status and outputs. Through `ChildProcess` (posix_spawn),
-    /// not Foundation's `Process`, whose `run()` on Linux crashes the test process now and then.
-    static func runCapturing(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
-        -> (status: Int32, stdout: String, stderr: String)
-    {
+    /// `runCapturing` on the calling thread. Through `ChildProcess` (posix_spawn), not Foundation's `Process`,
+    /// whose `run()` on Linux crashes the test process now and then.
+    static func runCapturingBlocking(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:]
+    ) throws -> (status: Int32, stdout: String, stderr: String) {
         let result = try ChildProcess.run(
             executable, arguments,
             environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new })
@@ -257,24 +266,17 @@ struct Agent: Sendable {
     let server: String
     var token: String
 
-    /// Runs `sync-agent <arguments>` and returns its standard output; throws on a nonzero exit.
+    /// Runs `sync-agent <arguments>` and returns its standard output; throws on a nonzero exit. Waits on a
+    /// thread of its own (`Stack.run`), never holding one of the concurrency pool.
     @discardableResult
-    func callAsFunction(_ arguments: String...) throws -> String {
-        try Stack.run(executable.path, arguments + ["--db", database, "--server", server, "--token", token])
+    func callAsFunction(_ arguments: String...) async throws -> String {
+        try await Stack.run(executable.path, arguments + ["--db", database, "--server", server, "--token", token])
             .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// `callAsFunction` on a thread of its own (`Stack.runOffPool`): the test's task waits without holding a
-    /// thread of the concurrency pool, which the in-process servers of the suites running beside it need.
-    @discardableResult
-    func run(_ arguments: String...) async throws -> String {
-        try await Stack.runOffPool(
-            executable.path, arguments + ["--db", database, "--server", server, "--token", token]
-        ).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    func capturing(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        try Stack.runCapturing(executable.path, arguments + ["--db", database, "--server", server, "--token", token])
+    func capturing(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await Stack.runCapturing(
+            executable.path, arguments + ["--db", database, "--server", server, "--token", token])
     }
 
     /// Starts `sync-agent <arguments>` without waiting for it.
@@ -284,12 +286,12 @@ struct Agent: Sendable {
             environment: ProcessInfo.processInfo.environment)
     }
 
-    func state() throws -> [String: NoteJSON] {
-        try JSONDecoder().decode([String: NoteJSON].self, from: Data(try self("export", "--state").utf8))
+    func state() async throws -> [String: NoteJSON] {
+        try JSONDecoder().decode([String: NoteJSON].self, from: Data(try await self("export", "--state").utf8))
     }
 
-    func status() throws -> StatusJSON {
-        try JSONDecoder().decode(StatusJSON.self, from: Data(try self("status").utf8))
+    func status() async throws -> StatusJSON {
+        try JSONDecoder().decode(StatusJSON.self, from: Data(try await self("status").utf8))
     }
 }
 

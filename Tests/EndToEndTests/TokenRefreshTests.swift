@@ -12,8 +12,8 @@ import Testing
     }
 
     /// The kinds of `agent`'s journal entries and how many of each.
-    static func journal(of agent: Agent) throws -> [String: Int] {
-        let rows = try Stack.run(
+    static func journal(of agent: Agent) async throws -> [String: Int] {
+        let rows = try await Stack.run(
             "/usr/bin/env",
             [
                 "python3", "-c",
@@ -30,25 +30,26 @@ import Testing
 
     @Test func twoDevicesOnTwoSecondTokensSyncLiveWithoutAPauseAndLoseNothing() async throws {
         let stack = try await Stack()
-        let a = stack.agent("a", token: try stack.token(sub: "a", scopes: ["tokens-1"], ttl: 2))
-        let b = stack.agent("b", token: try stack.token(sub: "b", scopes: ["tokens-1"], ttl: 2))
+        let a = await stack.agent("a", token: try stack.token(sub: "a", scopes: ["tokens-1"], ttl: 2))
+        let b = await stack.agent("b", token: try stack.token(sub: "b", scopes: ["tokens-1"], ttl: 2))
         // Both hold the live stream (the server ends it when the token expires) while a edits for 12 s.
-        async let writing = a.run(
+        async let writing = a(
             "run", "--simulate", "4", "--scope", "tokens-1", "--duration", "12", "--token-command", Self.command("a"))
-        async let reading = b.run("run", "--duration", "12", "--token-command", Self.command("b"))
+        async let reading = b("run", "--duration", "12", "--token-command", Self.command("b"))
         _ = try await (writing, reading)
         // Their first tokens expired long ago: a sync refreshes first.
-        try await a.run("sync", "--token-command", Self.command("a"))
-        try await b.run("sync", "--token-command", Self.command("b"))
+        try await a("sync", "--token-command", Self.command("a"))
+        try await b("sync", "--token-command", Self.command("b"))
 
-        #expect(try a.state() == b.state() && !(try a.state()).isEmpty, "both devices hold the same notes")
-        let status = try a.status()
+        let held = try await a.state()
+        #expect(try await held == b.state() && !held.isEmpty, "both devices hold the same notes")
+        let status = try await a.status()
         #expect(status.pending == 0 && status.rejected.isEmpty)
-        let events = try stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
+        let events = try await stack.sql("SELECT count(*), count(DISTINCT event_id) FROM events")
         let counts = events.first?.split(separator: "|") ?? []
         #expect(counts.count == 2 && counts[0] == counts[1] && Int(counts[0]) == status.confirmed, "\(events)")
         for (name, agent) in [("a", a), ("b", b)] {
-            let kinds = try Self.journal(of: agent)
+            let kinds = try await Self.journal(of: agent)
             #expect(kinds["token", default: 0] >= 3, "\(name) refreshed its token as it expired: \(kinds)")
             #expect(kinds["pause"] == nil && kinds["error"] == nil, "\(name) never paused: \(kinds)")
         }

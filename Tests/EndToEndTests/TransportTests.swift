@@ -18,7 +18,7 @@ import Testing
 
     @Test func bothTransportsSyncTheSameStateIncludingBodiesThatCompressALot() async throws {
         let stack = try await Stack()
-        let token = try stack.token(scopes: ["team-1"])
+        let token = try await stack.token(scopes: ["team-1"])
         var exports: [Data] = []
         for (index, (name, transport)) in Self.transports(stack, token: token).enumerated() {
             let client = try NotesClient.open(path: stack.directory.appendingPathComponent("\(name).sqlite").path)

@@ -145,7 +145,7 @@ struct RepositoryIndex: Sendable {
     var extending: [String: Set<String>] = [:]
 
     init(root: URL) throws {
-        let (_, data) = try RepositoryLayoutTests.output([
+        let (_, data) = try RepositoryLayoutTests.outputBlocking([
             "git", "-C", root.path, "ls-files", "--cached", "--others", "--exclude-standard",
         ])
         for file in String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)

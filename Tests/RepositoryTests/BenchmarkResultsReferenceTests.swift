@@ -9,8 +9,8 @@ import Testing
     static let results = "Benchmarks/results/"
 
     /// The Markdown files git tracks or would track, less the run reports.
-    static func documents() throws -> [String] {
-        let (_, data) = try RepositoryLayoutTests.output([
+    static func documents() async throws -> [String] {
+        let (_, data) = try await RepositoryLayoutTests.output([
             "git", "-C", root.path, "ls-files", "--cached", "--others", "--exclude-standard", "*.md",
         ])
         return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
@@ -57,8 +57,8 @@ import Testing
         FileManager.default.fileExists(atPath: root.appendingPathComponent(path).path)
     }
 
-    @Test func everyCitedResultExists() throws {
-        let documents = try Self.documents()
+    @Test func everyCitedResultExists() async throws {
+        let documents = try await Self.documents()
         #expect(documents.contains("README.md") && documents.contains("Benchmarks/HISTORY.md"))
         var cited = 0
         var missing: [String] = []

@@ -135,21 +135,17 @@ import Testing
     }
 
     /// The manifests of the packages at `folders`, dumped two at a time.
-    static func dumpManifests(_ folders: Set<URL>) throws -> [URL: Manifest] {
+    static func dumpManifests(_ folders: Set<URL>) async throws -> [URL: Manifest] {
         let folders = Array(folders)
-        let outputs = Mutex<[Int: Data]>([:])
-        DispatchQueue.concurrentPerform(iterations: folders.count) { index in
-            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dump-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: scratch) }
-            guard
-                let (status, data) = try? RepositoryLayoutTests.output([
-                    "swift", "package", "--package-path", folders[index].path, "--scratch-path", scratch.path,
-                    "dump-package",
-                ]), status == 0
-            else { return }
-            outputs.withLock { $0[index] = data }
+        var data: [Int: Data] = [:]
+        for start in stride(from: 0, to: folders.count, by: 2) {
+            await withTaskGroup(of: (Int, Data?).self) { group in
+                for index in start..<min(start + 2, folders.count) {
+                    group.addTask { (index, await dumpOutput(folders[index])) }
+                }
+                for await (index, output) in group { data[index] = output }
+            }
         }
-        let data = outputs.withLock { $0 }
         var manifests: [URL: Manifest] = [:]
         for (index, folder) in folders.enumerated() {
             guard let output = data[index], let manifest = try JSONSerialization.jsonObject(with: output) as? Manifest
@@ -160,6 +156,18 @@ import Testing
             manifests[folder] = manifest
         }
         return manifests
+    }
+
+    /// `swift package dump-package` of the package at `folder`, in a scratch folder of its own; nil when it fails.
+    static func dumpOutput(_ folder: URL) async -> Data? {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dump-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        guard
+            let (status, data) = try? await RepositoryLayoutTests.output([
+                "swift", "package", "--package-path", folder.path, "--scratch-path", scratch.path, "dump-package",
+            ]), status == 0
+        else { return nil }
+        return data
     }
 
     // MARK: - The check
@@ -229,14 +237,14 @@ import Testing
 
     /// The undeclared imports of the packages at `packages`, with `checkouts` the folders their dependencies
     /// named by URL are checked out in, and paths relative to `base`.
-    static func undeclaredImports(packages: [URL], checkouts: [URL], base: URL) throws -> [String] {
-        var manifests = try dumpManifests(Set(packages))
+    static func undeclaredImports(packages: [URL], checkouts: [URL], base: URL) async throws -> [String] {
+        var manifests = try await dumpManifests(Set(packages))
         var folders: [URL: [String: URL]] = [:]
         for package in packages {
             folders[package] = dependencyFolders(of: manifests[package]!, checkouts: checkouts)
         }
         let missing = Set(folders.values.flatMap(\.values)).subtracting(manifests.keys)
-        manifests.merge(try dumpManifests(missing)) { first, _ in first }
+        await manifests.merge(try dumpManifests(missing)) { first, _ in first }
         var violations: [String] = []
         for package in packages {
             violations += try undeclaredImports(
@@ -246,9 +254,9 @@ import Testing
         return violations
     }
 
-    @Test func everyImportIsOfAModuleItsTargetDeclares() throws {
+    @Test func everyImportIsOfAModuleItsTargetDeclares() async throws {
         let tasks = Self.root.appendingPathComponent("Examples/Tasks")
-        let violations = try Self.undeclaredImports(
+        let violations = try await Self.undeclaredImports(
             packages: [Self.root, tasks],
             checkouts: [".build/checkouts", "Examples/Tasks/.build/checkouts"].map {
                 Self.root.appendingPathComponent($0)
@@ -292,7 +300,7 @@ import Testing
     /// target depends on (not the product's own), a sibling target not depended on (under `#if`), a module
     /// declared nowhere, and a test importing what only its dependency depends on. Each is reported with its
     /// file and line; the declared imports and the line in a string literal are not.
-    @Test func theCheckReportsAnImportItsTargetDoesNotDeclare() throws {
+    @Test func theCheckReportsAnImportItsTargetDoesNotDeclare() async throws {
         let directory = try TemporaryDirectory()
         let manifest = [
             "// swift-tools-version: 6.2",
@@ -346,7 +354,7 @@ import Testing
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: url)
         }
-        let violations = try Self.undeclaredImports(packages: [directory.url], checkouts: [], base: directory.url)
+        let violations = try await Self.undeclaredImports(packages: [directory.url], checkouts: [], base: directory.url)
         #expect(
             violations == [
                 "Sources/App/App.swift:5: App imports Core, which it does not declare",

@@ -111,16 +111,16 @@ import Testing
         return violations
     }
 
-    @Test func noShippedTargetDependsOnOrImportsTestSupport() throws {
-        let manifest = try ManifestConsistencyTests.dump(packageAt: Self.root)
+    @Test func noShippedTargetDependsOnOrImportsTestSupport() async throws {
+        let manifest = try await ManifestConsistencyTests.dump(packageAt: Self.root)
         let violations = try Self.testSupportInShippedTargets(manifest: manifest, readingWith: Self.read)
         #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
     }
 
     /// The check fails on a shipped target's dependency on test support and on each shipped place's import
     /// of it, and leaves the test-support modules and the benchmarks alone.
-    @Test func theTestSupportCheckCatchesWhatItClaims() throws {
-        let manifest = try ManifestConsistencyTests.dump(packageAt: Self.root)
+    @Test func theTestSupportCheckCatchesWhatItClaims() async throws {
+        let manifest = try await ManifestConsistencyTests.dump(packageAt: Self.root)
         var targets = ManifestConsistencyTests.list(manifest["targets"])
         let agent = try #require(targets.firstIndex { $0["name"] as? String == "sync-agent" })
         targets[agent]["dependencies"] =

@@ -12,11 +12,11 @@ import Testing
     /// A manifest as `swift package dump-package` prints it.
     typealias Manifest = [String: Any]
 
-    static func dump(packageAt path: URL) throws -> Manifest {
+    static func dump(packageAt path: URL) async throws -> Manifest {
         // A scratch path of its own: `swift test` holds the lock of the repository's `.build`.
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dump-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let (status, data) = try RepositoryLayoutTests.output([
+        let (status, data) = try await RepositoryLayoutTests.output([
             "swift", "package", "--package-path", path.path, "--scratch-path", scratch.path, "dump-package",
         ])
         guard status == 0, let manifest = try JSONSerialization.jsonObject(with: data) as? Manifest
@@ -177,16 +177,16 @@ import Testing
         return differences
     }
 
-    static func manifests() throws -> (root: Manifest, packages: [String: Manifest]) {
+    static func manifests() async throws -> (root: Manifest, packages: [String: Manifest]) {
         var packages: [String: Manifest] = [:]
         for name in try packageNames() {
-            packages[name] = try dump(packageAt: root.appendingPathComponent("Packages/\(name)"))
+            packages[name] = try await dump(packageAt: root.appendingPathComponent("Packages/\(name)"))
         }
-        return (try dump(packageAt: root), packages)
+        return await (try dump(packageAt: root), packages)
     }
 
-    @Test func theRootExportsEveryPackageLibraryAsThePackagesDeclareThem() throws {
-        let (root, packages) = try Self.manifests()
+    @Test func theRootExportsEveryPackageLibraryAsThePackagesDeclareThem() async throws {
+        let (root, packages) = try await Self.manifests()
         let differences = Self.differences(root: root, packages: packages)
         #expect(differences.isEmpty, "\(differences.joined(separator: "\n"))")
         // The products the README promises an app.
@@ -219,8 +219,8 @@ import Testing
     }
 
     /// The comparison notices each kind of difference it claims to.
-    @Test func theComparisonCatchesWhatItClaims() throws {
-        let (root, packages) = try Self.manifests()
+    @Test func theComparisonCatchesWhatItClaims() async throws {
+        let (root, packages) = try await Self.manifests()
         #expect(Self.differences(root: root, packages: packages).isEmpty)
 
         // A dependency added to a package's target but not to the root's.

@@ -65,8 +65,8 @@ import Testing
     }
 
     /// No Docker engine runs here; `docker-compose config -q` validates the file without one.
-    @Test func dockerComposeFileIsValid() throws {
-        let result = try ChildProcess.run(
+    @Test func dockerComposeFileIsValid() async throws {
+        let result = try await ChildProcess.runOnThread(
             "/usr/bin/env",
             ["docker-compose", "-f", Self.root.appendingPathComponent("docker-compose.yml").path, "config", "-q"],
             environment: ProcessInfo.processInfo.environment)
@@ -75,8 +75,17 @@ import Testing
     }
 
     /// Runs `arguments` through `/usr/bin/env` to its end: its exit status and standard output (standard
-    /// error is dropped).
-    static func output(_ arguments: [String]) throws -> (status: Int32, data: Data) {
+    /// error is dropped). Waits on a thread of its own: `swift package dump-package` takes seconds, and a
+    /// test holding a thread of the concurrency pool that long stalls every async test of the process.
+    static func output(_ arguments: [String]) async throws -> (status: Int32, data: Data) {
+        let result = try await ChildProcess.runOnThread(
+            "/usr/bin/env", arguments, environment: ProcessInfo.processInfo.environment)
+        return (result.status, result.stdout)
+    }
+
+    /// `output` on the calling thread, for a quick command where nothing can wait (a static property's
+    /// first value).
+    static func outputBlocking(_ arguments: [String]) throws -> (status: Int32, data: Data) {
         let result = try ChildProcess.run("/usr/bin/env", arguments, environment: ProcessInfo.processInfo.environment)
         return (result.status, result.stdout)
     }
@@ -84,8 +93,8 @@ import Testing
     /// `docker compose --profile load up` runs the stack under load: sync-load and two agents are in the
     /// `load` profile, so a plain `up` leaves them out. (docker-compose 1.x lists every service in `config`,
     /// so the test reads each service's profiles from the normalized file.)
-    @Test func dockerComposeLoadProfileAddsTheLoad() throws {
-        let (status, data) = try Self.output([
+    @Test func dockerComposeLoadProfileAddsTheLoad() async throws {
+        let (status, data) = try await Self.output([
             "docker-compose", "-f", Self.root.appendingPathComponent("docker-compose.yml").path, "config",
         ])
         #expect(status == 0)

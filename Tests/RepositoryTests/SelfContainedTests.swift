@@ -10,8 +10,8 @@ import Testing
 
     /// Files the check reads: what git tracks or would track, less archived benchmark reports (they quote
     /// the runs they record) and data files.
-    static func files() throws -> [String] {
-        let (_, data) = try RepositoryLayoutTests.output([
+    static func files() async throws -> [String] {
+        let (_, data) = try await RepositoryLayoutTests.output([
             "git", "-C", root.path, "ls-files", "--cached", "--others", "--exclude-standard",
         ])
         let readable = [".swift", ".sh", ".md", ".yml", ".yaml", ".conf", ".json", ".toml", ".txt"]
@@ -51,8 +51,8 @@ import Testing
         return found
     }
 
-    @Test func nothingReadsOrCitesAPathOutsideTheRepository() throws {
-        let files = try Self.files()
+    @Test func nothingReadsOrCitesAPathOutsideTheRepository() async throws {
+        let files = try await Self.files()
         #expect(files.count > 300, "git ls-files listed only \(files.count) files")
         var violations: [String] = []
         for path in files where path != "Tests/RepositoryTests/SelfContainedTests.swift" {

@@ -21,13 +21,13 @@ import Testing
     }
 
     /// Runs sync-server to its end: its exit status and its standard output followed by its standard error.
-    static func run(_ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
-        let result = try ChildProcess.run(executable.path, arguments, environment: environment)
+    static func run(_ arguments: [String], environment: [String: String]) async throws -> (Int32, String) {
+        let result = try await ChildProcess.runOnThread(executable.path, arguments, environment: environment)
         return (result.status, String(decoding: result.stdout + result.stderr, as: UTF8.self))
     }
 
     @Test func tokenSubcommandMintsAVerifiableToken() async throws {
-        let (status, output) = try Self.run(
+        let (status, output) = try await Self.run(
             ["token", "--sub", "dev", "--scopes", "a,b", "--ttl", "60"],
             environment: ["SYNC_JWT_SECRET": TestServer.secret])
         #expect(status == 0, "\(output)")
@@ -36,7 +36,7 @@ import Testing
         #expect(identity.subject == "dev" && identity.scopes == ["a", "b"])
         // Valid for the 60 seconds asked for.
         #expect(abs((identity.expiresAt ?? .distantPast).timeIntervalSinceNow - 60) < 30)
-        let (refused, message) = try Self.run(["token", "--sub", "dev", "--scopes", "a"], environment: [:])
+        let (refused, message) = try await Self.run(["token", "--sub", "dev", "--scopes", "a"], environment: [:])
         #expect(refused != 0 && message.contains("SYNC_JWT_SECRET"))
     }
 

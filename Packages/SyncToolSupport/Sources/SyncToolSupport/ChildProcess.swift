@@ -110,6 +110,15 @@ import Foundation
                 while reap() == nil { usleep(10_000) }
             }
 
+            /// Waits until it has ended without blocking a thread (polls every 10 ms); blocks as
+            /// `waitUntilExit` once the task is cancelled.
+            public func exited() async {
+                while reap() == nil {
+                    guard !Task.isCancelled else { return waitUntilExit() }
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+
             /// The exit status, reaping the child if it has just ended; nil while it runs. Polled, not waited
             /// for, so that two threads asking at once cannot both wait for the same child.
             private func reap() -> Int32? {
