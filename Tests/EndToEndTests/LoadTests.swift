@@ -36,6 +36,7 @@ import Testing
             var offlineSpells: Int
             var crashes: Int
             var corruptions: Int?
+            var tokensRenewed: Int?
             var label: String
             var verdict: Verdict
         }

@@ -32,6 +32,8 @@ final class Device: Sendable {
     private let pollLinger: Duration
     /// The engine's `verifyInterval` (nil: its default).
     private let verifyInterval: Duration?
+    /// The engine's `tokenProvider`: a new token when the server refuses the device's (nil: none).
+    private let tokenProvider: (@Sendable () async throws -> String)?
     private struct Replica: Sendable {
         var client: NotesClient
         var engine: SyncEngine
@@ -46,10 +48,12 @@ final class Device: Sendable {
     ///     then its fallback.
     ///   - debounce, minPushInterval: when a local write is pushed (the engine's, latency-first by default).
     init(
-        plan: Plan, transport: FaultyTransport, metrics: LoadMetrics, longPoll: Duration?, live: Bool = true,
+        plan: Plan, transport: FaultyTransport, metrics: LoadMetrics,
+        tokenProvider: (@Sendable () async throws -> String)? = nil, longPoll: Duration?, live: Bool = true,
         debounce: Duration = .zero, minPushInterval: Duration = .milliseconds(50),
         pollLinger: Duration = .milliseconds(100), verifyInterval: Duration? = nil
     ) throws {
+        self.tokenProvider = tokenProvider
         self.verifyInterval = verifyInterval
         self.live = live
         self.debounce = debounce
@@ -90,6 +94,7 @@ final class Device: Sendable {
         configuration.autoCompactAfter = nil
         if let verifyInterval { configuration.verifyInterval = verifyInterval }
         configuration.backoff = BackoffPolicy(base: .milliseconds(200), cap: .seconds(5))
+        configuration.tokenProvider = tokenProvider
         let metrics = metrics
         let replicaID = client.store.replica
         configuration.onRound = { round in metrics.applied(round, by: replicaID) }

@@ -50,9 +50,12 @@ final class FaultyTransport: SyncTransport {
     }
     private let state: Mutex<State>
 
-    /// A new token for this device's requests (a full replica's engine, `tokenProvider`). Thin devices, whose
-    /// `requests` are shared, never change theirs.
-    func setToken(_ token: String?) { inner.setToken(token) }
+    /// A new token for this device's requests: a full replica's engine (`tokenProvider`), or a thin device
+    /// renewing its own (`--token-lifetime`).
+    func setToken(_ token: String?) {
+        inner.setToken(token)
+        if requests !== inner { requests.setToken(token) }
+    }
 
     init(
         inner: HTTPClientTransport, requests: HTTPClientTransport? = nil, metrics: LoadMetrics, faultRate: Double,

@@ -29,6 +29,8 @@ final class LoadMetrics: Sendable {
         var offlineSpells = 0
         var crashes = 0
         var corruptions = 0
+        /// New tokens devices asked for after the server refused theirs (`--token-lifetime`).
+        var tokensRenewed = 0
         var push = LoadMetrics.histogram()
         var writeToVisible = LoadMetrics.histogram()
         var catchUp = LoadMetrics.histogram()
@@ -94,6 +96,8 @@ final class LoadMetrics: Sendable {
     }
 
     func crashed() { state.withLock { $0.totals.crashes += 1 } }
+
+    func renewedToken() { state.withLock { $0.totals.tokensRenewed += 1 } }
 
     func corrupted() { state.withLock { $0.totals.corruptions += 1 } }
 

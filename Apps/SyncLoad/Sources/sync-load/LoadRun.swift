@@ -60,6 +60,9 @@ struct StepConfiguration: Codable, Sendable {
     /// The command that compacts and collects on the server before the verdict checks the collection (absent:
     /// not checked).
     var collectCommand: String? = nil
+    /// Seconds a device's token lasts: each device asks for a new one when the server refuses its own, a full
+    /// replica through its engine's `tokenProvider`, a thin device itself (absent: a day, never renewed).
+    var tokenLifetime: Double? = nil
 
     /// Full replicas and thin devices.
     var replicaCount: Int { replicas ?? devices }
@@ -192,7 +195,7 @@ struct LoadRun {
             devices.append(
                 try Device(
                     plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics),
-                    metrics: metrics,
+                    metrics: metrics, tokenProvider: tokenRenewal(plan, metrics: metrics),
                     longPoll: configuration.longPoll > 0 ? .seconds(configuration.longPoll) : nil,
                     live: configuration.live ?? false, debounce: .milliseconds(configuration.debounce),
                     minPushInterval: .milliseconds(configuration.minPushInterval ?? 0),
@@ -219,7 +222,8 @@ struct LoadRun {
             thin.append(
                 try ThinDevice(
                     plan: plan, transport: try await transport(plan, baseURL: baseURL, metrics: metrics, thin: true),
-                    baseURL: baseURL, token: try await tokens.token(subject: plan.subject, scopes: [plan.scope]),
+                    baseURL: baseURL, token: try await deviceToken(plan),
+                    renewToken: tokenRenewal(plan, metrics: metrics),
                     metrics: metrics, options: deviceOptions, seed: configuration.seed))
         }
         return thin
@@ -274,7 +278,7 @@ struct LoadRun {
     private func transport(_ plan: Device.Plan, baseURL: URL, metrics: LoadMetrics, thin: Bool = false) async throws
         -> FaultyTransport
     {
-        let token = try await tokens.token(subject: plan.subject, scopes: [plan.scope])
+        let token = try await deviceToken(plan)
         return FaultyTransport(
             inner: HTTPClientTransport(
                 baseURL: baseURL, token: token, client: http.streams, onTraffic: { metrics.moved($0) }),
@@ -283,6 +287,24 @@ struct LoadRun {
                     baseURL: baseURL, token: token, client: http.requests, onTraffic: { metrics.moved($0) }) : nil,
             metrics: metrics, faultRate: configuration.faultRate,
             seed: UInt64(plan.index) &+ configuration.seed &* 0x9E37_79B9)
+    }
+
+    /// A device's token, with the step's lifetime.
+    private func deviceToken(_ plan: Device.Plan) async throws -> String {
+        try await tokens.token(
+            subject: plan.subject, scopes: [plan.scope], lifetime: configuration.tokenLifetime ?? 24 * 3600)
+    }
+
+    /// How a device gets a new token when the server refuses its own: with a lifetime, a new one minted
+    /// as the first was; without, none (an authentication failure is then the run's failure).
+    private func tokenRenewal(_ plan: Device.Plan, metrics: LoadMetrics) -> (@Sendable () async throws -> String)? {
+        guard let lifetime = configuration.tokenLifetime else { return nil }
+        let tokens = tokens
+        return {
+            let token = try await tokens.token(subject: plan.subject, scopes: [plan.scope], lifetime: lifetime)
+            metrics.renewedToken()
+            return token
+        }
     }
 
     /// CPU seconds since the marks: of the watched processes, and of this one.
@@ -313,6 +335,7 @@ struct LoadRun {
             offlineSpells: totals.offlineSpells, crashes: totals.crashes,
             corruptions: configuration.corruptInterval == nil ? nil : totals.corruptions,
             repairs: configuration.corruptInterval == nil ? nil : verdict.repairs,
+            tokensRenewed: configuration.tokenLifetime == nil ? nil : totals.tokensRenewed,
             label: StepReport.label(writeToVisibleP99: w2v.count == 0 ? nil : w2v.p99),
             load: .init(
                 cpuSeconds: cpu.own, peakResidentBytes: ProcessStats.memory().peak,

@@ -50,6 +50,8 @@ struct StepReport: Codable, Sendable {
     var corruptions: Int? = nil
     /// Ranges the devices repaired, and resets they made, through their checksums (with corruptions).
     var repairs: Int? = nil
+    /// New tokens the devices asked for after the server refused theirs (`--token-lifetime`; absent: none).
+    var tokensRenewed: Int? = nil
     /// healthy (write-to-visible p99 < 500 ms), degraded (< 2 s) or collapsed.
     var label: String
     /// The load process itself.
@@ -140,6 +142,8 @@ struct RunReport: Codable, Sendable {
                 + ((configuration.corruptInterval ?? 0) > 0
                     ? "; a row of a device's log deleted behind its store's back every \(Int(configuration.corruptInterval ?? 0)) s per device"
                     : "")
+                + (configuration.tokenLifetime.map { "; tokens that last \(Self.number($0)) s, renewed when refused" }
+                    ?? "")
                 + ((configuration.clockSkew ?? 0) != 0
                     ? "; 1 device in 5 with its clock \(Int(configuration.clockSkew ?? 0)) s ahead, 1 in 5 as far behind"
                     : ""),
@@ -213,6 +217,9 @@ struct RunReport: Codable, Sendable {
             var faults = step.faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             if let corruptions = step.corruptions {
                 faults += (faults.isEmpty ? "" : ", ") + "rows deleted \(corruptions) (repaired: \(step.repairs ?? 0))"
+            }
+            if let renewed = step.tokensRenewed {
+                faults += (faults.isEmpty ? "" : ", ") + "tokens expired and renewed \(renewed)"
             }
             let errors = step.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             lines.append(

@@ -144,6 +144,11 @@ struct RunCommand: AsyncParsableCommand {
     var pollLinger = 100
     @Option(help: "Seconds by which 1 device in 5 has its clock ahead, and 1 in 5 behind (0: every clock is right).")
     var clockSkew = 0.0
+    @Option(
+        help:
+            "Seconds each device's token lasts (minted from the secret): a device asks for a new one whenever the server refuses its own, as an app with short-lived access tokens does (default: a day)."
+    )
+    var tokenLifetime: Double?
     @Option(help: "The run's seed (workload, offline spells, faults).") var seed: UInt64 = 1
     @Option(help: "Scope names start with this (default: load-<random>).") var scopePrefix: String?
     @Option(help: "Where device files go (default: a temporary folder, deleted after a passing run).")
@@ -197,6 +202,12 @@ struct RunCommand: AsyncParsableCommand {
             dataDirectory: base.path, settleTimeout: settleTimeout, clockSkew: clockSkew == 0 ? nil : clockSkew)
         first.stallTimeout = stallTimeout
         first.collectCommand = server.collectCommand
+        if let tokenLifetime {
+            guard tokens.mints, tokenLifetime > 0 else {
+                throw ValidationError("--token-lifetime: more than 0 seconds, with tokens minted from --jwt-secret")
+            }
+            first.tokenLifetime = tokenLifetime
+        }
         first.corruptInterval = corruptInterval > 0 ? corruptInterval : nil
         first.deliveryFaults = selfTest.isEmpty ? nil : selfTest
         let steps = try Self.steps(first, sweep: sweep, base: base)

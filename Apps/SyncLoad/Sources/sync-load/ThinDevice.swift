@@ -49,6 +49,8 @@ final class ThinDevice: Sendable {
     private let clock: HybridLogicalClock
     private let metrics: LoadMetrics
     private let options: Options
+    /// A new token when the server refuses the device's (nil: none; the failure is then retried as it is).
+    private let renewToken: (@Sendable () async throws -> String)?
 
     private struct OwnNote {
         var id: NoteID
@@ -75,6 +77,10 @@ final class ThinDevice: Sendable {
         /// loop waiting for it.
         var signal: Signal?
         var signalWaiter: CheckedContinuation<Signal, Never>?
+        /// The token of the device's next live stream (its requests' is the transport's), and when it was
+        /// last renewed.
+        var token: String
+        var renewedAt: ContinuousClock.Instant?
     }
 
     /// What ends a wait of the receive loop while it holds the stream.
@@ -90,9 +96,12 @@ final class ThinDevice: Sendable {
 
     /// - Parameters:
     ///   - baseURL, token: the server, and this device's token for its live stream (`ThinStream`).
+    ///   - renewToken: a new token when the server refuses this one (the device's requests and its next
+    ///     stream use it).
     init(
-        plan: Device.Plan, transport: FaultyTransport, baseURL: URL, token: String, metrics: LoadMetrics,
-        options: Options, seed: UInt64
+        plan: Device.Plan, transport: FaultyTransport, baseURL: URL, token: String,
+        renewToken: (@Sendable () async throws -> String)? = nil, metrics: LoadMetrics, options: Options,
+        seed: UInt64
     ) throws {
         guard let host = baseURL.host, baseURL.scheme == "http" else {
             throw LoadError(
@@ -101,6 +110,7 @@ final class ThinDevice: Sendable {
         }
         self.baseURL = baseURL
         self.target = ThinStream.Target(host: host, port: baseURL.port ?? 80, path: "", token: token)
+        self.renewToken = renewToken
         self.plan = plan
         self.scope = try Scope(plan.scope)
         var random = SplitMix64.stream(seed ^ 0x7417, plan.index)
@@ -112,7 +122,7 @@ final class ThinDevice: Sendable {
         self.clock = HybridLogicalClock(
             replica: replica,
             wallClock: { UInt64(max(0, Int64(HybridLogicalClock.systemMilliseconds()) + skew)) })
-        self.state = Mutex(State(random: random, deliveryFaults: options.deliveryFaults))
+        self.state = Mutex(State(random: random, deliveryFaults: options.deliveryFaults, token: token))
     }
 
     // MARK: Making events
@@ -238,11 +248,28 @@ final class ThinDevice: Sendable {
                 }
                 failures = 0
             } catch {
+                if await renew(after: error) { continue }
                 failures += 1
                 let pause = min(5000, 200 << min(failures - 1, 5))
                 try? await Task.sleep(for: .milliseconds(Int.random(in: pause / 2...pause)))
             }
         }
+    }
+
+    /// After an authentication failure, a new token from `renewToken` for the device's requests and its
+    /// next stream: true when there is one to retry with at once. At most one a second (the push and the
+    /// receive loops may both be refused by the same expiry; the second retries after its pause).
+    private func renew(after error: any Error) async -> Bool {
+        guard let renewToken, case .authentication? = error as? SyncFailure else { return false }
+        let now = ContinuousClock.now
+        guard state.withLock({ $0.renewedAt.map { now - $0 >= .seconds(1) } ?? true }) else { return false }
+        guard let token = try? await renewToken() else { return false }
+        state.withLock {
+            $0.token = token
+            $0.renewedAt = now
+        }
+        transport.setToken(token)
+        return true
     }
 
     /// Takes the answered events out of the outbox with their outcome.
@@ -297,6 +324,7 @@ final class ThinDevice: Sendable {
                 live = false
             } catch {
                 if Task.isCancelled { return }
+                if await renew(after: error) { continue }
                 failures += 1
                 doing("waiting to reconnect after: \(error)")
                 let pause = min(5000, 200 << min(failures - 1, 5))
@@ -313,6 +341,7 @@ final class ThinDevice: Sendable {
         let request = PullRequest(cursor: ScopeCursor([scope: position]), scopes: [scope])
         let url = HTTPTransport.liveURL(base: baseURL, request)
         var liveTarget = target
+        liveTarget.token = state.withLock { $0.token }
         liveTarget.path = url.path + (url.query.map { "?" + $0 } ?? "")
         if fault == .duplicate {
             // A second subscription, dropped at once.

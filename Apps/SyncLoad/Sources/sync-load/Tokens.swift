@@ -30,12 +30,17 @@ final class Tokens: Sendable {
         }
     }
 
-    func token(subject: String, scopes: [String]) async throws -> String {
+    /// Whether tokens are minted here (from the secret), so that they can be short-lived and renewed.
+    var mints: Bool { given == nil }
+
+    /// A token for `subject` on `scopes`, valid for `lifetime` seconds (a day by default); the given token
+    /// when there is one.
+    func token(subject: String, scopes: [String], lifetime: Double = 24 * 3600) async throws -> String {
         if let given { return given }
         guard let keys else { throw LoadError("no key to mint tokens with") }
         return try await keys.sign(
             Claims(
                 sub: SubjectClaim(value: subject), scopes: scopes,
-                exp: ExpirationClaim(value: Date().addingTimeInterval(24 * 3600))))
+                exp: ExpirationClaim(value: Date().addingTimeInterval(lifetime))))
     }
 }

@@ -32,6 +32,8 @@ public final class BlobSync: Sendable {
     let state = Mutex(State())
     /// Called with the queue's progress after each chunk and each finished blob.
     let observers = Mutex<[@Sendable (BlobProgress) -> Void]>([])
+    /// Asks for a new token when the server refuses the one in use (`renewTokens(with:)`).
+    let tokenRenewal = Mutex<(@Sendable () async -> Bool)?>(nil)
 
     struct State {
         /// Blobs being uploaded now, by scope and hash: a second pass skips them.
@@ -52,6 +54,25 @@ public final class BlobSync: Sendable {
 
     /// Gives the transport a new bearer token (the engine's `tokenProvider`).
     public func setToken(_ token: String?) { transport.setToken(token) }
+
+    /// How to get a new token when the server refuses the one in use: `renew` gives the transport one and
+    /// returns true, or returns false. The engine sets it from its `tokenProvider`, so that a download the
+    /// app asks for (`open`) or an upload pass outside a sync cycle does not fail on an expired token.
+    public func renewTokens(with renew: @escaping @Sendable () async -> Bool) {
+        tokenRenewal.withLock { $0 = renew }
+    }
+
+    /// `body`, and once more after a new token when the server refused the one in use and there is a new one.
+    func withTokenRenewal<T>(_ body: () async throws(SyncFailure) -> T) async throws(SyncFailure) -> T {
+        do {
+            return try await body()
+        } catch {
+            guard case .authentication = error, let renew = tokenRenewal.withLock({ $0 }), await renew() else {
+                throw error
+            }
+            return try await body()
+        }
+    }
 
     /// The queue's progress now.
     public var progress: BlobProgress { state.withLock { $0.progress } }
@@ -129,7 +150,7 @@ public final class BlobSync: Sendable {
             guard state.withLock({ $0.uploading.insert(key).inserted }) else { continue }
             defer { _ = state.withLock { $0.uploading.remove(key) } }
             do throws(SyncFailure) {
-                try await upload(blob, report: &report)
+                try await withTokenRenewal { () async throws(SyncFailure) in try await upload(blob, report: &report) }
                 report.committed += 1
                 updateProgress { $0.uploadsPending = max(0, $0.uploadsPending - 1) }
             } catch {
@@ -399,8 +420,10 @@ public final class BlobSync: Sendable {
             throw .retryable(reason: "the local database: \(error)", retryAfter: nil)
         }
         let partial = local.partialURL(reference.hash)
-        let (hash, size) = try await retrying { () async throws(SyncFailure) in
-            try await download(reference, scope: scope, into: partial)
+        let (hash, size) = try await withTokenRenewal { () async throws(SyncFailure) in
+            try await retrying { () async throws(SyncFailure) in
+                try await download(reference, scope: scope, into: partial)
+            }
         }
         guard hash == reference.hash, size == reference.size else {
             try? FileManager.default.removeItem(at: partial)

@@ -71,6 +71,11 @@ public final class SyncEngine: Sendable {
                 guard let self, let blobs else { return }
                 self.updateStatusNow { $0.blobs = blobs.progress }
             }
+            // A blob request refused for its token gets a new one from the provider, as a cycle's would.
+            blobs.renewTokens { [weak self] in
+                await self?.refreshToken(after: .authentication(code: "auth.expired", message: "a blob request"))
+                    ?? false
+            }
         }
     }
 
