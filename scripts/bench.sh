@@ -8,7 +8,9 @@
 # Scenarios (BENCH_SCENARIOS, space-separated; default all, in this order):
 #   throughput  events/s accepted from bulk clients (3 runs, each against a raw COPY of as many rows) and from
 #               device-like clients (sync-load devices writing as fast as they can)
-#   latency     the sync-load sweep over devices: push and write-to-visible p50/p99, healthy/degraded/collapsed
+#   latency     the sync-load sweep over full replicas: push and write-to-visible p50/p99,
+#               healthy/degraded/collapsed; then thin devices on the live stream (a thousand and more) beside
+#               a few replicas
 #   rebuild     projection rebuild after N events against a plain SQLite insert, and +10 events incremental
 #   storage     the churn workload with compaction and without: server and device bytes against operations,
 #               against the live state alone; a fresh device's bootstrap of each history
@@ -57,6 +59,7 @@ mkdir -p "$out/raw" "$work"
 if [ "$quick" = 1 ]; then
     push_events=20000 push_runs=2 load_devices=10 load_scopes=2 load_seconds=8
     sweep="devices=4,16" sweep_seconds=8 sweep_ramp=2
+    thin_sweep="devices=20,50" thin_replicas=2 thin_scopes=5
     rebuild_sizes="1000 5000 20000" rebuild_runs=3
     churn_notes=500 churn_operations=10000 churn_checkpoints="2500,5000,10000" churn_cost=0
     bootstrap_events=10000 records_events=10000
@@ -65,6 +68,7 @@ if [ "$quick" = 1 ]; then
 else
     push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30
     sweep="devices=10,100,1000" sweep_seconds=45 sweep_ramp=15
+    thin_sweep="devices=1000,3000" thin_replicas=10 thin_scopes=300
     rebuild_sizes="5000 100000 1000000" rebuild_runs=3
     churn_notes=10000 churn_operations=1000000 churn_checkpoints="100000,250000,500000,1000000" churn_cost=100000
     bootstrap_events=1000000 records_events=200000
@@ -78,9 +82,9 @@ churn_warm_up="${BENCH_CHURN_WARM_UP:-0}"
 # finished ones compared with their expectation).
 declare -A expected
 if [ "$quick" = 1 ]; then
-    expected=([throughput]=25 [latency]=50 [rebuild]=15 [storage]=30 [bootstrap]=35 [blobs]=15 [crdt]=25)
+    expected=([throughput]=25 [latency]=80 [rebuild]=15 [storage]=30 [bootstrap]=35 [blobs]=15 [crdt]=25)
 else
-    expected=([throughput]=60 [latency]=240 [rebuild]=150 [storage]=780 [bootstrap]=260 [blobs]=60 [crdt]=10)
+    expected=([throughput]=60 [latency]=420 [rebuild]=150 [storage]=780 [bootstrap]=260 [blobs]=60 [crdt]=10)
 fi
 suite_start=$(date +%s)
 done_expected=0
@@ -198,6 +202,17 @@ scenario_latency() {
         $(watch_args) >"$work/latency.log" 2>&1 || true
     [ -f "$work/latency/report.json" ] && cp "$work/latency/report.json" "$out/raw/latency-sweep.json"
     [ -f "$work/latency/report.md" ] && cp "$work/latency/report.md" "$out/raw/latency-sweep.md"
+
+    # Thin devices (each a connection and a live stream, no file) beside a few full replicas, one scope per
+    # ten devices, editing at half an action a second: how many one server keeps live.
+    start_server latency_thin
+    progress "latency: thin devices on the live stream, sweep $thin_sweep beside $thin_replicas replicas"
+    "$bin/sync-load" --server "$server" --sweep "$thin_sweep" --devices "${thin_sweep##*,}" \
+        --replicas "$thin_replicas" --scopes "$thin_scopes" --duration "$sweep_seconds" --ramp-up "$sweep_ramp" \
+        --rate 0.5 --seed 1 --out "$work/latency-thin" --data-dir "$work/latency-thin/devices" \
+        $(watch_args) >"$work/latency-thin.log" 2>&1 || true
+    [ -f "$work/latency-thin/report.json" ] && cp "$work/latency-thin/report.json" "$out/raw/latency-thin.json"
+    [ -f "$work/latency-thin/report.md" ] && cp "$work/latency-thin/report.md" "$out/raw/latency-thin.md"
 }
 
 scenario_rebuild() {
@@ -349,7 +364,7 @@ cat >"$out/raw/run.json" <<EOF
   "configuration": {
     "command": "$invocation",
     "throughput": "sync-bench push --events $push_events --batch 1000 --concurrency 4 ($push_runs runs, COPY baseline each); sync-load --devices $load_devices --scopes $load_scopes --duration $load_seconds --rate 20 --offline 0 --faults 0 --crash-interval 0",
-    "latency": "sync-load --sweep $sweep --duration $sweep_seconds --ramp-up $sweep_ramp --rate 2 --seed 1 (defaults: 10% offline, 5% faults, crashes)",
+    "latency": "sync-load --sweep $sweep --duration $sweep_seconds --ramp-up $sweep_ramp --rate 2 --seed 1 (defaults: 10% offline, 5% faults, crashes); thin devices: sync-load --sweep $thin_sweep --replicas $thin_replicas --rate 0.5",
     "rebuild": "sync-bench rebuild --events {$rebuild_sizes} --runs $rebuild_runs",
     "storage": "sync-bench churn --notes $churn_notes --warm-up $churn_warm_up --operations $churn_operations --checkpoints $churn_checkpoints, with and without --no-compaction",
     "bootstrap": "sync-bench bootstrap --events $bootstrap_events (16 scopes); sync-agent sync of the same; sync-bench bootstrap --shape {records,long-tail} --events $records_events",

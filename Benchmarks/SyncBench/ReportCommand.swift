@@ -396,7 +396,39 @@ struct ReportBuilder {
                  DATA using 1:6 with linespoints lw 2 pt 9 title "write-to-visible p50", \\
                  DATA using 1:7 with linespoints lw 2 pt 11 title "write-to-visible p99"
             """)
+        lines += thinDevices()
         sections["latency"] = lines
+    }
+
+    /// The thin devices' sweep (`latency-thin.json`): devices that each hold a connection and the live
+    /// stream without a file of their own, beside a few full replicas.
+    mutating func thinDevices() -> [String] {
+        guard let sweep = raw.decode(LoadRunReport.self, "latency-thin.json"), !sweep.steps.isEmpty else { return [] }
+        var lines = [
+            "", "### Thin devices on the live stream", "",
+            "sync-load's thin devices (a connection and a live stream each, the same events and checks as a replica, no file) beside a few full replicas, editing at half an action a second, one scope per ten devices: how many devices one server keeps live on these cores. Devices counts both.",
+            "",
+            "| devices | scopes | events/s accepted | push p50 / p99 | write-to-visible p50 / p99 | label | verdict |",
+            "|---:|---:|---:|---:|---:|---|---|",
+        ]
+        for step in sweep.steps {
+            lines.append(
+                "| \(step.devices) | \(step.scopes) | \(Fmt.int(step.acceptedPerSecond)) | \(Fmt.ms(step.pushLatencyMs.p50)) / \(Fmt.ms(step.pushLatencyMs.p99)) ms | \(Fmt.ms(step.writeToVisibleMs.p50)) / \(Fmt.ms(step.writeToVisibleMs.p99)) ms | \(step.label) | \(step.verdict.passed ? "pass" : "**FAIL**") |"
+            )
+            let prefix = "latency-thin.\(step.devices)"
+            add(
+                BenchFigure(
+                    id: "\(prefix).accepted", scenario: "latency",
+                    name: "\(step.devices) thin devices and replicas: events/s accepted", value: step.acceptedPerSecond,
+                    unit: "events/s", higherIsBetter: true, noise: 0.10))
+            add(
+                BenchFigure(
+                    id: "\(prefix).visible-p99", scenario: "latency",
+                    name: "\(step.devices) thin devices and replicas: write-to-visible p99 (\(step.label))",
+                    value: step.writeToVisibleMs.p99, unit: "ms", higherIsBetter: false, noise: 0.30))
+            verdict("latency", "sync-load, \(step.devices) devices (thin, on the live stream)", step.verdict)
+        }
+        return lines
     }
 
     mutating func rebuild() {

@@ -53,6 +53,11 @@ import Testing
             #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
         }
         #expect(ids.contains("storage.server.compaction.10000") && ids.contains("storage.device.none.10000"))
+        // Thin devices on the live stream beside two replicas: both steps of the quick sweep, with verdicts.
+        for id in ["latency-thin.22.visible-p99", "latency-thin.52.visible-p99"] {
+            #expect(ids.contains(id), "\(id) missing from \(ids.sorted())")
+        }
+        #expect(results.verdicts.contains { $0.detail.contains("(thin, on the live stream)") })
         // An attachment of 16 MiB up and down, each against curl on nginx's static route, and its memory.
         for id in ["blobs.up.16", "blobs.down.16"] {
             #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
