@@ -59,7 +59,7 @@ mkdir -p "$out/raw" "$work"
 if [ "$quick" = 1 ]; then
     push_events=20000 push_runs=2 load_devices=10 load_scopes=2 load_seconds=8
     sweep="devices=4,16" sweep_seconds=8 sweep_ramp=2
-    thin_sweep="devices=20,50" thin_replicas=2 thin_scopes=5
+    thin_sweep="devices=10" thin_replicas=1 thin_scopes=1
     rebuild_sizes="1000 5000 20000" rebuild_runs=3
     churn_notes=500 churn_operations=10000 churn_checkpoints="2500,5000,10000" churn_cost=0
     bootstrap_events=10000 records_events=10000
@@ -207,7 +207,7 @@ scenario_latency() {
     # ten devices, editing at half an action a second: how many one server keeps live.
     start_server latency_thin
     progress "latency: thin devices on the live stream, sweep $thin_sweep beside $thin_replicas replicas"
-    "$bin/sync-load" --server "$server" --sweep "$thin_sweep" --devices "${thin_sweep##*,}" \
+    "$bin/sync-load" --server "$server" --sweep "$thin_sweep" --devices "${thin_sweep##*[=,]}" \
         --replicas "$thin_replicas" --scopes "$thin_scopes" --duration "$sweep_seconds" --ramp-up "$sweep_ramp" \
         --rate 0.5 --seed 1 --out "$work/latency-thin" --data-dir "$work/latency-thin/devices" \
         $(watch_args) >"$work/latency-thin.log" 2>&1 || true

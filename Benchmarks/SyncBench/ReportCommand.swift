@@ -336,13 +336,9 @@ struct ReportBuilder {
         var lines = [
             "The sync-load sweep: devices that edit like people (think times, offline spells, injected faults, crashes), more of them at each step, every step ending in its verdict. Labels: healthy while pushes stay fast, degraded when p99 climbs, collapsed when the server refuses or write-to-visible passes seconds.",
             "",
-            "| devices | scopes | events/s accepted | push p50 / p99 | write-to-visible p50 / p99 | label | verdict |",
-            "|---:|---:|---:|---:|---:|---|---|",
         ]
+        lines += Self.sweepTable(sweep.steps)
         for step in sweep.steps {
-            lines.append(
-                "| \(step.devices) | \(step.scopes) | \(Fmt.int(step.acceptedPerSecond)) | \(Fmt.ms(step.pushLatencyMs.p50)) / \(Fmt.ms(step.pushLatencyMs.p99)) ms | \(Fmt.ms(step.writeToVisibleMs.p50)) / \(Fmt.ms(step.writeToVisibleMs.p99)) ms | \(step.label) | \(step.verdict.passed ? "pass" : "**FAIL**") |"
-            )
             let prefix = "latency.\(step.devices)"
             add(
                 BenchFigure(
@@ -400,6 +396,17 @@ struct ReportBuilder {
         sections["latency"] = lines
     }
 
+    /// A sync-load sweep's table: a row per step.
+    static func sweepTable(_ steps: [LoadRunReport.Step]) -> [String] {
+        [
+            "| devices | scopes | events/s accepted | push p50 / p99 | write-to-visible p50 / p99 | label | verdict |",
+            "|---:|---:|---:|---:|---:|---|---|",
+        ]
+            + steps.map { step in
+                "| \(step.devices) | \(step.scopes) | \(Fmt.int(step.acceptedPerSecond)) | \(Fmt.ms(step.pushLatencyMs.p50)) / \(Fmt.ms(step.pushLatencyMs.p99)) ms | \(Fmt.ms(step.writeToVisibleMs.p50)) / \(Fmt.ms(step.writeToVisibleMs.p99)) ms | \(step.label) | \(step.verdict.passed ? "pass" : "**FAIL**") |"
+            }
+    }
+
     /// The thin devices' sweep (`latency-thin.json`): devices that each hold a connection and the live
     /// stream without a file of their own, beside a few full replicas.
     mutating func thinDevices() -> [String] {
@@ -408,13 +415,9 @@ struct ReportBuilder {
             "", "### Thin devices on the live stream", "",
             "sync-load's thin devices (a connection and a live stream each, the same events and checks as a replica, no file) beside a few full replicas, editing at half an action a second, one scope per ten devices: how many devices one server keeps live on these cores. Devices counts both.",
             "",
-            "| devices | scopes | events/s accepted | push p50 / p99 | write-to-visible p50 / p99 | label | verdict |",
-            "|---:|---:|---:|---:|---:|---|---|",
         ]
+        lines += Self.sweepTable(sweep.steps)
         for step in sweep.steps {
-            lines.append(
-                "| \(step.devices) | \(step.scopes) | \(Fmt.int(step.acceptedPerSecond)) | \(Fmt.ms(step.pushLatencyMs.p50)) / \(Fmt.ms(step.pushLatencyMs.p99)) ms | \(Fmt.ms(step.writeToVisibleMs.p50)) / \(Fmt.ms(step.writeToVisibleMs.p99)) ms | \(step.label) | \(step.verdict.passed ? "pass" : "**FAIL**") |"
-            )
             let prefix = "latency-thin.\(step.devices)"
             add(
                 BenchFigure(

@@ -76,8 +76,20 @@ extension SyncEngine {
     /// payload), at the cost of reading the log; and it rebuilds the projections that can digest their rows
     /// and journals those a rebuild changed (`verify.projection`: a row dropped or altered behind the
     /// store's back), at the cost of a rebuild.
+    ///
+    /// Refused for an expired token, with a `tokenProvider`, it gets a new one and verifies again (once), as
+    /// a cycle does.
     @discardableResult
     public func verify(repair: Bool = true, deep: Bool = false) async throws(SyncFailure) -> [ScopeVerification] {
+        do {
+            return try await verifyOnce(repair: repair, deep: deep)
+        } catch {
+            guard case .authentication = error, await refreshToken(after: error) else { throw error }
+            return try await verifyOnce(repair: repair, deep: deep)
+        }
+    }
+
+    private func verifyOnce(repair: Bool, deep: Bool) async throws(SyncFailure) -> [ScopeVerification] {
         let cursor: ScopeCursor
         let sums: [String: ScopeChecksum]
         do {
