@@ -319,13 +319,21 @@ enum RawStreamReader {
         var text = ""
         var finished = false
         let done: EventLoopPromise<String>
+        /// Ends the read after 30 s without a byte: bounded by progress, not by a time for the whole read (a
+        /// loaded machine sends the megabytes in flight slowly, but it sends them).
+        var idle: Scheduled<Void>?
 
         init(done: EventLoopPromise<String>) { self.done = done }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             text += String(buffer: unwrapInboundIn(data))
             // The stream's last message (the connection itself stays open for the next request).
-            if text.contains("event: behind\ndata: {}\n\n") { finish() }
+            if text.contains("event: behind\ndata: {}\n\n") { finish() } else { armIdle(on: context.eventLoop) }
+        }
+
+        func armIdle(on loop: any EventLoop) {
+            idle?.cancel()
+            idle = loop.scheduleTask(in: .seconds(30)) { self.finish() }
         }
 
         func channelInactive(context: ChannelHandlerContext) { finish() }
@@ -333,6 +341,7 @@ enum RawStreamReader {
         func finish() {
             guard !finished else { return }
             finished = true
+            idle?.cancel()
             done.succeed(text)
         }
     }
@@ -343,7 +352,7 @@ enum RawStreamReader {
         try await channel.pipeline.addHandler(collector).get()
         try await channel.setOption(ChannelOptions.autoRead, value: true).get()
         channel.read()
-        channel.eventLoop.scheduleTask(in: .seconds(30)) { collector.finish() }
+        channel.eventLoop.execute { collector.armIdle(on: channel.eventLoop) }
         return try await done.futureResult.get()
     }
 }
