@@ -17,19 +17,53 @@ log=.run/test-output.txt
 export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,interactive=no,color=no,threads=crashed,registers=none,images=none}"
 
 swift="${SWIFT:-swift}"
+# A step that prints nothing for this long has hung: it is stopped, so that the recap below names the tests
+# still running, instead of a CI job's own time limit killing the whole run without a word. Far above the
+# longest quiet stretch of a healthy run (a test that captures a child's output, alone at the end: about 2.5
+# minutes here).
+export quiet_limit="${SYNC_TEST_QUIET_LIMIT:-300}"
+watched() {
+    local fifo fd line rc pid
+    fifo=$(mktemp -u)
+    mkfifo "$fifo"
+    setsid "$@" >"$fifo" 2>&1 &
+    pid=$!
+    exec {fd}<"$fifo"
+    rm -f "$fifo"
+    while true; do
+        IFS= read -r -t "$quiet_limit" -u "$fd" line
+        rc=$?
+        if [ "$rc" -eq 0 ]; then
+            printf '%s\n' "$line"
+            continue
+        fi
+        [ -n "$line" ] && printf '%s\n' "$line"
+        if [ "$rc" -gt 128 ]; then
+            echo "==== make test: no output for $quiet_limit s (SYNC_TEST_QUIET_LIMIT): stopping the step as hung: $* ===="
+            kill -TERM -- "-$pid" 2>/dev/null
+            sleep 10
+            kill -KILL -- "-$pid" 2>/dev/null
+        fi
+        break
+    done
+    wait "$pid"
+    rc=$?
+    exec {fd}<&-
+    return "$rc"
+}
 run_in_two_steps() {
     "$swift" build --build-tests || return $?
     "$swift" test --skip-build --filter ConsumerPackageTests
     local consumer=$?
-    "$swift" test --skip-build --skip ConsumerPackageTests
+    watched "$swift" test --skip-build --skip ConsumerPackageTests
     local rest=$?
-    SWIFT="$swift" scripts/citus-test.sh
+    watched env SWIFT="$swift" scripts/citus-test.sh
     local citus=$?
     [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ] && [ "$citus" -eq 0 ]
 }
 if [ "$#" -eq 0 ]; then
     export swift
-    export -f run_in_two_steps
+    export -f run_in_two_steps watched
     scripts/with-postgres.sh bash -c run_in_two_steps 2>&1 | tee "$log"
 else
     scripts/with-postgres.sh "$swift" test "$@" 2>&1 | tee "$log"
