@@ -106,6 +106,15 @@ import Testing
         // The devices' syncs were logged with their routes.
         let routes = Set(lines.compactMap { $0["http.route"] as? String })
         #expect(routes.contains("/v1/sync") || routes.contains("/v1/push"))
+        // A device's journal names each push and pull by its request's id: one line on the device leads to
+        // the server's line.
+        let journal = try await a("log", "--kind", "push", "--kind", "pull")
+        let ids = journal.matches(of: /\(request ([0-9a-f]{32})\)/).map { String($0.output.1) }
+        #expect(!ids.isEmpty, "\(journal)")
+        for id in ids {
+            let line = Self.access(lines, id: id)
+            #expect(line?["http.route"] as? String == "/v1/sync" && line?["http.status"] as? Int == 200, "\(id)")
+        }
 
         for secret in [Self.title, Self.body, Self.payloadText, token, unusable] {
             #expect(!text.contains(secret), "the log holds \(secret.prefix(20))…")

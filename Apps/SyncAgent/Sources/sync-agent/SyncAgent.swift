@@ -15,10 +15,15 @@ struct SyncAgent: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync-agent",
         abstract: "A headless offline-first replica of the Notes app on a SQLite file.",
+        version: version,
         subcommands: [
             NoteCommand.self, SyncCommand.self, RunCommand.self, StatusCommand.self, ExportCommand.self,
             ReplayCommand.self, RebuildCommand.self, CompactCommand.self, VerifyCommand.self, ConflictsCommand.self,
+            DiagnosticsCommand.self, LogCommand.self,
         ])
+
+    /// The stack's version this agent belongs to (the repository's release tags; `--version`, diagnostics).
+    static let version = "0.4.0"
 
     /// The same options as every subcommand, so they may also come before the subcommand's name
     /// (`sync-agent --db FILE --server URL --token TOKEN note create …`).

@@ -39,9 +39,22 @@ public final class HTTPTransport: SyncTransport {
         urlRequest.httpMethod = "POST"
         urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
         if compressed { urlRequest.setValue("gzip", forHTTPHeaderField: "Content-Encoding") }
+        let requestID = Self.newRequestID()
+        urlRequest.setValue(requestID, forHTTPHeaderField: "X-Request-Id")
         urlRequest.httpBody = body
         let (status, retryAfter, data) = try await send(urlRequest)
-        return try Self.exchange(status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+        return try Self.exchange(
+            status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count), requestID: requestID)
+    }
+
+    /// A new id for a request (`X-Request-Id`): 32 random hex digits, which the server keeps as the
+    /// request's id in its log and answers with.
+    public static func newRequestID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<2).map { _ in
+            let hex = String(generator.next() as UInt64, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
     }
 
     /// Sends one request with the bearer token; a failure to get an HTTP answer is a retryable network
@@ -99,13 +112,13 @@ public final class HTTPTransport: SyncTransport {
     /// Reads one answer of `POST /v1/sync`, whichever HTTP client fetched it: inflates a gzip body, turns a
     /// status other than 200 into the protocol's `SyncFailure` (with `Retry-After`), decodes the answer and
     /// counts the bytes.
-    public static func exchange(status: Int, retryAfter: String?, body data: Data, sent: (raw: Int, wire: Int))
-        throws(SyncFailure) -> TransportExchange
-    {
+    public static func exchange(
+        status: Int, retryAfter: String?, body data: Data, sent: (raw: Int, wire: Int), requestID: String? = nil
+    ) throws(SyncFailure) -> TransportExchange {
         let (response, plainCount) = try answer(SyncResponse.self, status: status, retryAfter: retryAfter, body: data)
         let traffic = Traffic(
             sentRaw: sent.raw, sentWire: sent.wire, receivedRaw: plainCount, receivedWire: data.count)
-        return TransportExchange(response: response, traffic: traffic)
+        return TransportExchange(response: response, traffic: traffic, requestID: requestID)
     }
 
     /// Reads one answer of `GET /v1/pull`, as `exchange` reads one of `POST /v1/sync`.

@@ -270,7 +270,8 @@ public final class SyncEngine: Sendable {
             let applyStart = ContinuousClock.now
             let applied = try await apply(
                 response, pushed: plan.batch, markEvery: marked ? plan.markEvery : nil, budget: &budget,
-                foldThrough: folding ? Self.points(response.othersStable) : [:], follows: plan.cursor ?? "")
+                foldThrough: folding ? Self.points(response.othersStable) : [:], follows: plan.cursor ?? "",
+                requestID: exchange.requestID)
             let outcome = applied.outcome
             if outcome.rewound {
                 await updateStatus { $0.traffic += exchange.traffic }
@@ -381,10 +382,10 @@ public final class SyncEngine: Sendable {
     /// Applies one answer through the store (`EventStore.apply(_:budget:also:)`: in transactions that fit
     /// `budget`, split at the answer's marks when `markEvery` is given), with its journal entries in the same
     /// transactions: what was pushed with the first, the pull with the last (counted over the whole answer).
-    /// `foldThrough` and `follows` as in `SyncAnswer`.
+    /// `foldThrough` and `follows` as in `SyncAnswer`; `requestID`, the request's id, ends the journal's lines.
     func apply(
         _ response: SyncResponse, pushed batch: [StoredEvent], markEvery: Int?, budget: inout ApplyBudget,
-        foldThrough: [Scope: Int64] = [:], follows: String? = nil
+        foldThrough: [Scope: Int64] = [:], follows: String? = nil, requestID: String? = nil
     ) async throws(SyncFailure) -> AppliedAnswer {
         let answer = SyncAnswer(
             response, pushed: batch, markEvery: markEvery, foldThrough: foldThrough, follows: follows)
@@ -397,7 +398,7 @@ public final class SyncEngine: Sendable {
                 journal.write(
                     SyncJournal.entries(
                         for: transaction.total, pushed: transaction.isFirst && pushed,
-                        pulled: transaction.isLast && pulled),
+                        pulled: transaction.isLast && pulled, requestID: requestID),
                     in: db)
             }
         } catch {

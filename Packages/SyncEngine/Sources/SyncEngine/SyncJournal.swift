@@ -90,13 +90,16 @@ public struct SyncJournal: Sendable {
     }
 
     /// The entries for one applied answer of the server: its push's, when `pushed`, each rejection's, and
-    /// its pull's, when `pulled`.
-    static func entries(for outcome: EventStore.SyncResponseOutcome, pushed: Bool, pulled: Bool)
-        -> [(kind: String, detail: String)]
-    {
+    /// its pull's, when `pulled`; the push's and the pull's end with `(request ID)` when the request's id is
+    /// known, the id the server's log names the request by.
+    static func entries(
+        for outcome: EventStore.SyncResponseOutcome, pushed: Bool, pulled: Bool, requestID: String? = nil
+    ) -> [(kind: String, detail: String)] {
+        let request = requestID.map { " (request \($0))" } ?? ""
         var entries: [(kind: String, detail: String)] = []
         if pushed {
-            entries.append(("push.ok", "\(outcome.acknowledged) acknowledged, \(outcome.rolledBack.count) rejected"))
+            entries.append(
+                ("push.ok", "\(outcome.acknowledged) acknowledged, \(outcome.rolledBack.count) rejected\(request)"))
         }
         for event in outcome.rolledBack {
             let rejection = event.rejection
@@ -112,7 +115,7 @@ public struct SyncJournal: Sendable {
             entries.append(
                 (
                     "pull.ok",
-                    "\(result.inserted + result.folded) new\(folded), \(result.confirmedLocal + result.alreadyKnown) known"
+                    "\(result.inserted + result.folded) new\(folded), \(result.confirmedLocal + result.alreadyKnown) known\(request)"
                 ))
         }
         return entries

@@ -58,10 +58,14 @@ extension SyncTransport {
 public struct TransportExchange: Sendable {
     public var response: SyncResponse
     public var traffic: Traffic
+    /// The id the request was sent under (`X-Request-Id`), which the server's log names it by; the engine
+    /// writes it in the journal's `push.ok` and `pull.ok` lines. Nil from a transport without one.
+    public var requestID: String?
 
-    public init(response: SyncResponse, traffic: Traffic) {
+    public init(response: SyncResponse, traffic: Traffic, requestID: String? = nil) {
         self.response = response
         self.traffic = traffic
+        self.requestID = requestID
     }
 }
 

@@ -62,9 +62,10 @@ public final class HTTPClientTransport: SyncTransport {
 
     public func sync(_ request: SyncRequest) async throws(SyncFailure) -> TransportExchange {
         let (raw, body, compressed) = try HTTPTransport.body(for: request)
-        let (status, retryAfter, data) = try await post(body, compressed: compressed, to: url)
+        let requestID = HTTPTransport.newRequestID()
+        let (status, retryAfter, data) = try await post(body, compressed: compressed, to: url, requestID: requestID)
         let exchange = try HTTPTransport.exchange(
-            status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count))
+            status: status, retryAfter: retryAfter, body: data, sent: (raw, body.count), requestID: requestID)
         onTraffic?(exchange.traffic)
         return exchange
     }
@@ -82,11 +83,12 @@ public final class HTTPClientTransport: SyncTransport {
     }
 
     /// Posts a JSON body (gzip when `compressed`) with the bearer token.
-    private func post(_ body: Data, compressed: Bool, to url: String) async throws(SyncFailure) -> (
-        status: Int, retryAfter: String?, body: Data
-    ) {
+    private func post(_ body: Data, compressed: Bool, to url: String, requestID: String? = nil)
+        async throws(SyncFailure) -> (status: Int, retryAfter: String?, body: Data)
+    {
         var outgoing = HTTPClientRequest(url: url)
         outgoing.method = .POST
+        if let requestID { outgoing.headers.add(name: "X-Request-Id", value: requestID) }
         outgoing.headers.add(name: "Content-Type", value: "application/json")
         outgoing.headers.add(name: "Accept-Encoding", value: "gzip")
         if compressed { outgoing.headers.add(name: "Content-Encoding", value: "gzip") }

@@ -194,7 +194,15 @@ import Testing
         let scopes = try (0..<100).map { try Scope("burst-\($0)") }
         // Far beyond any wait: the progress watchdog bounds the test, not a request's deadline.
         let unbounded = TimeAmount.hours(1)
-        try await Self.withClient(devices: devices, configure: { $0.databaseQueueLimit = 32 }) { http, base, server in
+        // A pool larger than the long-polls' lane (4 reads at a time), as in production (16): with the test
+        // servers' pool of 4, the lane could hold every connection, and a push waited behind the reads for a
+        // lease until the lease's time ran out (20 s) and was refused, on a machine loaded by a second test
+        // run beside this one.
+        let configure: @Sendable (inout ServerConfiguration) -> Void = {
+            $0.databaseQueueLimit = 32
+            $0.databasePoolSize = 8
+        }
+        try await Self.withClient(devices: devices, configure: configure) { http, base, server in
             var tokens: [(String, Scope)] = []
             for index in 0..<devices {
                 let scope = scopes[index % scopes.count]
