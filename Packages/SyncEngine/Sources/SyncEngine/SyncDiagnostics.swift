@@ -81,8 +81,12 @@ public struct SyncDiagnostics: Codable, Sendable, Equatable {
         SHA256.hash(data: Data(name.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
     }
 
-    /// Reads the diagnostics of `store` (and of `blobs`, its local blob cache, when the app has one).
+    /// Reads the diagnostics of a device.
     /// - Parameters:
+    ///   - store: the device's event store, whose database holds the journal too.
+    ///   - blobs: its local blob cache, when the app has one.
+    ///   - app: the app's name, as support knows it.
+    ///   - appVersion: the app's version.
     ///   - journalEntries: the newest journal entries included, at most.
     public static func collect(
         store: EventStore, blobs: LocalBlobs? = nil, app: String, appVersion: String, journalEntries: Int = 2000
