@@ -16,9 +16,9 @@ import SyncStorage
 ///
 /// Never in it: a payload, a title or body, a file name, a token, a rejection's message (a server rule may
 /// quote what it refused; the journal's `rejection` lines keep their event id, type and code), or a scope's
-/// name (an app may name scopes after people): scopes appear as the
-/// first 16 hex digits of their name's SHA-256 (`scopeDigest`), which support can compute for a name it
-/// already knows, in the counts, the cursor and the journal alike. The journal is otherwise the device's own:
+/// name (an app may name scopes after people): scopes appear as the first 16 hex digits of their name's
+/// SHA-256 (`scopeDigest`), which support can compute for a name it already knows, in the counts, the cursor
+/// and the journal alike. The journal is otherwise the device's own:
 /// its entries never hold content (the engine writes kinds, counts, codes and errors, and a token only as the
 /// word "token").
 public struct SyncDiagnostics: Codable, Sendable, Equatable {
@@ -100,6 +100,8 @@ public struct SyncDiagnostics: Codable, Sendable, Equatable {
             Rejection(stream: $0.event.stream, type: $0.event.type, code: $0.rejection?.code ?? "")
         }
         let cursor = try ScopeCursor(encoded: try await store.cursor())
+        // The scopes' names, read with their counts: the journal's lines are redacted of them below.
+        let (scopes, names) = try await store.database.read { db in try scopeCounts(db) }
         var diagnostics = try await store.database.read { db in
             SyncDiagnostics(
                 generatedAt: Date(),
@@ -107,20 +109,17 @@ public struct SyncDiagnostics: Codable, Sendable, Equatable {
                     app: app, appVersion: appVersion,
                     operatingSystem: ProcessInfo.processInfo.operatingSystemVersionString,
                     sqlite: try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? ""),
-                replica: store.replica.description, events: try eventCounts(db), scopes: try scopeCounts(db),
+                replica: store.replica.description, events: try eventCounts(db), scopes: scopes,
                 rejected: rejected,
                 cursor: Dictionary(uniqueKeysWithValues: cursor.positions.map { (scopeDigest($0.key.name), $0.value) }),
                 openConflicts: conflicts, journal: [], schema: try schema(db),
                 metadataKeys: try String.fetchAll(db, sql: "SELECT key FROM store_meta ORDER BY key"),
                 storage: storage, blobBytes: usage?.total, evictableBlobBytes: usage?.evictable)
         }
-        let scopes = try await store.database.read { db in
-            try String.fetchAll(db, sql: "SELECT DISTINCT scope FROM events")
-        }
-        let names = Set(scopes + cursor.positions.keys.map(\.name))
+        let allNames = names.union(cursor.positions.keys.map(\.name))
         diagnostics.journal = entries.map {
             let detail = $0.kind == "rejection" ? withoutMessage($0.detail) : $0.detail
-            return SyncJournal.Entry(at: $0.at, kind: $0.kind, detail: redactingScopes(names, in: detail))
+            return SyncJournal.Entry(at: $0.at, kind: $0.kind, detail: redactingScopes(allNames, in: detail))
         }
         return diagnostics
     }
@@ -201,19 +200,21 @@ public struct SyncDiagnostics: Codable, Sendable, Equatable {
         ).map { EventCount(status: $0["status"], type: $0["type"], count: $0["n"]) }
     }
 
-    static func scopeCounts(_ db: Database) throws -> [ScopeCount] {
-        try Row.fetchAll(
+    /// The events counted by scope (by digest), and the scopes' names.
+    static func scopeCounts(_ db: Database) throws -> ([ScopeCount], Set<String>) {
+        let rows = try Row.fetchAll(
             db,
             sql: """
                 SELECT scope, sum(status = 'pending') AS pending, sum(status = 'confirmed') AS confirmed,
                     sum(status = 'rejected') AS rejected
                 FROM events GROUP BY scope
-                """
-        ).map {
+                """)
+        let counts = rows.map {
             ScopeCount(
                 scope: scopeDigest($0["scope"]), pending: $0["pending"], confirmed: $0["confirmed"],
                 rejected: $0["rejected"])
-        }.sorted { $0.scope < $1.scope }
+        }
+        return (counts.sorted { $0.scope < $1.scope }, Set(rows.map { $0["scope"] as String }))
     }
 
     /// Every table, index, view and trigger SQLite keeps the SQL of, with each table's row count.
