@@ -22,6 +22,8 @@
 #
 # Environment:
 #   BENCH_QUICK=1     every scenario at small size (about 3 minutes): proves the suite works end to end
+#   BENCH_QUICK=smoke the quick suite at a third of its sizes, which still runs every scenario's code and
+#                     draws every chart: what the test suite runs, on debug builds and beside other tests
 #   BENCH_BIN         folder with release (or any) builds of sync-server, sync-bench, sync-load, sync-agent
 #                     (default: built here with -c release)
 #   BENCH_OUT         the run's folder (default Benchmarks/results/<date>-<commit>, or .run/bench/… when quick)
@@ -35,6 +37,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 quick="${BENCH_QUICK:-0}"
+smoke=0
+if [ "$quick" = smoke ]; then quick=1 smoke=1; fi
 scenarios="${BENCH_SCENARIOS:-throughput latency rebuild storage bootstrap blobs crdt}"
 commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 # "-dirty" when the code measured differs from the commit (documentation and other scripts do not count).
@@ -65,6 +69,13 @@ if [ "$quick" = 1 ]; then
     bootstrap_events=10000 records_events=10000
     blob_mib=16 blob_runs=1
     trace_runs=1
+    if [ "$smoke" = 1 ]; then
+        push_events=5000 push_runs=2 load_seconds=4 sweep_seconds=4 sweep_ramp=1
+        rebuild_sizes="500 2000 5000" rebuild_runs=2
+        churn_notes=200 churn_operations=3000 churn_checkpoints="750,1500,3000"
+        bootstrap_events=3000 records_events=3000
+        blob_mib=4
+    fi
 else
     push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30
     sweep="devices=10,100,1000" sweep_seconds=45 sweep_ramp=15

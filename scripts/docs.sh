@@ -71,7 +71,9 @@ echo "== symbol graphs (swift package dump-symbol-graph)"
 # Extension blocks: members that a module adds to another module's types (String, JSONReader, FugueList…)
 # are documented on the module's page under "Extended Modules".
 dump_log="$out/dump-symbol-graph.log"
-if ! "$swift_bin" package dump-symbol-graph --minimum-access-level public --emit-extension-block-symbols \
+# The same debug build as `make test` (SYNC_BUILD_FLAGS), so that after it only the symbol graphs are new.
+# shellcheck disable=SC2086 # the flags are words
+if ! "$swift_bin" package ${SYNC_BUILD_FLAGS--debug-info-format none} dump-symbol-graph --minimum-access-level public --emit-extension-block-symbols \
     >"$dump_log" 2>&1; then
     tail -40 "$dump_log" >&2
     echo "docs: swift package dump-symbol-graph failed (whole output in $dump_log)" >&2

@@ -17,6 +17,8 @@ log=.run/test-output.txt
 export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,interactive=no,color=no,threads=crashed,registers=none,images=none}"
 
 swift="${SWIFT:-swift}"
+# The debug build's flags (the Makefile's SYNC_BUILD_FLAGS: no debug information unless set empty).
+export SYNC_BUILD_FLAGS="${SYNC_BUILD_FLAGS--debug-info-format none}"
 # The main suite's step, when it prints nothing for this long, has hung: it is stopped, so that the recap
 # below names the tests still running, instead of a CI job's own time limit killing the whole run without a
 # word. Far above the longest quiet stretch of a healthy run (a test that captures a child's output, alone at
@@ -52,7 +54,8 @@ watched() {
     return "$rc"
 }
 run_in_two_steps() {
-    "$swift" build --build-tests || return $?
+    # shellcheck disable=SC2086 # the flags are words
+    "$swift" build --build-tests $SYNC_BUILD_FLAGS || return $?
     "$swift" test --skip-build --filter ConsumerPackageTests
     local consumer=$?
     watched "$swift" test --skip-build --skip ConsumerPackageTests

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 
-/// `make bench-quick` end to end, as CI runs it: every scenario at small size against real processes, then the
-/// report. No timing is judged: the report must be complete (every scenario, every chart), every verdict must
+/// `make bench-quick` end to end at its smoke size (`BENCH_QUICK=smoke`, a third of the quick sizes: the
+/// binaries here are debug builds and other suites run beside it): every scenario against real processes, then
+/// the report. No timing is judged: the report must be complete (every scenario, every chart), every verdict must
 /// pass, and a comparison with a baseline must flag a figure that got worse beyond the noise.
 @Suite struct BenchSuiteTests {
     struct Figure: Decodable {
@@ -29,7 +30,7 @@ import Testing
         let result = try await Stack.runCapturing(
             "/usr/bin/env", ["bash", Stack.repositoryRoot.appendingPathComponent("scripts/bench.sh").path],
             environment: [
-                "BENCH_QUICK": "1", "BENCH_BIN": Stack.productsDirectory.path, "BENCH_OUT": out.path,
+                "BENCH_QUICK": "smoke", "BENCH_BIN": Stack.productsDirectory.path, "BENCH_OUT": out.path,
                 "BENCH_PORT": String(try Stack.freePort()),
             ])
         #expect(result.status == 0, "\(result.stderr.suffix(4000))\n\(result.stdout.suffix(2000))")
@@ -46,21 +47,21 @@ import Testing
         for id in ["throughput.bulk", "throughput.devices"] {
             #expect(ids.contains(id), "\(id) missing from \(ids.sorted())")
         }
-        // Figures whose size varies name it: the quick run's 10,000 events, its churn history.
-        #expect(ids.contains("bootstrap.pull.10000") && ids.contains("bootstrap.agent.10000"), "\(ids.sorted())")
+        // Figures whose size varies name it: the smoke run's 3,000 events, its churn history.
+        #expect(ids.contains("bootstrap.pull.3000") && ids.contains("bootstrap.agent.3000"), "\(ids.sorted())")
         // Many records as well as many events: both shapes, each with its plain client's ratio.
-        for id in ["bootstrap.records.10000", "bootstrap.long-tail.10000"] {
+        for id in ["bootstrap.records.3000", "bootstrap.long-tail.3000"] {
             #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
         }
-        #expect(ids.contains("storage.server.compaction.10000") && ids.contains("storage.device.none.10000"))
+        #expect(ids.contains("storage.server.compaction.3000") && ids.contains("storage.device.none.3000"))
         // Thin devices on the live stream beside a replica (the quick sweep's one step), with its verdict.
         #expect(ids.contains("latency-thin.11.visible-p99"), "\(ids.sorted())")
         #expect(results.verdicts.contains { $0.detail.contains("(thin, on the live stream)") })
-        // An attachment of 16 MiB up and down, each against curl on nginx's static route, and its memory.
-        for id in ["blobs.up.16", "blobs.down.16"] {
+        // An attachment of 4 MiB up and down, each against curl on nginx's static route, and its memory.
+        for id in ["blobs.up.4", "blobs.down.4"] {
             #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
         }
-        #expect(results.figures.first { $0.id == "blobs.memory.16" }?.value ?? 0 > 0, "\(ids.sorted())")
+        #expect(results.figures.first { $0.id == "blobs.memory.4" }?.value ?? 0 > 0, "\(ids.sorted())")
         #expect(ids.contains { $0.hasPrefix("bootstrap.compaction.") }, "\(ids.sorted())")
         // Every figure with an in-run baseline has its ratio.
         #expect(results.figures.first { $0.id == "throughput.bulk" }?.ratio ?? 0 > 0)
