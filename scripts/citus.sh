@@ -148,11 +148,12 @@ start_node() {
     if as_owner "$(find_bin postgres)" --describe-config 2>/dev/null | grep "^output_plugin_libraries" >/dev/null; then
         plugins="-c output_plugin_libraries='pgoutput,test_decoding,citus'"
     fi
-    local port attempt
+    local port attempt durability
+    durability="$(durability_options)"
     for attempt in 1 2 3 4 5; do
         if [ -f "$dir/port" ] && [ "$attempt" -eq 1 ]; then port="$(cat "$dir/port")"; else port="$(free_port)"; fi
         if without_inherited_files as_owner "$(find_bin pg_ctl)" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start -o \
-            "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir' -c max_connections=1000 -c shared_buffers=128MB -c shared_preload_libraries=citus -c max_prepared_transactions=100 -c max_worker_processes=64 -c wal_level=logical -c log_line_prefix='%m [%p] %d ' $plugins" \
+            "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir' -c max_connections=1000 -c shared_buffers=128MB -c shared_preload_libraries=citus -c max_prepared_transactions=100 -c max_worker_processes=64 -c wal_level=logical -c log_line_prefix='%m [%p] %d ' $plugins $durability" \
             >/dev/null 2>&1; then
             echo "$port" >"$dir/port"
             break

@@ -64,11 +64,12 @@ start() {
         as_owner "$initdb" -D "$data_dir" -U "$user" --auth=trust --encoding=UTF8 --no-locale >"$run_dir/initdb.log" 2>&1 \
             || { cat "$run_dir/initdb.log" >&2; exit 1; }
     fi
-    local port attempt
+    local port attempt durability
+    durability="$(durability_options)"
     for attempt in 1 2 3 4 5; do
         port="$(free_port)"
         if without_inherited_files as_owner "$pg_ctl" -D "$data_dir" -l "$log_file" -w -t 60 start -o \
-            "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$run_dir' -c max_connections=300 -c shared_buffers=256MB" \
+            "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$run_dir' -c max_connections=300 -c shared_buffers=256MB $durability" \
             >/dev/null 2>&1; then
             echo "$port" >"$port_file"
             break

@@ -19,6 +19,14 @@ export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,interactive=no,color=no,th
 swift="${SWIFT:-swift}"
 # The debug build's flags (the Makefile's SYNC_BUILD_FLAGS: no debug information unless set empty).
 export SYNC_BUILD_FLAGS="${SYNC_BUILD_FLAGS--debug-info-format none}"
+# The throwaway clusters without fsync (scripts/lib/postgres-common.sh says what that does and does not risk):
+# a test never survives an operating-system crash, and a hundred tests' checkpoints queued on the disk stalled
+# the suite for seconds at a time.
+export SYNC_POSTGRES_DURABLE="${SYNC_POSTGRES_DURABLE-no}"
+# At most this many tests at a time (Swift Testing otherwise starts every test at once: six hundred on two
+# cores, where a test that waits for something within a bound, a token's expiry or a NOTIFY, saw minutes go
+# by). The tests of a slot that waits on a server or a child process leave the cores to the others.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH-24}"
 # The main suite's step, when it prints nothing for this long, has hung: it is stopped, so that the recap
 # below names the tests still running, instead of a CI job's own time limit killing the whole run without a
 # word. Far above the longest quiet stretch of a healthy run (a test that captures a child's output, alone at
@@ -53,22 +61,31 @@ watched() {
     exec {fd}<&-
     return "$rc"
 }
+# Runs a step and says how long it took, so that a CI log tells where its time went.
+timed() {
+    local name="$1" started=$SECONDS rc
+    shift
+    "$@"
+    rc=$?
+    echo "==== make test: $name took $((SECONDS - started)) s (exit $rc) ===="
+    return "$rc"
+}
 run_in_two_steps() {
     # shellcheck disable=SC2086 # the flags are words
-    "$swift" build --build-tests $SYNC_BUILD_FLAGS || return $?
-    "$swift" test --skip-build --filter ConsumerPackageTests
+    timed "the build" "$swift" build --build-tests $SYNC_BUILD_FLAGS || return $?
+    timed "the consumer app" "$swift" test --skip-build --filter ConsumerPackageTests
     local consumer=$?
-    watched "$swift" test --skip-build --skip ConsumerPackageTests
+    timed "the main suite" watched "$swift" test --skip-build --skip ConsumerPackageTests
     local rest=$?
     # Not watched: a machine without Citus builds it first (scripts/citus.sh install), minutes of a quiet
     # build log.
-    SWIFT="$swift" scripts/citus-test.sh
+    timed "the Citus suite" env SWIFT="$swift" scripts/citus-test.sh
     local citus=$?
     [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ] && [ "$citus" -eq 0 ]
 }
 if [ "$#" -eq 0 ]; then
     export swift
-    export -f run_in_two_steps watched
+    export -f run_in_two_steps watched timed
     scripts/with-postgres.sh bash -c run_in_two_steps 2>&1 | tee "$log"
 else
     scripts/with-postgres.sh "$swift" test "$@" 2>&1 | tee "$log"

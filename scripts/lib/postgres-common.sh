@@ -49,3 +49,18 @@ open_to_owner() {
         chmod o+x "$dir" 2>/dev/null || true
     done
 }
+
+# The server options of SYNC_POSTGRES_DURABLE: `no` (what `make test` sets) turns off what protects committed
+# data from an operating-system crash or a power cut, and only that: `fsync` and `full_page_writes`. A killed
+# PostgreSQL, the only crash a test makes, still loses nothing committed: its writes are in the kernel's
+# cache. The test suite creates and drops a database per test, and PostgreSQL 15 answers every DROP DATABASE
+# with an immediate checkpoint: with fsync on, those flushes queued behind one another took the disk for up to
+# 24 s at a time while a hundred tests ran (commits waiting, connections not made, requests answered 503).
+# Benchmarks, `make run` and `make load` keep the default (`yes`): their numbers are of a durable database.
+durability_options() {
+    case "${SYNC_POSTGRES_DURABLE:-yes}" in
+        no) echo "-c fsync=off -c full_page_writes=off" ;;
+        yes) ;;
+        *) echo "SYNC_POSTGRES_DURABLE must be yes or no, not '$SYNC_POSTGRES_DURABLE'" >&2; return 1 ;;
+    esac
+}
