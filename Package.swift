@@ -299,6 +299,7 @@ let package = Package(
                 "SyncEventStoreTestSupport",
                 "SyncModels",
                 "SyncProtocol",
+                "SyncTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

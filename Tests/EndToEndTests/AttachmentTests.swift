@@ -7,7 +7,7 @@ import Testing
 
 /// Attachments through real processes (docs/ARCHITECTURE.md, "Attachments"): `sync-agent note attach` on one
 /// device, uploads killed and resumed, the blob read back on another device, byte for byte.
-@Suite(.serialized) struct AttachmentTests {
+@Suite(.serialized, .onOwnThreads) struct AttachmentTests {
     /// Small chunks, so that a few MiB make many of them.
     static let chunkBytes = 256 << 10
     static let environment = ["SYNC_BLOB_CHUNK_BYTES": String(chunkBytes)]

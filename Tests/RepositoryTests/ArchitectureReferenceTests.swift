@@ -1,10 +1,11 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 /// `docs/ARCHITECTURE.md` is read as a map of the code, so every file and Swift symbol it names in backquotes
 /// must exist, and a symbol it places in a file must be declared there. What counts as a reference is
 /// `ReferenceCheck.reference(_:)`; how each is looked up is `ReferenceCheck.staleReferences(in:at:)`.
-@Suite struct ArchitectureReferenceTests {
+@Suite(.onOwnThreads) struct ArchitectureReferenceTests {
     static let root = RepositoryLayoutTests.root
     static let document = "docs/ARCHITECTURE.md"
 

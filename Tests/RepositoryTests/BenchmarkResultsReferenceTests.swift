@@ -1,10 +1,11 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 /// A figure quoted from a benchmark run points at the run's report, and the report is in the repository:
 /// every path into `Benchmarks/results/` that a Markdown document names, written out or as a relative
 /// link, exists. The run reports themselves are not read (they quote the runs they compare with).
-@Suite struct BenchmarkResultsReferenceTests {
+@Suite(.onOwnThreads) struct BenchmarkResultsReferenceTests {
     static let root = RepositoryLayoutTests.root
     static let results = "Benchmarks/results/"
 

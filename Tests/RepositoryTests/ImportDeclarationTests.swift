@@ -10,7 +10,7 @@ import Testing
 /// breaks when that dependency changes its own, or in an app that declares the target as it is declared here.
 /// Read for the root manifest and the Tasks example's through `swift package dump-package`, with the
 /// manifests of the packages they depend on (checked out in `.build/checkouts`).
-@Suite struct ImportDeclarationTests {
+@Suite(.onOwnThreads) struct ImportDeclarationTests {
     static let root = RepositoryLayoutTests.root
 
     typealias Manifest = ManifestConsistencyTests.Manifest

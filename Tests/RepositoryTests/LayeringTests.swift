@@ -1,11 +1,12 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 /// The layering of the packages: generic packages (`Packages/Sync*`) never know the Notes domain, no file
 /// reaches into another package's internals, and nothing shipped is built on test support. The domain plugs
 /// into the generic packages, never the other way round, so that anyone can reuse them for a domain of their
 /// own; and what an app or a deployment runs holds no code written only for tests.
-@Suite struct LayeringTests {
+@Suite(.onOwnThreads) struct LayeringTests {
     static let root = RepositoryLayoutTests.root
 
     /// The modules of the Notes reference domain.

@@ -6,7 +6,7 @@ import Testing
 /// folder keeps a manifest of its own for working on it alone. The two must describe the same libraries:
 /// the same products and targets, the same dependencies, the same version ranges, the root's target paths
 /// pointing at the package's sources. Compared through `swift package dump-package`, SwiftPM's own reading.
-@Suite struct ManifestConsistencyTests {
+@Suite(.onOwnThreads) struct ManifestConsistencyTests {
     static let root = RepositoryLayoutTests.root
 
     /// A manifest as `swift package dump-package` prints it.

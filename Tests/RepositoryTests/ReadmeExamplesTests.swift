@@ -1,10 +1,11 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 /// Every package README's example is code a test runs: the README's Swift block (less its imports) is the
 /// body between `// README begins` and `// README ends` (or `// README example begins` / `ends`) of a test in the package's `Tests/` folder, the same
 /// but for white space and line breaks.
-@Suite struct ReadmeExamplesTests {
+@Suite(.onOwnThreads) struct ReadmeExamplesTests {
     static let root = RepositoryLayoutTests.root
 
     /// The code between the markers (or the README's first Swift block), without imports and white space.

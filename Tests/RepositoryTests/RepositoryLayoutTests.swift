@@ -3,7 +3,7 @@ import SyncTestSupport
 import Testing
 
 /// Checks of the repository itself: the layout users and CI rely on, and the docker-compose file.
-@Suite struct RepositoryLayoutTests {
+@Suite(.onOwnThreads) struct RepositoryLayoutTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 

@@ -5,7 +5,7 @@ import Testing
 /// The repository stands alone: `git clone` and `make test` need nothing beside the clone. No source,
 /// script, test, manifest or document reads or cites a path outside the repository (the editing traces the
 /// tests replay are in `Packages/SyncCRDT/Data/editing-traces`).
-@Suite struct SelfContainedTests {
+@Suite(.onOwnThreads) struct SelfContainedTests {
     static let root = RepositoryLayoutTests.root
 
     /// Files the check reads: what git tracks or would track, less archived benchmark reports (they quote

@@ -3,11 +3,12 @@ import NotesDomain
 import SyncCRDT
 import SyncEventStoreTestSupport
 import SyncModels
+import SyncTestSupport
 import Testing
 
 /// The typed payloads of note events: the exact JSON clients write (golden), decoding back, the rules, and
 /// the in-place reader agreeing with `Codable` everywhere.
-@Suite struct NotePayloadTests {
+@Suite(.onOwnThreads) struct NotePayloadTests {
     static let replica = ReplicaID(high: 0x0123_4567_89ab_cdef, low: 0x0fed_cba9_8765_4321)
     static let item = "018f4e3a-0000-7000-8000-000000000001"
 

@@ -1,9 +1,10 @@
 import PropertyBased
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
-@Suite(.shrinking(false)) struct CausalContextTests {
+@Suite(.shrinking(false), .onOwnThreads) struct CausalContextTests {
     @Test func versionVectorsOrderCausally() {
         let a = VersionVector([replica(0): 2, replica(1): 1])
         let b = VersionVector([replica(0): 3, replica(1): 1])

@@ -2,9 +2,10 @@ import Foundation
 import PropertyBased
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
-@Suite(.shrinking(false)) struct CounterTests {
+@Suite(.shrinking(false), .onOwnThreads) struct CounterTests {
     @Test func gCounterSumsEveryReplicasIncrements() {
         var a = GCounter()
         var b = GCounter()

@@ -2,10 +2,11 @@ import EditingTraces
 import Foundation
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
 /// Real editing histories (josephg/editing-traces, CC BY 4.0; Eg-walker conformance data) as oracles.
-@Suite struct EditingTraceTests {
+@Suite(.onOwnThreads) struct EditingTraceTests {
     @Test(arguments: EditingTraces.sequentialFiles.map(\.lastPathComponent))
     func sequentialTraceReplaysToItsEndContent(name: String) throws {
         let trace = try EditingTraces.sequential(

@@ -1,13 +1,14 @@
 import Foundation
 import PropertyBased
 import SyncModels
+import SyncTestSupport
 import Testing
 
 @testable import SyncCRDT
 
 /// The fast paths must read and write exactly what the `Codable` paths do: `decode(json:)` and the reader against
 /// `JSONDecoder`, and the binary state form against equality after a round trip.
-@Suite struct EncodingPathTests {
+@Suite(.onOwnThreads) struct EncodingPathTests {
     /// The JSON value of a Codable operation, as a payload carries it.
     func json<T: Encodable>(_ value: T) -> JSONValue {
         try! JSONValue(parsing: CanonicalJSON.encode(value))

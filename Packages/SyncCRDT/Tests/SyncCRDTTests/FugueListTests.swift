@@ -2,9 +2,10 @@ import Foundation
 import PropertyBased
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
-@Suite(.shrinking(false)) struct FugueListTests {
+@Suite(.shrinking(false), .onOwnThreads) struct FugueListTests {
     // MARK: Golden tests of the chosen semantics
 
     @Test func concurrentRunsAtOnePlaceNeverInterleave() {

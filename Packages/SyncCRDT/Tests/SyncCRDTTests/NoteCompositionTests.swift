@@ -1,12 +1,13 @@
 import Foundation
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
 /// A note (docs/ARCHITECTURE.md, "Conflicts and rejections") as one CRDT: an `ORMap<String, CRDTValue>` of a title
 /// register, a body text, add-wins tags, a pinned register, a view counter, and a checklist (a list of item ids plus a
 /// map of item fields).
-@Suite struct NoteCompositionTests {
+@Suite(.onOwnThreads) struct NoteCompositionTests {
     typealias Note = ORMap<String, CRDTValue>
 
     struct Device {

@@ -2,9 +2,10 @@ import Foundation
 import PropertyBased
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
-@Suite(.shrinking(false)) struct ORMapTests {
+@Suite(.shrinking(false), .onOwnThreads) struct ORMapTests {
     typealias Counters = ORMap<String, PNCounter>
 
     @Test func anUpdateConcurrentWithARemoveKeepsTheKey() {

@@ -2,9 +2,10 @@ import Foundation
 import PropertyBased
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
-@Suite(.shrinking(false)) struct ORSetTests {
+@Suite(.shrinking(false), .onOwnThreads) struct ORSetTests {
     /// Concurrent add and remove of the same element, seen by both replicas in opposite orders.
     static func concurrentAddRemove<Bias: ORSetBias>(_: Bias.Type) -> (ORSet<String, Bias>, ORSet<String, Bias>) {
         var a = ORSet<String, Bias>()

@@ -1,9 +1,10 @@
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
 /// Keeps the README example compiling and working: the body below is the README's code.
-@Suite struct ReadmeExampleTests {
+@Suite(.onOwnThreads) struct ReadmeExampleTests {
     @Test func readmeExampleRuns() {
         // README begins
         let phone = ReplicaID.random(), laptop = ReplicaID.random()

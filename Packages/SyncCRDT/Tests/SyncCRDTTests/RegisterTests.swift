@@ -2,9 +2,10 @@ import Foundation
 import PropertyBased
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
-@Suite(.shrinking(false)) struct RegisterTests {
+@Suite(.shrinking(false), .onOwnThreads) struct RegisterTests {
     static func stamp(_ physical: UInt64, _ replicaIndex: Int) -> HLCTimestamp {
         HLCTimestamp(physical: physical, counter: 0, node: replica(replicaIndex).high)
     }

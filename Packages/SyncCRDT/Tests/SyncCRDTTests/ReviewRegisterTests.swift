@@ -2,9 +2,10 @@ import Foundation
 import PropertyBased
 import SyncCRDT
 import SyncModels
+import SyncTestSupport
 import Testing
 
-@Suite(.shrinking(false)) struct ReviewRegisterTests {
+@Suite(.shrinking(false), .onOwnThreads) struct ReviewRegisterTests {
     typealias Register = ReviewRegister<String>
 
     static func stamp(_ physical: UInt64, _ replicaIndex: Int) -> HLCTimestamp {

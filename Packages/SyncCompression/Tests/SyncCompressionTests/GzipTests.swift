@@ -3,7 +3,7 @@ import SyncCompression
 import SyncTestSupport
 import Testing
 
-@Suite struct GzipTests {
+@Suite(.onOwnThreads) struct GzipTests {
     @Test(arguments: [0, 1, 1000, 300_000])
     func roundTrips(size: Int) throws {
         var random = SystemRandomNumberGenerator()
@@ -57,7 +57,7 @@ import Testing
     }
 }
 
-@Suite struct DeflateTests {
+@Suite(.onOwnThreads) struct DeflateTests {
     @Test(arguments: [0, 1, 560, 300_000])
     func roundTrips(size: Int) throws {
         var random = SystemRandomNumberGenerator()

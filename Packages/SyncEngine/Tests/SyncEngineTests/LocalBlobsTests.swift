@@ -4,13 +4,14 @@ import GRDB
 import SyncEventStore
 import SyncEventStoreTestSupport
 import SyncModels
+import SyncTestSupport
 import Testing
 
 @testable import SyncEngine
 
 /// The device's blob directory (issue 46): blobs added by hash, and a least-recently-used byte bound that never
 /// evicts a blob waiting for its upload or a pinned one.
-@Suite struct LocalBlobsTests {
+@Suite(.onOwnThreads) struct LocalBlobsTests {
     /// `count` bytes that differ from one blob to the next (`seed`).
     static func bytes(_ count: Int, seed: UInt8 = 1) -> Data {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7) ^ seed })

@@ -1,9 +1,10 @@
 import PropertyBased
+import SyncTestSupport
 import Testing
 
 @testable import SyncModels
 
-@Suite struct EventIDTests {
+@Suite(.onOwnThreads) struct EventIDTests {
     @Test func strictlyIncreasingWhateverTheWallClockDoes() async {
         // Each raw value: a wall-clock jump (-50...+50 ms, often 0) and a burst length (usually short, one in
         // seven longer than the 12-bit counter holds).

@@ -1,9 +1,10 @@
 import PropertyBased
+import SyncTestSupport
 import Testing
 
 @testable import SyncModels
 
-@Suite struct HLCTests {
+@Suite(.onOwnThreads) struct HLCTests {
     /// One step of a random clock history, decoded from four random integers.
     struct Step {
         var isReceive: Bool
