@@ -428,10 +428,16 @@ struct LoadRun {
                 }
                 crashAt = spells.at(spells.exponential(configuration.crashInterval, &random))
             }
+            // A corruption that found no confirmed row to delete (the device has not synced yet, which a loaded
+            // machine can make last) stays due, and is tried again at the next action.
             if let due = corruptAt, now >= due {
                 device.doing("corrupting its file")
-                if (try? await device.corrupt()) == true { metrics.corrupted() }
-                corruptAt = spells.at(spells.exponential(corruptInterval, &random))
+                // Drawn either way, so that the seed's sequence does not depend on it.
+                let next = spells.at(spells.exponential(corruptInterval, &random))
+                if (try? await device.corrupt()) == true {
+                    metrics.corrupted()
+                    corruptAt = next
+                }
             }
             guard let client = device.client else { continue }
             do {

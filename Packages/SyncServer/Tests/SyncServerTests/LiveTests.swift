@@ -214,13 +214,24 @@ import Testing
     }
 
     @Test func longPollIsWokenByAnotherServersCommitThroughNotify() async throws {
-        try await Self.withLiveClient(scopes: ["nx"]) { client, server in
-            let waiting = Task {
-                let start = ContinuousClock.now
-                let (page, _) = try await client.pull(PullRequest(scopes: ["nx"], wait: 20))
-                return (page, ContinuousClock.now - start)
+        // The longest wait this server allows, so that a loaded machine's slow answer is not taken for one at
+        // the deadline.
+        let wait = 60
+        try await Self.withLiveClient(scopes: ["nx"], configure: { $0.limits.maxWaitSeconds = wait }) {
+            client, server in
+            // A NOTIFY before the hub listens is heard by no one: wait for it to listen (it begins at start-up).
+            while try await FanoutTests.metric("sync_longpoll_listening", http: client.http, base: client.base) < 1 {
+                try await Task.sleep(for: .milliseconds(20))
             }
-            try await Task.sleep(for: .milliseconds(500))
+            let start = ContinuousClock.now
+            let waiting = Task {
+                let (page, _) = try await client.pull(PullRequest(scopes: ["nx"], wait: wait))
+                return page
+            }
+            // And for the poll to be parked, past its first read: a commit before that is read, not woken for.
+            while try await FanoutTests.metric("sync_longpolls_parked", http: client.http, base: client.base) < 1 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             // Another server's commit: written straight into the database, announced only by NOTIFY.
             try await server.database.execute(
                 """
@@ -231,10 +242,12 @@ import Testing
                         '0000018f4e3a5b7c:0003:6d2c1f0e9a8b4c7d', '6d2c1f0e9a8b4c7d8e9f001122334455', 1, '{}')
                 """)
             try await server.database.execute("NOTIFY sync_events, 'nx'")
-            let (page, elapsed) = try await waiting.value
+            let page = try await waiting.value
+            let elapsed = ContinuousClock.now - start
             #expect(page.events.map(\.seq) == [1])
-            // Woken by the NOTIFY, not answered at its 20-second deadline.
-            #expect(elapsed < .seconds(19), "the long-poll was not woken: \(elapsed)")
+            // Woken by the NOTIFY: the server set the poll's deadline `wait` seconds after the request reached
+            // it, which is after `start`, so an answer within `wait` of `start` came before the deadline.
+            #expect(elapsed < .seconds(wait), "the long-poll was not woken: \(elapsed)")
         }
     }
 
