@@ -181,7 +181,7 @@ import Testing
         try await LiveTests.withLiveClient(scopes: ["ex"]) { client, server in
             // A token of a few seconds, open while the stream starts: on a loaded machine the request can reach
             // the server after a short one expired (401, no stream), then a longer one is tried.
-            var ttl = 2
+            var ttl: TimeInterval = 2
             var subscriber = try await Subscriber.open(
                 client, cursor: ScopeCursor(),
                 token: try await server.tokens.mint(subject: "alice", scopes: ["ex"], ttl: ttl))
