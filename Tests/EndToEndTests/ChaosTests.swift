@@ -33,7 +33,9 @@ import Testing
             let data = try Data(contentsOf: out.appendingPathComponent("\(scenario).json"))
             let row = try JSONDecoder().decode(Row.self, from: data)
             #expect(row.passed, "\(scenario): \(String(decoding: data, as: UTF8.self))")
-            #expect(row.events > 0 && row.lost == 0 && row.duplicated == 0 && row.diverged == 0 && row.gaps == 0)
+            #expect(
+                row.events > 0 && row.lost == 0 && row.duplicated == 0 && row.diverged == 0 && row.gaps == 0,
+                "\(scenario): \(String(decoding: data, as: UTF8.self))")
             // The fault was really injected, during the load.
             if scenario.hasPrefix("net-") {
                 #expect(row.fault.contains("reset"), "\(row.fault)")
