@@ -6,9 +6,9 @@ import Testing
 /// For a test whose work is long and synchronous (scanning the repository's files, a property checked over
 /// thousands of cases, a tight loop): the pool has as many threads as the machine has cores, and such work
 /// holds one of them for its whole length, so that every other test's tasks (a server answering, an engine
-/// connecting its stream, a timer firing) wait behind it. `make test` runs about a hundred suites at once:
-/// on two cores, a few such tests at once held both threads for minutes, and tests that wait for something
-/// to happen within their bound saw nothing happen. On a thread of its own the kernel shares the cores
+/// connecting its stream, a timer firing) wait behind it. Swift Testing runs many tests at once (24 under
+/// `make test`): on two cores, a few such tests held both threads for minutes, and tests that wait for
+/// something to happen within their bound saw nothing happen. On a thread of its own the kernel shares the cores
 /// between the work and the pool instead.
 ///
 /// It is the same task (a task executor preference, not a new task): `#expect` and `#require` inside
