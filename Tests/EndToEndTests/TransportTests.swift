@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import NotesStore
 import SyncEngine
@@ -49,6 +50,44 @@ import Testing
             let engine = try SyncEngine(store: client.store, transport: transport)
             await #expect(throws: SyncFailure.self, "\(name)") { try await engine.syncNow() }
             #expect(engine.status.pausedForAuthentication, "\(name)")
+        }
+    }
+
+    /// While the server is down, a sync through `HTTPClientTransport` fails at once with the connection's
+    /// error, and the engine's own backoff decides when to try again; once the server is back, the next sync
+    /// goes through. AsyncHTTPClient by default keeps retrying the connect behind a request, with a backoff
+    /// that grows past a minute, and a request after a long outage waited behind that backoff and failed
+    /// (`getConnectionFromPoolTimeout`) with the server up again. Here the client's connect timeout is a
+    /// minute, so that a request kept waiting for the connect shows as a sync that takes as long.
+    @Test func aServerThatIsDownFailsASyncAtOnceAndTheNextOneGoesThroughOnceItIsBack() async throws {
+        let stack = try await Stack()
+        let token = try await stack.token(scopes: ["team-1"])
+        var configuration = HTTPClientTransport.clientConfiguration
+        configuration.timeout.connect = .seconds(60)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        do {
+            let client = try NotesClient.open(path: stack.directory.appendingPathComponent("device.sqlite").path)
+            let engine = try SyncEngine(
+                store: client.store,
+                transport: HTTPClientTransport(baseURL: URL(string: stack.serverURL)!, token: token, client: http))
+            try await client.create(scope: "team-1", title: "before")
+            try await engine.syncNow()
+
+            await stack.killServer()
+            try await client.create(scope: "team-1", title: "while the server is down")
+            for attempt in 0..<5 {
+                let started = ContinuousClock.now
+                await #expect(throws: SyncFailure.self) { try await engine.syncNow() }
+                let took = ContinuousClock.now - started
+                #expect(took < .seconds(30), "attempt \(attempt) waited \(took) for a connect")
+            }
+            try await stack.startServer()
+            try await engine.syncNow()
+            #expect(engine.status.pending == 0)
+            try await http.shutdown()
+        } catch {
+            try? await http.shutdown()
+            throw error
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import SyncEngineHTTPClient
 
 @main
 struct SyncLoad: AsyncParsableCommand {
@@ -41,10 +42,9 @@ struct HTTPClients {
 
     init(thin: Int, replicas: Int, requestConnections: Int) {
         func client(_ connections: Int) -> HTTPClient {
-            var configuration = HTTPClient.Configuration()
-            configuration.decompression = .disabled
-            configuration.connectionPool = .init(
-                idleTimeout: .seconds(90), concurrentHTTP1ConnectionsPerHostSoftLimit: max(16, connections))
+            var configuration = HTTPClientTransport.clientConfiguration
+            configuration.connectionPool.idleTimeout = .seconds(90)
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(16, connections)
             return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         }
         streams = client(thin + replicas * 2 + 16)

@@ -15,9 +15,9 @@ import Synchronization
 ///
 /// Many transports can share one `HTTPClient` (its connection pool and event loops): pass `client`, as a
 /// load generator with many devices does. By default they share `HTTPClientTransport.sharedClient`. A client
-/// passed in must not decompress responses itself (`HTTPClient.shared` does, and refuses bodies that inflate
-/// more than 25 times, which a note's repetitive text easily does): the transport inflates gzip bodies with
-/// the protocol's own bound.
+/// passed in should start from `clientConfiguration`: it must not decompress responses itself
+/// (`HTTPClient.shared` does, and refuses bodies that inflate more than 25 times, which a note's repetitive
+/// text easily does): the transport inflates gzip bodies with the protocol's own bound.
 public final class HTTPClientTransport: SyncTransport {
     public let baseURL: URL
     let client: HTTPClient
@@ -26,13 +26,24 @@ public final class HTTPClientTransport: SyncTransport {
     private let url: String
     let onTraffic: (@Sendable (Traffic) -> Void)?
 
-    /// The process-wide client transports use unless given one: NIO's shared event loops, no response
-    /// decompression.
-    public static let sharedClient: HTTPClient = {
+    /// The process-wide client transports use unless given one: NIO's shared event loops and
+    /// `clientConfiguration`.
+    public static let sharedClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+
+    /// What a client the transport uses needs (change the rest, e.g. the connection pool's size, as needed):
+    /// - no response decompression: the transport inflates gzip bodies itself, with the protocol's bound;
+    /// - a connection that cannot be made fails its requests at once (`retryConnectionEstablishment` off), so
+    ///   that the engine's own backoff (`BackoffPolicy`, capped) decides when to try again. AsyncHTTPClient
+    ///   otherwise retries connecting behind the request with a backoff of its own that grows past a minute
+    ///   while a server is down: once a restart had taken about 20 failed attempts, a request after it waited
+    ///   longer for the backoff than the connect timeout (10 s) and failed with `getConnectionFromPoolTimeout`
+    ///   though the server was up again.
+    public static var clientConfiguration: HTTPClient.Configuration {
         var configuration = HTTPClient.Configuration()
         configuration.decompression = .disabled
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return configuration
+    }
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `http://127.0.0.1:8080`.
