@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make test`: every test of every package (`swift test`, extra arguments passed on) with a throwaway
-# PostgreSQL (scripts/with-postgres.sh). Without arguments it runs in three steps on one build: first
-# ConsumerPackageTests alone (an app outside the repository builds against it by URL: a build of its own that
-# would otherwise compete for the cores with the other suites), then every other test, then the tests on a
-# Citus cluster (scripts/citus-test.sh: when Citus is installed or CITUS_SOURCE names its source; it says so
-# when it skips them); any failing fails the run. The whole output is kept in .run/test-output.txt; when the run fails, a recap at the end repeats
+# PostgreSQL (scripts/with-postgres.sh). Without arguments it runs in three steps on one build: every test
+# but ConsumerPackageTests, then the tests on a Citus cluster (scripts/citus-test.sh: when Citus is installed or
+# CITUS_SOURCE names its source; it says so when it skips them), then ConsumerPackageTests alone (an app
+# outside the repository builds against it by URL: a build of its own, in this repository's .build so that it
+# compiles the dependencies both share only once; it runs last because it replaces the stack's compiled
+# modules there with those of its checkout); any failing fails the run. The whole output is kept in .run/test-output.txt; when the run fails, a recap at the end repeats
 # the failed tests and, if the test process crashed, the crashed thread's first frames, so that the last
 # lines of a long log (all a CI summary may show) say what went wrong.
 set -uo pipefail
@@ -73,18 +74,23 @@ timed() {
 run_in_two_steps() {
     # shellcheck disable=SC2086 # the flags are words
     timed "the build" "$swift" build --build-tests $SYNC_BUILD_FLAGS || return $?
-    timed "the consumer app" "$swift" test --skip-build --filter ConsumerPackageTests
-    local consumer=$?
+    local tests
+    tests="$("$swift" build --show-bin-path)/offline-syncPackageTests.xctest"
     timed "the main suite" watched "$swift" test --skip-build --skip ConsumerPackageTests
     local rest=$?
     # Not watched: a machine without Citus builds it first (scripts/citus.sh install), minutes of a quiet
     # build log.
     timed "the Citus suite" env SWIFT="$swift" scripts/citus-test.sh
     local citus=$?
+    # The test binary run as `swift test` runs it, without SwiftPM: `swift test` would hold .build, where the
+    # app builds.
+    timed "the consumer app" env SYNC_CONSUMER_SCRATCH="$root/.build" \
+        "$tests" --testing-library swift-testing --filter ConsumerPackageTests
+    local consumer=$?
     [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ] && [ "$citus" -eq 0 ]
 }
 if [ "$#" -eq 0 ]; then
-    export swift
+    export swift root
     export -f run_in_two_steps watched timed
     scripts/with-postgres.sh bash -c run_in_two_steps 2>&1 | tee "$log"
 else

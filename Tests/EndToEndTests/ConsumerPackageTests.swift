@@ -9,10 +9,15 @@ import Testing
 /// server on real PostgreSQL.
 ///
 /// The repository is the working tree as it is (what git tracks or would track), committed to a git
-/// repository in `.build-consumer/` and tagged with a new version. The consumer builds there too, kept
-/// between runs: the first build compiles the stack's dependencies once more (about 6 minutes on 2 cores),
-/// later ones only what changed. `make test` runs this test on its own before the other suites, so that its build
-/// does not compete with them for the cores.
+/// repository in `.build-consumer/` and tagged with a new version. The app builds in `SYNC_CONSUMER_SCRATCH`
+/// when set, else in `.build-consumer/scratch`, kept between runs. `make test` runs this test last, on its own
+/// and outside `swift test` (which holds the repository's `.build` while it runs), with
+/// `SYNC_CONSUMER_SCRATCH` set to the repository's `.build`: the app's build then finds the dependencies it
+/// shares with the repository's own build (SwiftNIO, both BoringSSLs, GRDB, PostgresNIO, Hummingbird, …)
+/// already compiled, with the same versions (the app starts from the repository's `Package.resolved`), and
+/// compiles the stack's modules and its own. In a scratch of its own, a first build compiles all of them once
+/// more (about 10 minutes on 2 cores). The stack's modules it compiles from its checkout replace the
+/// repository's in `.build`: the next build of the repository compiles them again.
 @Suite struct ConsumerPackageTests {
     static let root = Stack.repositoryRoot
 
@@ -26,8 +31,11 @@ import Testing
         // a new version (one repository kept between runs, so that the build's pins of earlier runs still
         // name commits it has; the app asks `from: 0.4.0` and resolves the newest tag).
         try? FileManager.default.removeItem(at: consumer)
+        let scratch =
+            ProcessInfo.processInfo.environment["SYNC_CONSUMER_SCRATCH"].map { URL(fileURLWithPath: $0) }
+            ?? work.appendingPathComponent("scratch")
         // SwiftPM's clone of the repository is dropped, or it would resolve the tags it fetched last time.
-        let clones = work.appendingPathComponent("scratch/repositories")
+        let clones = scratch.appendingPathComponent("repositories")
         for name in (try? FileManager.default.contentsOfDirectory(atPath: clones.path)) ?? []
         where name.hasPrefix("offline-sync") {
             try FileManager.default.removeItem(at: clones.appendingPathComponent(name))
@@ -69,8 +77,13 @@ import Testing
         try manifest.replacingOccurrences(
             of: byPath, with: ".package(url: \"file://\(repository.path)\", from: \"0.4.0\")"
         ).write(to: manifestURL, atomically: true, encoding: .utf8)
+        // The versions the repository's own build resolved, for the dependencies both share (an app keeps
+        // its pins; this one starts from the stack's). `update` below adds the repository's new tag.
+        let pins = Self.root.appendingPathComponent("Package.resolved")
+        if FileManager.default.fileExists(atPath: pins.path) {
+            try FileManager.default.copyItem(at: pins, to: consumer.appendingPathComponent("Package.resolved"))
+        }
 
-        let scratch = work.appendingPathComponent("scratch")
         // Built without debug information: it changes nothing of what is compiled or whether it builds, and
         // is a good part of a build that compiles the stack's dependencies a second time on a clean clone
         // (CI's case every time). The index store stays: on Linux the tests are found through it.
