@@ -2,8 +2,10 @@
 # `make docs`: the DocC reference of every library product of the root package, built with the toolchain's
 # own docc (no package plugin, no dependency added).
 #
-# 1. `swift package dump-symbol-graph` builds the package (incrementally: after `make build` or `make test`
-#    there is little left to compile) and writes the public symbol graph of every library target.
+# 1. The package is built with its tests, as `make test` builds it (one build shared by both, whichever runs
+#    first): `swift package dump-symbol-graph` also extracts the graphs of the test runner's modules, and
+#    fails on a fresh clone where they were never built. It then writes the public symbol graph of every
+#    library target.
 # 2. Every library product's target must have a catalog, Sources/<Target>/<Target>.docc; for each, `docc
 #    convert` reads the catalog and that module's symbol graphs only, with --warnings-as-errors, so a broken
 #    ``Symbol`` link or an invalid doc comment fails the run (every target is converted first, then the run
@@ -71,10 +73,17 @@ echo "== symbol graphs (swift package dump-symbol-graph)"
 # Extension blocks: members that a module adds to another module's types (String, JSONReader, FugueList…)
 # are documented on the module's page under "Extended Modules".
 dump_log="$out/dump-symbol-graph.log"
-# The same debug build as `make test` (SYNC_BUILD_FLAGS), so that after it only the symbol graphs are new.
+# The same debug build as `make test` (SYNC_BUILD_FLAGS, with the tests), so that after it only the symbol
+# graphs are new, and before it `make test` has only the tests to run.
+# shellcheck disable=SC2086 # the flags are words
+if ! "$swift_bin" build --build-tests ${SYNC_BUILD_FLAGS--debug-info-format none} >"$dump_log" 2>&1; then
+    tail -40 "$dump_log" >&2
+    echo "docs: swift build --build-tests failed (whole output in $dump_log)" >&2
+    exit 1
+fi
 # shellcheck disable=SC2086 # the flags are words
 if ! "$swift_bin" package ${SYNC_BUILD_FLAGS--debug-info-format none} dump-symbol-graph --minimum-access-level public --emit-extension-block-symbols \
-    >"$dump_log" 2>&1; then
+    >>"$dump_log" 2>&1; then
     tail -40 "$dump_log" >&2
     echo "docs: swift package dump-symbol-graph failed (whole output in $dump_log)" >&2
     exit 1
