@@ -412,6 +412,7 @@ let package = Package(
                 "SyncTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Tests/EndToEndTests"
         ),
