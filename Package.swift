@@ -181,7 +181,12 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            path: "Packages/SyncServer/Sources/SyncServer"
+            path: "Packages/SyncServer/Sources/SyncServer",
+            resources: [
+                .embedInCode("Resources/Dashboard/dashboard.html"),
+                .embedInCode("Resources/Dashboard/dashboard.js"),
+                .embedInCode("Resources/Dashboard/dashboard.css"),
+            ]
         ),
         .target(
             name: "SyncServerTesting",

@@ -51,6 +51,12 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            // The dashboard (`/dashboard`), built into the binary: nothing to ship beside it.
+            resources: [
+                .embedInCode("Resources/Dashboard/dashboard.html"),
+                .embedInCode("Resources/Dashboard/dashboard.js"),
+                .embedInCode("Resources/Dashboard/dashboard.css"),
             ]
         ),
         .target(

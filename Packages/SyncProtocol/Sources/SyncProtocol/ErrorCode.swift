@@ -37,6 +37,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let authExpired: ErrorCode = "auth.expired"
     /// 403 for a request (a pulled scope not in the token); also a per-event rejection.
     public static let scopeForbidden: ErrorCode = "scope.forbidden"
+    /// A route of the admin API or the dashboard asked with a valid token that is not the admin credential (a
+    /// device's); 403 (an addition to v1).
+    public static let adminRequired: ErrorCode = "auth.adminRequired"
     /// 400: the body is not JSON (or not a gzip stream when it says it is).
     public static let requestMalformed: ErrorCode = "request.malformed"
     /// 400: JSON of the wrong shape (types, missing fields, bad ids) or a bad query parameter.
@@ -93,8 +96,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
 
     /// Every request-level code with its status.
     public static let requestCodes: [ErrorCode] = [
-        .authMissing, .authInvalid, .authExpired, .scopeForbidden, .requestMalformed, .requestInvalid,
-        .requestTooLarge, .requestUnsupportedEncoding, .routeNotFound, .methodNotAllowed, .resetRequired, .rateLimited,
+        .authMissing, .authInvalid, .authExpired, .scopeForbidden, .adminRequired, .requestMalformed,
+        .requestInvalid, .requestTooLarge, .requestUnsupportedEncoding, .routeNotFound, .methodNotAllowed,
+        .resetRequired, .rateLimited,
         .serverUnavailable, .serverInternal, .checksumUnavailable, .blobNotFound, .uploadNotFound,
         .blobChunkInvalid, .blobHashMismatch, .uploadIncomplete, .blobRangeNotSatisfiable, .blobQuotaExceeded,
     ]
@@ -108,7 +112,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public var httpStatus: Int? {
         switch self {
         case .authMissing, .authInvalid, .authExpired: 401
-        case .scopeForbidden: 403
+        case .scopeForbidden, .adminRequired: 403
         case .requestMalformed, .requestInvalid, .blobChunkInvalid, .blobHashMismatch: 400
         case .requestTooLarge, .blobQuotaExceeded: 413
         case .requestUnsupportedEncoding: 415

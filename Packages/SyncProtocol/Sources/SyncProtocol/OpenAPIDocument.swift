@@ -9,7 +9,8 @@ public enum OpenAPIDocument {
         "POST /v1/push", "GET /v1/pull", "POST /v1/sync", "GET /v1/live", "GET /v1/checksum", "POST /v1/uploads",
         "GET /v1/uploads/{id}", "PUT /v1/uploads/{id}/chunks/{index}", "POST /v1/uploads/{id}/commit",
         "HEAD /v1/blobs/{hash}", "GET /v1/blobs/{hash}", "GET /healthz", "GET /readyz", "GET /metrics",
-        "GET /openapi.json",
+        "GET /openapi.json", "GET /v1/admin/status", "GET /v1/admin/scopes", "GET /v1/admin/scopes/{scope}/replicas",
+        "GET /dashboard", "GET /dashboard/dashboard.js", "GET /dashboard/dashboard.css",
     ]
 
     /// The methods a path is served with (from `operations`), or nil for a path the API does not have: a
@@ -318,11 +319,109 @@ public enum OpenAPIDocument {
                 "security": [],
                 "responses": {"200": {"description": "OpenAPI 3.1 document.", "content": {"application/json": {"schema": {"type": "object"}}}}}
               }
+            },
+            "/v1/admin/status": {
+              "get": {
+                "operationId": "adminStatus",
+                "summary": "The server now (an addition, admin API): uptime, version, memory, requests by route, push and pull latency over the last minute, errors by code, the database pool, connected devices, and one entry per second over the last five minutes.",
+                "security": [{"admin": []}, {"adminBasic": []}],
+                "responses": {
+                  "200": {"description": "The status.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AdminStatus"}}}},
+                  "401": {"$ref": "#/components/responses/AdminUnauthorized"},
+                  "403": {"$ref": "#/components/responses/AdminRequired"},
+                  "404": {"$ref": "#/components/responses/AdminOff"}
+                }
+              }
+            },
+            "/v1/admin/scopes": {
+              "get": {
+                "operationId": "adminScopes",
+                "summary": "Scopes, sorted, searched and paged on the server (an addition, admin API).",
+                "security": [{"admin": []}, {"adminBasic": []}],
+                "parameters": [
+                  {"name": "search", "in": "query", "description": "Only scopes whose name contains this text, ignoring case.", "schema": {"type": "string"}},
+                  {"name": "sort", "in": "query", "schema": {"type": "string", "enum": ["scope", "head", "lag", "replicas", "compactedAt"], "default": "scope"}},
+                  {"name": "order", "in": "query", "schema": {"type": "string", "enum": ["asc", "desc"], "default": "asc"}},
+                  {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}},
+                  {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0}}
+                ],
+                "responses": {
+                  "200": {"description": "A page of scopes.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AdminScopes"}}}},
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/AdminUnauthorized"},
+                  "403": {"$ref": "#/components/responses/AdminRequired"},
+                  "404": {"$ref": "#/components/responses/AdminOff"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/v1/admin/scopes/{scope}/replicas": {
+              "parameters": [
+                {"name": "scope", "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}}
+              ],
+              "get": {
+                "operationId": "adminReplicas",
+                "summary": "The replicas seen in a scope, lowest acknowledged position first (an addition, admin API).",
+                "security": [{"admin": []}, {"adminBasic": []}],
+                "parameters": [
+                  {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+                  {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0}}
+                ],
+                "responses": {
+                  "200": {"description": "A page of the scope's replicas.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AdminReplicas"}}}},
+                  "400": {"$ref": "#/components/responses/BadRequest"},
+                  "401": {"$ref": "#/components/responses/AdminUnauthorized"},
+                  "403": {"$ref": "#/components/responses/AdminRequired"},
+                  "404": {"$ref": "#/components/responses/AdminOff"},
+                  "503": {"$ref": "#/components/responses/Unavailable"}
+                }
+              }
+            },
+            "/dashboard": {
+              "get": {
+                "operationId": "dashboard",
+                "summary": "The dashboard page (an addition): HTML that reads the admin API once a second; its script and style sheet are below. Nothing is loaded from another origin.",
+                "security": [{"admin": []}, {"adminBasic": []}],
+                "responses": {
+                  "200": {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}},
+                  "401": {"$ref": "#/components/responses/AdminUnauthorized"},
+                  "403": {"$ref": "#/components/responses/AdminRequired"},
+                  "404": {"$ref": "#/components/responses/AdminOff"}
+                }
+              }
+            },
+            "/dashboard/dashboard.js": {
+              "get": {
+                "operationId": "dashboardScript",
+                "summary": "The dashboard's script.",
+                "security": [{"admin": []}, {"adminBasic": []}],
+                "responses": {
+                  "200": {"description": "JavaScript.", "content": {"text/javascript": {"schema": {"type": "string"}}}},
+                  "401": {"$ref": "#/components/responses/AdminUnauthorized"},
+                  "403": {"$ref": "#/components/responses/AdminRequired"},
+                  "404": {"$ref": "#/components/responses/AdminOff"}
+                }
+              }
+            },
+            "/dashboard/dashboard.css": {
+              "get": {
+                "operationId": "dashboardStyles",
+                "summary": "The dashboard's style sheet.",
+                "security": [{"admin": []}, {"adminBasic": []}],
+                "responses": {
+                  "200": {"description": "CSS.", "content": {"text/css": {"schema": {"type": "string"}}}},
+                  "401": {"$ref": "#/components/responses/AdminUnauthorized"},
+                  "403": {"$ref": "#/components/responses/AdminRequired"},
+                  "404": {"$ref": "#/components/responses/AdminOff"}
+                }
+              }
             }
           },
           "components": {
             "securitySchemes": {
-              "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "HS256 JWT with claims sub (user), scopes (array of scope names the bearer may read and write) and exp."}
+              "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "HS256 JWT with claims sub (user), scopes (array of scope names the bearer may read and write) and exp."},
+              "admin": {"type": "http", "scheme": "bearer", "description": "The admin token the server is configured with (SYNC_ADMIN_TOKEN): not a JWT, grants no scope. A device's token is refused with 403 auth.adminRequired."},
+              "adminBasic": {"type": "http", "scheme": "basic", "description": "The admin token as the password of HTTP Basic authentication (any user name), as a browser sends it after the 401's challenge."}
             },
             "responses": {
               "BadRequest": {"description": "request.malformed (not JSON, or a bad gzip stream) or request.invalid (wrong types, missing fields, bad ids, bad query parameters).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
@@ -340,6 +439,9 @@ public enum OpenAPIDocument {
               "RangeNotSatisfiable": {"description": "blob.rangeNotSatisfiable: the range starts at or past the end of the blob.", "headers": {"Content-Range": {"description": "bytes */size", "schema": {"type": "string"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "ChecksumUnavailable": {"description": "checksum.unavailable: the range reaches into folded history (below the scope's compactedThrough) or into events stored before the server kept checksums.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "RateLimited": {"description": "rate.limited: too many concurrent requests for this token; see Retry-After.", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "AdminUnauthorized": {"description": "auth.missing or auth.invalid: no admin credential, or a wrong one.", "headers": {"WWW-Authenticate": {"description": "Basic realm=\"sync-server admin\", charset=\"UTF-8\"", "schema": {"type": "string"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "AdminRequired": {"description": "auth.adminRequired: a valid token that is not the admin credential (a device's).", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+              "AdminOff": {"description": "route.notFound: the server has no admin token configured, so the admin API and the dashboard are off; or, for a scope's replicas, no such scope.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
               "Unavailable": {"description": "server.unavailable: the database is unreachable or saturated; retry after Retry-After (1 to 3 seconds, random, so refused clients spread out).", "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1, "maximum": 3}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
             },
             "schemas": {
@@ -351,7 +453,7 @@ public enum OpenAPIDocument {
                     "type": "object",
                     "required": ["code", "message"],
                     "properties": {
-                      "code": {"type": "string", "enum": ["auth.missing", "auth.invalid", "auth.expired", "scope.forbidden", "request.malformed", "request.invalid", "request.tooLarge", "request.unsupportedEncoding", "route.notFound", "route.methodNotAllowed", "reset.required", "rate.limited", "server.unavailable", "server.internal", "checksum.unavailable", "blob.notFound", "upload.notFound", "blob.chunkInvalid", "blob.hashMismatch", "upload.incomplete", "blob.rangeNotSatisfiable", "blob.quotaExceeded"]},
+                      "code": {"type": "string", "enum": ["auth.missing", "auth.invalid", "auth.expired", "scope.forbidden", "auth.adminRequired", "request.malformed", "request.invalid", "request.tooLarge", "request.unsupportedEncoding", "route.notFound", "route.methodNotAllowed", "reset.required", "rate.limited", "server.unavailable", "server.internal", "checksum.unavailable", "blob.notFound", "upload.notFound", "blob.chunkInvalid", "blob.hashMismatch", "upload.incomplete", "blob.rangeNotSatisfiable", "blob.quotaExceeded"]},
                       "message": {"type": "string"}
                     }
                   }
@@ -544,6 +646,178 @@ public enum OpenAPIDocument {
                   "stable": {"$ref": "#/components/schemas/StablePoints"},
                   "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
                   "marks": {"$ref": "#/components/schemas/Marks"}
+                }
+              },
+              "AdminPercentiles": {
+                "type": "object",
+                "required": ["count"],
+                "properties": {
+                  "count": {"type": "integer", "minimum": 0},
+                  "p50Ms": {"type": "number", "minimum": 0},
+                  "p90Ms": {"type": "number", "minimum": 0},
+                  "p99Ms": {"type": "number", "minimum": 0}
+                }
+              },
+              "AdminStatus": {
+                "type": "object",
+                "description": "Durations in milliseconds, within about 9 %. A field without a value (no request of its kind yet, no resident size on the platform) is left out.",
+                "required": ["server", "requests", "latency", "errors", "events", "database", "connections", "series"],
+                "properties": {
+                  "server": {
+                    "type": "object",
+                    "required": ["version", "domain", "startedAt", "uptimeSeconds"],
+                    "properties": {
+                      "version": {"type": "string"},
+                      "domain": {"type": "string"},
+                      "startedAt": {"type": "string", "format": "date-time"},
+                      "uptimeSeconds": {"type": "number", "minimum": 0},
+                      "residentBytes": {"type": "integer", "minimum": 0}
+                    }
+                  },
+                  "requests": {
+                    "type": "object",
+                    "required": ["total", "perSecond", "byRoute"],
+                    "properties": {
+                      "total": {"type": "integer", "minimum": 0},
+                      "perSecond": {"type": "number", "minimum": 0, "description": "Over the last ten complete seconds."},
+                      "byRoute": {
+                        "type": "array",
+                        "items": {
+                          "type": "object",
+                          "required": ["method", "route", "count", "errors"],
+                          "properties": {
+                            "method": {"type": "string"},
+                            "route": {"type": "string", "description": "The route's pattern (/v1/uploads/{id}), or NotFound."},
+                            "count": {"type": "integer", "minimum": 0},
+                            "errors": {"type": "integer", "minimum": 0},
+                            "p50Ms": {"type": "number", "minimum": 0},
+                            "p99Ms": {"type": "number", "minimum": 0}
+                          }
+                        }
+                      }
+                    }
+                  },
+                  "latency": {
+                    "type": "object",
+                    "description": "Over the last minute: pushes, and pulls and syncs that did not ask to wait.",
+                    "required": ["push", "pull"],
+                    "properties": {"push": {"$ref": "#/components/schemas/AdminPercentiles"}, "pull": {"$ref": "#/components/schemas/AdminPercentiles"}}
+                  },
+                  "errors": {
+                    "type": "array",
+                    "items": {
+                      "type": "object",
+                      "required": ["code", "status", "count"],
+                      "properties": {"code": {"type": "string"}, "status": {"type": "integer"}, "count": {"type": "integer", "minimum": 1}}
+                    }
+                  },
+                  "events": {
+                    "type": "object",
+                    "required": ["accepted", "duplicate", "rejected", "pulled"],
+                    "properties": {
+                      "accepted": {"type": "integer", "minimum": 0},
+                      "duplicate": {"type": "integer", "minimum": 0},
+                      "rejected": {"type": "integer", "minimum": 0},
+                      "pulled": {"type": "integer", "minimum": 0}
+                    }
+                  },
+                  "database": {
+                    "type": "object",
+                    "required": ["poolSize", "inUse", "admitted", "queueLimit"],
+                    "properties": {
+                      "poolSize": {"type": "integer", "minimum": 1},
+                      "inUse": {"type": "integer", "minimum": 0},
+                      "admitted": {"type": "integer", "minimum": 0, "description": "Operations waiting for or holding a connection."},
+                      "queueLimit": {"type": "integer", "minimum": 1}
+                    }
+                  },
+                  "connections": {
+                    "type": "object",
+                    "required": ["liveStreams", "longPolls", "parkedLongPolls"],
+                    "properties": {
+                      "liveStreams": {"type": "integer", "minimum": 0},
+                      "longPolls": {"type": "integer", "minimum": 0},
+                      "parkedLongPolls": {"type": "integer", "minimum": 0}
+                    }
+                  },
+                  "series": {
+                    "type": "array",
+                    "description": "One entry per second with a request, oldest first, over the last five minutes.",
+                    "items": {
+                      "type": "object",
+                      "required": ["t", "requests", "errors", "eventsAccepted", "eventsPulled"],
+                      "properties": {
+                        "t": {"type": "integer", "description": "Unix seconds."},
+                        "requests": {"type": "integer", "minimum": 0},
+                        "errors": {"type": "integer", "minimum": 0},
+                        "eventsAccepted": {"type": "integer", "minimum": 0},
+                        "eventsPulled": {"type": "integer", "minimum": 0},
+                        "pushP99Ms": {"type": "number", "minimum": 0},
+                        "pullP99Ms": {"type": "number", "minimum": 0}
+                      }
+                    }
+                  }
+                }
+              },
+              "AdminScopes": {
+                "type": "object",
+                "required": ["total", "offset", "limit", "sort", "order", "scopes"],
+                "properties": {
+                  "total": {"type": "integer", "minimum": 0, "description": "Scopes that match the search."},
+                  "offset": {"type": "integer", "minimum": 0},
+                  "limit": {"type": "integer", "minimum": 1},
+                  "sort": {"type": "string", "enum": ["scope", "head", "lag", "replicas", "compactedAt"]},
+                  "order": {"type": "string", "enum": ["asc", "desc"]},
+                  "scopes": {
+                    "type": "array",
+                    "items": {
+                      "type": "object",
+                      "required": ["scope", "head", "storedEvents", "bytes", "blobBytes", "retainedFrom", "compactedThrough", "compactionRemoved", "replicas", "eventsPerSecond"],
+                      "properties": {
+                        "scope": {"type": "string"},
+                        "head": {"type": "integer", "minimum": 0, "description": "The events the scope accepted (its last seq)."},
+                        "storedEvents": {"type": "integer", "minimum": 0, "description": "Rows stored: events not folded yet and folded streams (read at most every 10 s)."},
+                        "bytes": {"type": "integer", "minimum": 0, "description": "Their payloads' bytes as stored."},
+                        "blobBytes": {"type": "integer", "minimum": 0},
+                        "stable": {"type": "integer", "minimum": 0, "description": "The lowest position the scope's active replicas acknowledged; absent without one."},
+                        "stableLag": {"type": "integer", "minimum": 0},
+                        "retainedFrom": {"type": "integer", "minimum": 1},
+                        "compactedThrough": {"type": "integer", "minimum": 0},
+                        "compactedAt": {"type": "string", "format": "date-time"},
+                        "compactionRemoved": {"type": "integer", "minimum": 0},
+                        "replicas": {"type": "integer", "minimum": 0, "description": "Replicas seen within the eviction horizon."},
+                        "eventsPerSecond": {"type": "number", "minimum": 0, "description": "Since an earlier answer about the scope, at least a second before."}
+                      }
+                    }
+                  }
+                }
+              },
+              "AdminReplicas": {
+                "type": "object",
+                "required": ["scope", "head", "total", "offset", "limit", "replicas"],
+                "properties": {
+                  "scope": {"type": "string"},
+                  "head": {"type": "integer", "minimum": 0},
+                  "stable": {"type": "integer", "minimum": 0},
+                  "total": {"type": "integer", "minimum": 0},
+                  "offset": {"type": "integer", "minimum": 0},
+                  "limit": {"type": "integer", "minimum": 1},
+                  "replicas": {
+                    "type": "array",
+                    "items": {
+                      "type": "object",
+                      "required": ["replica", "acknowledged", "behind", "seenAt", "secondsSinceSeen", "active", "holdsStable"],
+                      "properties": {
+                        "replica": {"type": "string"},
+                        "acknowledged": {"type": "integer", "minimum": 0},
+                        "behind": {"type": "integer", "minimum": 0},
+                        "seenAt": {"type": "string", "format": "date-time"},
+                        "secondsSinceSeen": {"type": "number", "minimum": 0},
+                        "active": {"type": "boolean", "description": "Seen within the eviction horizon."},
+                        "holdsStable": {"type": "boolean", "description": "Its position is the scope's stable point, below the head."}
+                      }
+                    }
+                  }
                 }
               }
             }

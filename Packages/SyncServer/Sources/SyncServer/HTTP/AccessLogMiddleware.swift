@@ -67,15 +67,22 @@ protocol AccessLoggingContext: RequestContext {
 
 extension SyncRequestContext: AccessLoggingContext {}
 
-/// What a route learns about its request that the access line shows: the replica, once a body that names it
-/// is decoded. Every copy of a request's context shares it.
+/// What a route learns about its request that the access line shows (the replica, once a body that names it
+/// is decoded) or the admin API's latency needs. Every copy of a request's context shares it.
 final class AccessNotes: Sendable {
-    private let state = Mutex<String?>(nil)
+    private let state = Mutex<(replica: String?, waits: Bool)>((nil, false))
 
     /// The replica the request is from (`sync.replica`), nil when it names none.
     var replica: String? {
-        get { state.withLock { $0 } }
-        set { state.withLock { $0 = newValue } }
+        get { state.withLock { $0.replica } }
+        set { state.withLock { $0.replica = newValue } }
+    }
+
+    /// Whether the request asked to wait for events (a long-poll): its time is then mostly the wait, and the
+    /// admin API's pull latency leaves it out.
+    var waits: Bool {
+        get { state.withLock { $0.waits } }
+        set { state.withLock { $0.waits = newValue } }
     }
 }
 

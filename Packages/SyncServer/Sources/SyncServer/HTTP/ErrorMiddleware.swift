@@ -26,6 +26,13 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             response = Self.response(
                 for: SyncProtocolError(.methodNotAllowed, "this route does not accept that method"))
             response.headers[.allow] = error.allowed.joined(separator: ", ")
+            metrics.recordError(code: ErrorCode.methodNotAllowed.rawValue, status: 405)
+        } catch let refusal as AdminCredential.Refusal {
+            response = Self.response(for: refusal.failure)
+            if refusal.failure.httpStatus == 401 {
+                response.headers[.wwwAuthenticate] = AdminCredential.challenge
+            }
+            metrics.recordError(code: refusal.failure.code.rawValue, status: refusal.failure.httpStatus)
         } catch {
             let failure = Self.protocolError(for: error)
             if failure.httpStatus >= 500 {
@@ -38,12 +45,26 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 context.logger.debug("request refused", metadata: ["sync.error.code": "\(failure.code)"])
             }
             response = Self.response(for: failure)
+            metrics.recordError(code: failure.code.rawValue, status: failure.httpStatus)
         }
         let elapsed = ContinuousClock.now - started
+        let route = context.endpointPath ?? "NotFound"
         metrics.recordRequest(
-            route: context.endpointPath ?? "NotFound", method: request.method.rawValue, status: response.status.code,
-            nanoseconds: elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+            route: route, method: request.method.rawValue, status: response.status.code,
+            nanoseconds: elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000,
+            kind: Self.latencyKind(route: route, context: context))
         return response
+    }
+
+    /// What the request's latency counts as in the admin API's status.
+    static func latencyKind(route: String, context: Context) -> AdminStats.LatencyKind {
+        switch route {
+        case "/v1/push": return .push
+        case "/v1/pull", "/v1/sync":
+            let waits = (context as? any AccessLoggingContext)?.access.waits ?? false
+            return waits ? .other : .pull
+        default: return .other
+        }
     }
 
     /// The protocol error an error is answered with.

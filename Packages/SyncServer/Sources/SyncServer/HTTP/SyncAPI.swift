@@ -23,6 +23,9 @@ struct SyncAPI: Sendable {
     var live: LiveHub? = nil
     /// Upload sessions and committed blobs (`SyncAPI+Blobs.swift`); nil: the blob routes answer 503.
     var blobs: BlobService? = nil
+    /// The admin API and the dashboard (`SyncAPI+Admin.swift`); nil: they answer 404.
+    var admin: AdminService? = nil
+    var adminCredential: AdminCredential? = nil
 
     /// The routes, as `"METHOD /path"`, that the OpenAPI document must describe exactly.
     func register(on router: Router<SyncRequestContext>) {
@@ -32,6 +35,7 @@ struct SyncAPI: Sendable {
         router.get("/v1/live") { request, context in try await self.handleLive(request, context: context) }
         router.get("/v1/checksum") { request, context in try await self.handleChecksum(request, context: context) }
         registerBlobs(on: router)
+        registerAdmin(on: router)
         router.get("/healthz") { _, _ in Self.json(Data(#"{"status":"ok"}"#.utf8)) }
         router.get("/readyz") { _, context in try await self.handleReady(context: context) }
         router.get("/metrics") { _, _ in self.handleMetrics() }
@@ -60,6 +64,7 @@ struct SyncAPI: Sendable {
             let query = request.uri.queryParameters.map { (name: String($0.key), value: String($0.value)) }
             let pullRequest = try PullRequest(query: query, limits: codec.limits)
             context.access.replica = pullRequest.replica.map { "\($0)" }
+            context.access.waits = pullRequest.wait > 0
             let page = try await pull.pull(
                 pullRequest, identity: identity, replica: pullRequest.replica, logger: context.logger)
             metrics.recordPulled(page.events.count)
@@ -90,6 +95,7 @@ struct SyncAPI: Sendable {
             let sync = try codec.decode(SyncRequest.self, from: body)
             context.access.replica = "\(sync.replica)"
             let pullRequest = try sync.pullRequest(limits: codec.limits)
+            context.access.waits = pullRequest.wait > 0
             // Checked before the push so that a forbidden pull changes nothing.
             let scopes = try PullService.scopes(requested: pullRequest.scopes, identity: identity)
             let results = try await push.push(

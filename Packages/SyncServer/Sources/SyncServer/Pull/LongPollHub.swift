@@ -47,8 +47,8 @@ final class LongPollHub: Service, Sendable {
     }
     private let client: PostgresClient
     private let logger: Logger
-    private let activeGauge: Gauge
-    private let parkedGauge: Gauge
+    private let activeGauge: LevelGauge
+    private let parkedGauge: LevelGauge
     private let listeningGauge: Gauge
     private let listenStarts: Counter
     private let active = Mutex(0)

@@ -92,6 +92,11 @@ public struct ServerConfiguration: Sendable {
     /// (`SYNC_BLOB_QUOTA_BYTES`, 10 GiB), the largest blob (`SYNC_BLOB_MAX_BYTES`, 4 GiB) and how long an upload
     /// session lives (`SYNC_UPLOAD_EXPIRY_SECONDS`, a day). See `BlobConfiguration`.
     public var blobs = BlobConfiguration()
+    /// The admin credential (`SYNC_ADMIN_TOKEN`, 16 bytes or more): with it set, the server serves the admin API
+    /// (`/v1/admin/*`) and the dashboard (`/dashboard`) to requests that carry it, as `Authorization: Bearer
+    /// <token>` or as the password of HTTP Basic authentication; a device's token gets 403. Unset (the default),
+    /// both answer 404. It is not a JWT and grants no scope.
+    public var adminToken: String? = nil
 
     public init() {}
 
@@ -191,6 +196,7 @@ public struct ServerConfiguration: Sendable {
         if let value = try integer("SYNC_BLOB_COLLECT_AFTER_SECONDS", 0...(365 * 86_400)) {
             blobs.collectAfterSeconds = value
         }
+        if let value = environment["SYNC_ADMIN_TOKEN"], !value.isEmpty { adminToken = value }
     }
 
     /// Checks the values that have no safe default.
@@ -213,6 +219,9 @@ public struct ServerConfiguration: Sendable {
         _ = try DatabaseURL(databaseURL)
         guard limits.defaultPullLimit <= limits.maxPullLimit else {
             throw ConfigurationError(message: "the default pull limit exceeds the maximum")
+        }
+        if let adminToken, adminToken.utf8.count < 16 {
+            throw ConfigurationError(message: "the admin token (SYNC_ADMIN_TOKEN) must be 16 bytes or more")
         }
         guard BlobConfiguration.chunkBytesRange.contains(blobs.chunkBytes) else {
             throw ConfigurationError(message: "the blob chunk size must be 1 KiB to 64 MiB")

@@ -19,15 +19,15 @@ final class ServerMetrics: Sendable {
     private let responseRaw: Counter
     private let responseWire: Counter
     /// Connections leased from the pool right now.
-    let connectionsInUse: Gauge
+    let connectionsInUse: LevelGauge
     /// Database operations admitted (waiting for or holding a connection).
-    let operationsAdmitted: Gauge
+    let operationsAdmitted: LevelGauge
     /// Long-polls waiting right now.
-    let longPolls: Gauge
+    let longPolls: LevelGauge
     /// Long-polls suspended in the hub right now (past their first read or idle answer, waiting for a signal).
-    let parkedLongPolls: Gauge
+    let parkedLongPolls: LevelGauge
     /// Live-stream subscribers now (`GET /v1/live`).
-    let liveSubscribers: Gauge
+    let liveSubscribers: LevelGauge
     /// Live frames encoded (each once, whatever the number of subscribers it goes to).
     let liveFrames: Counter
     /// Subscribers dropped back to catch-up (too slow, or subscribed from too far behind).
@@ -58,6 +58,8 @@ final class ServerMetrics: Sendable {
     /// Upload sessions by outcome (`UploadOutcome`).
     private let uploads: [UploadOutcome: Counter]
     private let routes = Mutex([RouteKey: (Counter, Timer)]())
+    /// What the admin API's status reads (`GET /v1/admin/status`).
+    let admin = AdminStats()
 
     struct RouteKey: Hashable {
         var route: String
@@ -84,11 +86,11 @@ final class ServerMetrics: Sendable {
             label: "sync_body_bytes_total", dimensions: [("direction", "out"), ("form", "raw")], factory: factory)
         responseWire = Counter(
             label: "sync_body_bytes_total", dimensions: [("direction", "out"), ("form", "wire")], factory: factory)
-        connectionsInUse = Gauge(label: "sync_db_connections_in_use", factory: factory)
-        operationsAdmitted = Gauge(label: "sync_db_operations_admitted", factory: factory)
-        longPolls = Gauge(label: "sync_longpolls_active", factory: factory)
-        parkedLongPolls = Gauge(label: "sync_longpolls_parked", factory: factory)
-        liveSubscribers = Gauge(label: "sync_live_subscribers", factory: factory)
+        connectionsInUse = LevelGauge(label: "sync_db_connections_in_use", factory: factory)
+        operationsAdmitted = LevelGauge(label: "sync_db_operations_admitted", factory: factory)
+        longPolls = LevelGauge(label: "sync_longpolls_active", factory: factory)
+        parkedLongPolls = LevelGauge(label: "sync_longpolls_parked", factory: factory)
+        liveSubscribers = LevelGauge(label: "sync_live_subscribers", factory: factory)
         liveFrames = Counter(label: "sync_live_frames_total", factory: factory)
         liveDropped = Counter(label: "sync_live_dropped_total", factory: factory)
         liveBuffered = Gauge(label: "sync_live_buffered_bytes", factory: factory)
@@ -166,7 +168,9 @@ final class ServerMetrics: Sendable {
     func recordWaitWithoutRead() { waitsWithoutRead.increment() }
 
     /// One answered request, by route template (`/v1/pull`, not the query), method and status.
-    func recordRequest(route: String, method: String, status: Int, nanoseconds: Int64) {
+    func recordRequest(
+        route: String, method: String, status: Int, nanoseconds: Int64, kind: AdminStats.LatencyKind = .other
+    ) {
         let key = RouteKey(route: route, method: method, status: status)
         let (counter, timer) = routes.withLock { routes in
             if let metrics = routes[key] { return metrics }
@@ -180,6 +184,12 @@ final class ServerMetrics: Sendable {
         }
         counter.increment()
         timer.recordNanoseconds(nanoseconds)
+        admin.recordRequest(method: method, route: route, status: status, nanoseconds: nanoseconds, kind: kind)
+    }
+
+    /// A request answered with an error, by its code (for the admin API; `/metrics` counts statuses).
+    func recordError(code: String, status: Int) {
+        admin.recordError(code: code, status: status)
     }
 
     func recordPush(_ results: [PushResult]) {
@@ -195,10 +205,13 @@ final class ServerMetrics: Sendable {
         if counts.0 > 0 { accepted.increment(by: counts.0) }
         if counts.1 > 0 { duplicate.increment(by: counts.1) }
         if counts.2 > 0 { rejected.increment(by: counts.2) }
+        admin.recordEvents(accepted: counts.0, duplicate: counts.1, rejected: counts.2)
     }
 
     func recordPulled(_ count: Int) {
-        if count > 0 { pulled.increment(by: count) }
+        guard count > 0 else { return }
+        pulled.increment(by: count)
+        admin.recordPulled(count)
     }
 
     /// A request body: bytes as received and after decompression.

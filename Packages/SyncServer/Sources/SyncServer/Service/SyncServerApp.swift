@@ -88,6 +88,11 @@ public struct SyncServerApp: Sendable {
             database: database, store: try blobStore ?? Self.blobStore(configuration.blobs.store, database, logger),
             configuration: configuration.blobs, metrics: metrics)
         api.blobs = blobs
+        if let token = configuration.adminToken {
+            api.admin = AdminService(
+                database: database, metrics: metrics, configuration: configuration, domainName: domain.name)
+            api.adminCredential = AdminCredential(token: token)
+        }
         api.readAhead = ReadAhead(maxEvents: configuration.readAheadEvents, maxAge: configuration.readAheadMaxAge)
 
         let router = Router(context: SyncRequestContext.self)

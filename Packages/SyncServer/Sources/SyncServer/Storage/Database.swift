@@ -15,8 +15,8 @@ final class Database: Sendable {
     let queueLimit: Int
     let acquireTimeout: Duration
     private let admitted = Mutex(0)
-    private let inUseGauge: Gauge
-    private let waitingGauge: Gauge
+    private let inUseGauge: LevelGauge
+    private let waitingGauge: LevelGauge
 
     /// Long-polls' reads at a time (`Lane.waiting`).
     let waitingLane: AsyncGate
