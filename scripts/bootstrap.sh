@@ -2,12 +2,14 @@
 # Makes sure this machine has what the stack needs to build and test: a Swift toolchain, PostgreSQL's server
 # binaries (Debian's postgresql package; its postgresql-NN also holds pgbench, the baseline of
 # `sync-bench push --baseline pgbench`), nginx (the load balancer of `make chaos` and its test), gnuplot (the
-# charts of `make bench`), the Debian -dev packages SwiftPM links against, and docker-compose (used only to
-# validate docker-compose.yml; no Docker engine is needed).
+# charts of `make bench`), the Debian -dev packages SwiftPM links against, docker-compose (used only to
+# validate docker-compose.yml; no Docker engine is needed), Chromium with its WebDriver (the dashboard's test in a
+# real browser), and from PyPI Selenium (which drives it) and schemathesis (the API fuzzer of the tests).
 # Installs what is missing with apt-get when it can, otherwise prints the one command that would.
 set -euo pipefail
 
-packages=(libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev zlib1g-dev postgresql nginx gnuplot-nox docker-compose)
+packages=(libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev zlib1g-dev postgresql nginx gnuplot-nox docker-compose
+    chromium chromium-driver)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -32,7 +34,24 @@ if [ "$(printf '%s\n%s\n' "$minimum_swift" "$swift_version" | sort -V | head -1)
     exit 1
 fi
 
+# Python modules from PyPI, into the user's site (no root needed).
+python_missing=()
+for module in selenium schemathesis; do
+    python3 -c "import $module" >/dev/null 2>&1 || python_missing+=("$module")
+done
+install_python_modules() {
+    [ ${#python_missing[@]} -eq 0 ] && return 0
+    echo "bootstrap: installing ${python_missing[*]} from PyPI" >&2
+    if ! python3 -m pip install --quiet --user "${python_missing[@]}" >/dev/null 2>&1 &&
+        ! python3 -m pip install --quiet --user --break-system-packages "${python_missing[@]}" >/dev/null; then
+        echo "bootstrap: pip failed. Run this yourself, then retry:" >&2
+        echo "  python3 -m pip install --user ${python_missing[*]}" >&2
+        exit 1
+    fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+    install_python_modules
     exit 0
 fi
 
@@ -57,3 +76,4 @@ if ! sh -c "$command" >/dev/null; then
     echo "  $command" >&2
     exit 1
 fi
+install_python_modules

@@ -11,7 +11,7 @@
   const SCOPES_LIMIT = 50;
   const REPLICAS_LIMIT = 100;
   const SERIES_WINDOW = 300;     // seconds shown by the charts
-  const SORT_KEYS = ['scope', 'head', 'lag', 'replicas', 'storedEvents', 'compactedAt'];
+  const SORT_KEYS = ['scope', 'head', 'lag', 'replicas', 'compactedAt'];
 
   const $ = (id) => document.getElementById(id);
   const nf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
