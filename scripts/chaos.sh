@@ -121,6 +121,8 @@ database_url="postgres://sync@127.0.0.1:$pg_port/sync_chaos"
 
 SYNC_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export SYNC_JWT_SECRET
+SYNC_ADMIN_TOKEN="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export SYNC_ADMIN_TOKEN
 ports=("$(free_port)" "$(free_port)")
 lb_port="$(free_port)"
 proxy_port="$(free_port)"
@@ -166,6 +168,7 @@ for _ in $(seq 1 100); do
 done
 curl -sf "http://127.0.0.1:$lb_port/readyz" >/dev/null || { echo "chaos: nginx does not answer" >&2; exit 1; }
 echo "chaos: PostgreSQL :$pg_port, sync-server :${ports[0]} and :${ports[1]}, nginx :$lb_port" >&2
+echo "chaos: dashboards while it runs (each server shows its own): http://admin:$SYNC_ADMIN_TOKEN@127.0.0.1:${ports[0]}/dashboard and :${ports[1]}/dashboard" >&2
 
 # The fault proxy, for a network scenario: between the devices (and the probe) and nginx, with no fault
 # until the injector sets one. Stopped after the scenario, its statistics kept first.

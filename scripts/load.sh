@@ -36,6 +36,8 @@ bin="$(swift build -c release --show-bin-path)"
 
 SYNC_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export SYNC_JWT_SECRET
+SYNC_ADMIN_TOKEN="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export SYNC_ADMIN_TOKEN
 # Compaction off: the verdict reads the whole log back and checks every event the devices made.
 SYNC_DATABASE_URL="$database_url" SYNC_COMPACTION_INTERVAL_SECONDS=0 SYNC_LOG_LEVEL=warning \
     "$bin/sync-server" --port "$port" >"$run_dir/server.log" 2>&1 &
@@ -45,6 +47,7 @@ for _ in $(seq 1 150); do
     sleep 0.2
 done
 curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { echo "sync-server did not start:"; tail -20 "$run_dir/server.log"; exit 1; }
+echo "dashboard while it runs: http://admin:$SYNC_ADMIN_TOKEN@127.0.0.1:$port/dashboard"
 
 postmaster="$(head -1 "$root/.run/postgres/data/postmaster.pid" 2>/dev/null || true)"
 watch=(--watch "server=$server_pid")

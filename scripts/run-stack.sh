@@ -39,6 +39,9 @@ bin="$(swift build -c release --show-bin-path)"
 secret_file="$run_dir/jwt-secret"
 [ -f "$secret_file" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret_file"
 export SYNC_JWT_SECRET="$(cat "$secret_file")"
+# The dashboard's credential (docs/PROTOCOL.md, "Admin API"): a fresh one each run.
+SYNC_ADMIN_TOKEN="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export SYNC_ADMIN_TOKEN
 SYNC_DATABASE_URL="$url" "$bin/sync-server" --port "$port" 2>&1 | sed -u 's/^/[server] /' &
 pids+=($!)
 for _ in $(seq 1 100); do
@@ -46,6 +49,7 @@ for _ in $(seq 1 100); do
     sleep 0.2
 done
 echo "sync-server: http://127.0.0.1:$port  (metrics: /metrics, API: /openapi.json)"
+echo "dashboard:   http://admin:$SYNC_ADMIN_TOKEN@127.0.0.1:$port/dashboard  (or give $SYNC_ADMIN_TOKEN as the password)"
 
 token="$("$bin/sync-server" token --sub demo --scopes demo --ttl 86400)"
 for name in alice bob; do
