@@ -259,10 +259,13 @@ public enum OpenAPIDocument {
                 "summary": "Whether the scope holds the blob, and its length and type.",
                 "responses": {
                   "200": {"description": "The scope holds it: Content-Length is the blob's size, Content-Type its type.", "headers": {"ETag": {"description": "The blob's hash in quotes.", "schema": {"type": "string"}}, "Accept-Ranges": {"schema": {"type": "string", "enum": ["bytes"]}}}},
+                  "206": {"description": "A Range header of one bytes range: the headers a GET of that range would have (Content-Range), no body."},
+                  "304": {"description": "Not modified: If-None-Match named the blob's ETag."},
                   "400": {"$ref": "#/components/responses/BadRequest"},
                   "401": {"$ref": "#/components/responses/Unauthorized"},
                   "403": {"$ref": "#/components/responses/Forbidden"},
                   "404": {"$ref": "#/components/responses/BlobNotFound"},
+                  "416": {"$ref": "#/components/responses/RangeNotSatisfiable"},
                   "429": {"$ref": "#/components/responses/RateLimited"},
                   "503": {"$ref": "#/components/responses/Unavailable"}
                 }
@@ -559,6 +562,7 @@ public enum OpenAPIDocument {
                 "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
                 "description": "Each requested scope's stable point among the other replicas, by scope name: as stable, leaving out the replica the request names. Only in answers to a request that names its replica. That replica may fold on arrival, instead of logging, the events at or below it of a stream it has nothing of its own pending in. Added after v1's first publication: clients must accept its absence."
               },
+              "PurgedChecksums": {"type": "object", "description": "In answers to reads from position 0 (an addition): per scope whose history compaction purged, the checksum of what was purged (a sum of event checksums, which may be negative), so that a device that bootstrapped can verify ranges that include purged events (docs/PROTOCOL.md, Checksums).", "additionalProperties": {"type": "integer"}},
               "Marks": {
                 "type": "array", "items": {"type": "string"},
                 "description": "With markEvery in the request: the cursor after every markEvery events of the page, in order (the i-th where the page would have ended after its first (i + 1) * markEvery events), the page's end left out. Storing one and pulling from it later reads exactly the events after it. Added after v1's first publication: absent from older servers and when not asked for."
@@ -590,7 +594,8 @@ public enum OpenAPIDocument {
                   "remaining": {"$ref": "#/components/schemas/Remaining"},
                   "stable": {"$ref": "#/components/schemas/StablePoints"},
                   "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
-                  "marks": {"$ref": "#/components/schemas/Marks"}
+                  "marks": {"$ref": "#/components/schemas/Marks"},
+                  "purged": {"$ref": "#/components/schemas/PurgedChecksums"}
                 }
               },
               "LiveFrame": {
@@ -645,7 +650,8 @@ public enum OpenAPIDocument {
                   "remaining": {"$ref": "#/components/schemas/Remaining"},
                   "stable": {"$ref": "#/components/schemas/StablePoints"},
                   "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
-                  "marks": {"$ref": "#/components/schemas/Marks"}
+                  "marks": {"$ref": "#/components/schemas/Marks"},
+                  "purged": {"$ref": "#/components/schemas/PurgedChecksums"}
                 }
               },
               "AdminPercentiles": {
