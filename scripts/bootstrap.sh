@@ -2,10 +2,28 @@
 # Makes sure this machine has what the stack needs to build and test: a Swift toolchain, PostgreSQL's server
 # binaries (Debian's postgresql package; its postgresql-NN also holds pgbench, the baseline of
 # `sync-bench push --baseline pgbench`), nginx (the load balancer of `make chaos` and its test), gnuplot (the
-# charts of `make bench`), the Debian -dev packages SwiftPM links against, and docker-compose (used only to
-# validate docker-compose.yml; no Docker engine is needed).
-# Installs what is missing with apt-get when it can, otherwise prints the one command that would.
+# charts of `make bench`), the Debian -dev packages SwiftPM links against, docker-compose (used only to
+# validate docker-compose.yml; no Docker engine is needed), and the Python packages tests drive: schemathesis
+# (the API fuzzer of scripts/fuzz-api.sh) and selenium.
+# Installs what is missing with apt-get (and pip) when it can, otherwise prints the one command that would.
 set -euo pipefail
+
+# The Python packages, from PyPI with pip, each only when it cannot be imported. A machine without pip or PyPI
+# still builds and tests: a test that needs a package it lacks says it is skipped, and why.
+python_packages=(schemathesis selenium)
+missing_python=()
+for package in "${python_packages[@]}"; do
+    python3 -c "import $package" 2>/dev/null || missing_python+=("$package")
+done
+if [ ${#missing_python[@]} -gt 0 ]; then
+    echo "bootstrap: installing ${missing_python[*]} (pip)" >&2
+    # A system Python that pip may not change (PEP 668) is told it may: these are the tests' packages.
+    if ! python3 -m pip install --quiet "${missing_python[@]}" >/dev/null 2>&1 \
+        && ! python3 -m pip install --quiet --break-system-packages "${missing_python[@]}" >/dev/null 2>&1; then
+        echo "bootstrap: could not install ${missing_python[*]}; the tests that use them will be skipped. Run:" >&2
+        echo "  python3 -m pip install ${missing_python[*]}" >&2
+    fi
+fi
 
 packages=(libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev zlib1g-dev postgresql nginx gnuplot-nox docker-compose)
 missing=()
