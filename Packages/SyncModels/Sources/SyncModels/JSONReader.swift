@@ -19,7 +19,9 @@
 /// - **Numbers**: an integer literal (no fraction, no exponent) that fits in `Int64` is an integer
 ///   (`JSONValue.int`); every other number is the nearest `Double` (`JSONValue.double`): `2.0`, `1e3` and
 ///   `9223372036854775808` are doubles. A number beyond the range of `Double` (`1e400`) is refused. Typed
-///   reads (`readInt64()`, `readUInt64()`) accept integer literals in range only.
+///   reads (`readInt64()`, `readUInt64()`) accept integer literals in range only; `readIntegerValue()`
+///   accepts any number whose value is an integer in range, however it is written (`2`, `2.0`, `2e0`,
+///   `200e-2`), as JSON Schema's `integer` does.
 ///
 /// `JSONWriter` writes every value so that this reader reads it back as the same value (see there for the
 /// one exception, non-finite doubles), and writes the bytes it reads back the same.
@@ -615,6 +617,83 @@ public struct JSONReader: ~Copyable {
         if let value = try scanNumber() { return value }
         _ = try double(from: start)  // a number out of range is malformed, not merely not an integer
         throw Bail(.notAnInteger, at: start)
+    }
+
+    /// Reads a number whose value is an integer that fits in `Int64`, however it is written: `2`, `2.0`,
+    /// `2e0`, `200e-2` and `-0.0` are integers, as JSON Schema's `integer` (a number with a zero fractional
+    /// part) has them. The value is computed from the digits exactly, never through a `Double`, so
+    /// `9223372036854775807.0` is `Int64.max` and `9223372036854775808.0` is out of range.
+    /// - Throws: `Bail` `notAnInteger` for a number with a fraction or out of range, `wrongType` for another
+    ///   value.
+    public mutating func readIntegerValue() throws(Bail) -> Int64 {
+        let next = try next()
+        guard next == UInt8(ascii: "-") || Self.isDigit(next) else { throw mismatch(next) }
+        let start = index
+        if let value = try scanNumber() { return value }
+        _ = try double(from: start)  // a number out of range is malformed, not merely not an integer
+        guard let value = Self.integerValue(of: UnsafeRawBufferPointer(rebasing: bytes[start..<index])) else {
+            throw Bail(.notAnInteger, at: start)
+        }
+        return value
+    }
+
+    /// The value of a number already checked against the grammar, when it is an integer that fits in `Int64`.
+    private static func integerValue(of number: UnsafeRawBufferPointer) -> Int64? {
+        var position = 0
+        let negative = number[0] == UInt8(ascii: "-")
+        if negative { position += 1 }
+        // The digits of the integer and fraction parts, leading zeros left out, and the power of ten they
+        // are multiplied by: the number is `significant × 10^exponent`.
+        var significant: [UInt8] = []
+        var exponent = 0
+        var inFraction = false
+        while position < number.count {
+            let byte = number[position]
+            if byte == UInt8(ascii: ".") {
+                inFraction = true
+            } else if isDigit(byte) {
+                if !significant.isEmpty || byte != UInt8(ascii: "0") { significant.append(byte &- UInt8(ascii: "0")) }
+                if inFraction { exponent -= 1 }
+            } else {
+                break
+            }
+            position += 1
+        }
+        if position < number.count {
+            // `e` or `E`, an optional sign, digits. Saturated far beyond any exponent that can give an `Int64`
+            // (the digits of a body are fewer than that).
+            position += 1
+            var sign = 1
+            if number[position] == UInt8(ascii: "+") || number[position] == UInt8(ascii: "-") {
+                if number[position] == UInt8(ascii: "-") { sign = -1 }
+                position += 1
+            }
+            var written = 0
+            while position < number.count {
+                written = min(written * 10 + Int(number[position] &- UInt8(ascii: "0")), 1 << 40)
+                position += 1
+            }
+            exponent += sign * written
+        }
+        while significant.last == 0 {
+            significant.removeLast()
+            exponent += 1
+        }
+        if significant.isEmpty { return 0 }
+        guard exponent >= 0, significant.count + exponent <= 19 else { return nil }
+        var magnitude: UInt64 = 0
+        for digit in significant + repeatElement(0, count: exponent) {
+            let (times, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
+            let (plus, overflow2) = times.addingReportingOverflow(UInt64(digit))
+            guard !overflow1, !overflow2 else { return nil }
+            magnitude = plus
+        }
+        if negative {
+            guard magnitude <= UInt64(Int64.max) + 1 else { return nil }
+            return magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude)
+        }
+        guard magnitude <= UInt64(Int64.max) else { return nil }
+        return Int64(magnitude)
     }
 
     /// Reads a non-negative integer up to `Int64.max`.

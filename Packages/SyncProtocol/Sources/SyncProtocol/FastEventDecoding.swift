@@ -11,8 +11,10 @@ import SyncModels
 /// (but checked), times as RFC 3339 — and refuses the rest with the error the server answers:
 /// - `request.malformed` for a body that is not JSON under the rule set (a repeated key, invalid UTF-8,
 ///   nesting past 512, trailing data, …), even when the wrong shape shows first;
-/// - `request.invalid` for JSON of the wrong shape, naming the field (never its value). A number with a
-///   fraction or an exponent where an integer belongs (`"streamVersion": 1.0`) is of the wrong shape.
+/// - `request.invalid` for JSON of the wrong shape, naming the field (never its value). An integer field
+///   takes any number whose value is an integer in range, however it is written (`"streamVersion": 1`,
+///   `1.0` or `1e0`), as JSON Schema's `integer` in the OpenAPI document has it; a number with a fraction
+///   (`1.5`) or out of range is of the wrong shape.
 enum FastEventDecoding {
     static func pushRequest(_ data: Data) throws(SyncProtocolError) -> PushRequest {
         try BodyDecoder.decode(data) { decoder, reader throws(JSONReader.Bail) in try decoder.pushRequest(&reader) }
@@ -114,7 +116,7 @@ private struct BodyDecoder {
     }
 
     private mutating func int64(_ reader: inout JSONReader, _ path: @autoclosure () -> String) throws(Bail) -> Int64 {
-        try field(&reader, path(), expected: "an integer") { _, reader throws(Bail) in try reader.readInt64() }
+        try field(&reader, path(), expected: "an integer") { _, reader throws(Bail) in try reader.readIntegerValue() }
     }
 
     private mutating func bool(_ reader: inout JSONReader, _ path: @autoclosure () -> String) throws(Bail) -> Bool {
@@ -525,7 +527,10 @@ private struct BodyDecoder {
             case "replica": replica = try decoder.replica(&reader, "events[\(index)].dot.replica")
             case "counter":
                 counter = try decoder.field(&reader, "events[\(index)].dot.counter", expected: "an integer") {
-                    _, reader throws(Bail) in try reader.readUInt64()
+                    _, reader throws(Bail) in
+                    let value = try reader.readIntegerValue()
+                    guard value >= 0 else { throw Bail(.notAnInteger, at: nil) }
+                    return UInt64(value)
                 }
             default: return false
             }

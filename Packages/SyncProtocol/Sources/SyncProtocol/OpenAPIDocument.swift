@@ -72,12 +72,12 @@ public enum OpenAPIDocument {
                 "operationId": "pull",
                 "summary": "Read events after a cursor, ordered by (scope, seq); optionally long-poll.",
                 "parameters": [
-                  {"name": "cursor", "in": "query", "required": false, "description": "Opaque cursor from an earlier answer; absent or empty is the beginning.", "schema": {"type": "string"}},
-                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names (each 1-128 characters of A-Z a-z 0-9 . _ : -, none twice); absent or empty is every scope in the token. A scope not in the token is 403 scope.forbidden.", "schema": {"type": "string", "pattern": "^([A-Za-z0-9._:-]{1,128}(,[A-Za-z0-9._:-]{1,128})*)?$"}},
+                  {"name": "cursor", "in": "query", "required": false, "description": "Opaque cursor from an earlier answer; absent or empty is the beginning. A cursor the server did not issue is 400 request.invalid.", "schema": {"$ref": "#/components/schemas/Cursor"}},
+                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names (each 1-128 characters of A-Z a-z 0-9 . _ : -), none twice (the pattern's lookahead: a repeated name is 400 request.invalid); absent or empty is every scope in the token. A scope not in the token is 403 scope.forbidden.", "schema": {"type": "string", "pattern": "^(?!(?:[^,]*,)*([^,]+),(?:[^,]*,)*\\1(?:,|$))(?:[A-Za-z0-9._:-]{1,128}(?:,[A-Za-z0-9._:-]{1,128})*)?$"}},
                   {"name": "limit", "in": "query", "required": false, "description": "Events per page.", "schema": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500}},
                   {"name": "wait", "in": "query", "required": false, "description": "Seconds to long-poll when nothing is new; the answer comes as soon as an event arrives in one of the scopes.", "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}},
                   {"name": "replica", "in": "query", "required": false, "description": "The pulling replica's id (an addition to PROTOCOL.md): the server records the cursor as what this replica has acknowledged, for compaction.", "schema": {"$ref": "#/components/schemas/ReplicaID"}},
-                  {"name": "acknowledged", "in": "query", "required": false, "description": "With replica: a cursor no further than cursor, what the replica knew when it made the oldest event still in its outbox; the server records the lower of the two (an addition).", "schema": {"type": "string"}},
+                  {"name": "acknowledged", "in": "query", "required": false, "description": "With replica: a cursor no further than cursor, what the replica knew when it made the oldest event still in its outbox; the server records the lower of the two (an addition). A cursor the server did not issue is 400 request.invalid.", "schema": {"$ref": "#/components/schemas/Cursor"}},
                   {"name": "exclude", "in": "query", "required": false, "description": "A replica id: leave out the events it made, except folded history (an addition). The cursor still moves past them, and a long-poll is not answered for them alone.", "schema": {"$ref": "#/components/schemas/ReplicaID"}},
                   {"name": "markEvery", "in": "query", "required": false, "description": "Also answer the cursor after every markEvery events of the page (marks), so a replica can apply a long page in several transactions (an addition).", "schema": {"type": "integer", "minimum": 1, "maximum": 5000}}
                 ],
@@ -126,14 +126,14 @@ public enum OpenAPIDocument {
                 "summary": "The live stream (an addition): every commit of the scopes after the cursor, as it happens, as Server-Sent Events.",
                 "description": "A long-lived text/event-stream answer, never compressed. Messages: event live (data LiveSubscribed) first; event events (data LiveFrame) for each commit or group of commits of one scope, the same bytes for every subscriber; comment lines (:) as heartbeats every heartbeatSeconds; event behind (data {}) when the server drops the subscriber back to catch-up (it pulls from its cursor, then subscribes again), then the stream ends; event error (data Error) with auth.expired when the token expires, then the stream ends. A frame continues a subscriber's position p in its scope when p equals its after; p at or past its head means it is already known; p below its after means events were missed (pull, then subscribe again). docs/PROTOCOL.md describes it in full.",
                 "parameters": [
-                  {"name": "cursor", "in": "query", "required": false, "description": "The subscriber's cursor (as for pull): frames follow each scope's position in it. A position more than 1,000 events behind is answered with behind at once.", "schema": {"type": "string"}},
-                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names, as for pull; absent or empty is every scope in the token.", "schema": {"type": "string", "pattern": "^([A-Za-z0-9._:-]{1,128}(,[A-Za-z0-9._:-]{1,128})*)?$"}},
+                  {"name": "cursor", "in": "query", "required": false, "description": "The subscriber's cursor (as for pull): frames follow each scope's position in it. A position more than 1,000 events behind is answered with behind at once.", "schema": {"$ref": "#/components/schemas/Cursor"}},
+                  {"name": "scopes", "in": "query", "required": false, "description": "Comma-separated scope names, none twice, as for pull; absent or empty is every scope in the token.", "schema": {"type": "string", "pattern": "^(?!(?:[^,]*,)*([^,]+),(?:[^,]*,)*\\1(?:,|$))(?:[A-Za-z0-9._:-]{1,128}(?:,[A-Za-z0-9._:-]{1,128})*)?$"}},
                   {"name": "replica", "in": "query", "required": false, "description": "The subscribing replica's id (for logs; the stream records no progress).", "schema": {"$ref": "#/components/schemas/ReplicaID"}}
                 ],
                 "responses": {
                   "200": {
                     "description": "The stream (Server-Sent Events).",
-                    "content": {"text/event-stream": {"schema": {"type": "string", "description": "Server-Sent Events: live, events, behind and error messages and heartbeat comments; the data of each is one line of JSON (LiveSubscribed, LiveFrame, {} and Error)."}}}
+                    "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/LiveMessage"}}}
                   },
                   "400": {"$ref": "#/components/responses/BadRequest"},
                   "401": {"$ref": "#/components/responses/Unauthorized"},
@@ -149,8 +149,8 @@ public enum OpenAPIDocument {
                 "description": "The sum of the 32-bit checksums of the scope's events in (after, through], each computed from the event's id, stream, type, schemaVersion, hlc, dot and canonical payload bytes (docs/PROTOCOL.md, Checksums); a folded row carries the sum of the events it replaced (carries). Without after: the whole prefix up to through, which a device compares with the sum it kept. With after: a range, which a device bisects with to find rows it lost or damaged. A range starting below the scope's compactedThrough, or a scope holding events stored before the server kept checksums, is 409 checksum.unavailable.",
                 "parameters": [
                   {"name": "scope", "in": "query", "required": true, "description": "The scope; it must be in the token.", "schema": {"$ref": "#/components/schemas/Scope"}},
-                  {"name": "through", "in": "query", "required": true, "description": "The position the sum ends at (inclusive), at most the scope's head.", "schema": {"type": "integer", "minimum": 0}},
-                  {"name": "after", "in": "query", "required": false, "description": "The position the range starts after; absent for the whole prefix.", "schema": {"type": "integer", "minimum": 0}}
+                  {"name": "through", "in": "query", "required": true, "description": "The position the sum ends at (inclusive). It must be at most the scope's head (the head of an earlier answer, or of a checksum with through 0): past the head is 400 request.invalid.", "schema": {"type": "integer", "minimum": 0, "maximum": 9223372036854775807}},
+                  {"name": "after", "in": "query", "required": false, "description": "The position the range starts after; absent for the whole prefix. It must be at most through: an after above through is 400 request.invalid (a rule between two parameters, which a schema cannot state).", "schema": {"type": "integer", "minimum": 0, "maximum": 9223372036854775807}}
                 ],
                 "responses": {
                   "200": {
@@ -190,7 +190,7 @@ public enum OpenAPIDocument {
             },
             "/v1/uploads/{id}": {
               "parameters": [
-                {"name": "id", "in": "path", "required": true, "description": "The session's id (UploadState.upload).", "schema": {"type": "string"}}
+                {"name": "id", "in": "path", "required": true, "description": "The session's id (UploadState.upload); any other is 404 upload.notFound.", "schema": {"type": "string", "format": "uuid"}}
               ],
               "get": {
                 "operationId": "uploadState",
@@ -206,12 +206,15 @@ public enum OpenAPIDocument {
             },
             "/v1/uploads/{id}/chunks/{index}": {
               "parameters": [
-                {"name": "id", "in": "path", "required": true, "description": "The session's id.", "schema": {"type": "string"}},
-                {"name": "index", "in": "path", "required": true, "description": "The chunk's index, 0 to chunks - 1.", "schema": {"type": "integer", "minimum": 0}}
+                {"name": "id", "in": "path", "required": true, "description": "The session's id (UploadState.upload); any other is 404 upload.notFound.", "schema": {"type": "string", "format": "uuid"}},
+                {"name": "index", "in": "path", "required": true, "description": "The chunk's index, 0 to chunks - 1.", "schema": {"type": "integer", "minimum": 0, "maximum": 9223372036854775807}}
               ],
               "put": {
                 "operationId": "uploadChunk",
                 "summary": "Send one chunk of an upload session, in any order; sending it again changes nothing.",
+                "parameters": [
+                  {"name": "X-Chunk-SHA256", "in": "header", "required": true, "description": "The SHA-256 of the body's bytes as 64 hex digits; missing or malformed: 400 request.invalid, before the session or the body is looked at.", "schema": {"$ref": "#/components/schemas/BlobHash"}}
+                ],
                 "description": "The body is the chunk's bytes as they are (no Content-Encoding): chunkSize bytes, the last chunk of a blob shorter (size - index * chunkSize). The header X-Chunk-SHA256 carries the SHA-256 of those bytes as 64 hex digits (required: 400 request.invalid without it). A chunk longer than its place is 413 request.tooLarge, read no further; shorter, or an index outside the blob, 400 blob.chunkInvalid; bytes that do not match X-Chunk-SHA256, 400 blob.hashMismatch. A refused chunk is not stored.",
                 "requestBody": {
                   "required": true,
@@ -232,7 +235,7 @@ public enum OpenAPIDocument {
             },
             "/v1/uploads/{id}/commit": {
               "parameters": [
-                {"name": "id", "in": "path", "required": true, "description": "The session's id.", "schema": {"type": "string"}}
+                {"name": "id", "in": "path", "required": true, "description": "The session's id (UploadState.upload); any other is 404 upload.notFound.", "schema": {"type": "string", "format": "uuid"}}
               ],
               "post": {
                 "operationId": "commitUpload",
@@ -468,24 +471,56 @@ public enum OpenAPIDocument {
                 "required": ["replica", "counter"],
                 "properties": {
                   "replica": {"$ref": "#/components/schemas/ReplicaID"},
-                  "counter": {"type": "integer", "minimum": 1}
+                  "counter": {"type": "integer", "minimum": 1, "maximum": 9223372036854775807}
                 }
               },
               "ReplicaID": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"},
               "Scope": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+              "HLC": {"type": "string", "pattern": "^0000[0-9a-fA-F]{12}:[0-9a-fA-F]{4}:[0-9a-fA-F]{16}$", "description": "A hybrid logical clock, PPPPPPPPPPPPPPPP:CCCC:NNNNNNNNNNNNNNNN: 16 hex digits of Unix milliseconds (at most 0000ffffffffffff, 48 bits), 4 of logical counter and 16 of node, either case."},
+              "Cursor": {
+                "type": "string", "format": "sync-cursor", "maxLength": 65536, "pattern": "^[A-Za-z0-9_-]*$",
+                "description": "An opaque cursor: empty (the beginning), or one the server issued in an answer (cursor or marks). Store it and send it back as it is: anything else is 400 request.invalid. Clients must not build or parse one; today it is the unpadded base64url encoding of a JSON object mapping scope names to the last seq read (format sync-cursor), at most 64 KiB of text."
+              },
               "Event": {
                 "type": "object",
+                "description": "An event that keeps the envelope's rules (docs/PROTOCOL.md, Events): every event the server stores and serves. Push and sync requests carry PushedEvent: an event that parses but breaks one of these rules is answered rejected with event.invalid in the 200 of its push, not refused; so is one whose hlc node is not the first 16 hex digits of dot.replica, or whose stream or type is longer in UTF-8 bytes than its limit (which a schema, counting characters, cannot state).",
                 "required": ["id", "scope", "stream", "streamVersion", "type", "schemaVersion", "hlc", "dot", "payload"],
                 "properties": {
-                  "id": {"type": "string", "format": "uuid", "description": "UUIDv7 made by the client; the idempotency key."},
+                  "id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-7[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$", "description": "A UUIDv7 (RFC 9562 variant) made by the client; the idempotency key."},
                   "scope": {"$ref": "#/components/schemas/Scope"},
-                  "stream": {"type": "string", "minLength": 1, "maxLength": 256},
-                  "streamVersion": {"type": "integer", "minimum": 1},
-                  "type": {"type": "string", "minLength": 1, "maxLength": 128},
-                  "schemaVersion": {"type": "integer", "minimum": 1},
-                  "hlc": {"type": "string", "pattern": "^[0-9a-fA-F]{16}:[0-9a-fA-F]{4}:[0-9a-fA-F]{16}$"},
+                  "stream": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^\\u0000]*$", "description": "The aggregate the event belongs to: 1 to 256 UTF-8 bytes, no U+0000."},
+                  "streamVersion": {"type": "integer", "minimum": 1, "maximum": 9223372036854775807},
+                  "type": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[^\\u0000]*$", "description": "1 to 128 UTF-8 bytes, no U+0000."},
+                  "schemaVersion": {"type": "integer", "minimum": 1, "maximum": 2147483647},
+                  "hlc": {"$ref": "#/components/schemas/HLC"},
                   "dot": {"$ref": "#/components/schemas/Dot"},
-                  "payload": {"description": "Any JSON value, at most 256 KiB encoded."}
+                  "payload": {"description": "Any JSON value, at most 256 KiB encoded; no U+0000 in any string or key."}
+                }
+              },
+              "PushedEvent": {
+                "type": "object",
+                "description": "An event as push and sync requests carry it: what the server reads. Anything else (a missing field, a wrong JSON type, an id, scope, hlc, dot.replica or receivedAt that does not parse, an integer out of range) is 400 request.invalid for the whole request, and nothing is stored. An event of this shape that breaks a rule of Event (a UUIDv7 id; stream and type of 1 to 256 and 1 to 128 UTF-8 bytes without U+0000; streamVersion, schemaVersion and dot.counter in range; the hlc node equal to the first 16 hex digits of dot.replica) is answered rejected with event.invalid in the 200, and the rest of the push goes on. Integers may be written with a zero fraction or an exponent (1.0, 1e0), as JSON Schema's integer has them.",
+                "required": ["id", "scope", "stream", "streamVersion", "type", "schemaVersion", "hlc", "dot", "payload"],
+                "properties": {
+                  "id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "A UUID in its 36-character form, either case; it must be a UUIDv7 (else event.invalid)."},
+                  "scope": {"$ref": "#/components/schemas/Scope"},
+                  "stream": {"type": "string", "description": "1 to 256 UTF-8 bytes without U+0000, else event.invalid."},
+                  "streamVersion": {"type": "integer", "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "1 or more, else event.invalid."},
+                  "type": {"type": "string", "description": "1 to 128 UTF-8 bytes without U+0000, else event.invalid."},
+                  "schemaVersion": {"type": "integer", "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "1 to 2147483647, else event.invalid."},
+                  "hlc": {"$ref": "#/components/schemas/HLC"},
+                  "dot": {
+                    "type": "object",
+                    "required": ["replica", "counter"],
+                    "properties": {
+                      "replica": {"$ref": "#/components/schemas/ReplicaID"},
+                      "counter": {"type": "integer", "minimum": 0, "maximum": 9223372036854775807, "description": "1 or more, else event.invalid."}
+                    }
+                  },
+                  "payload": {"description": "Any JSON value. Past the payload limit (256 KiB by default, measured as the JSON the server stores) the whole request is 413 request.tooLarge; a U+0000 in a string or key is event.invalid."},
+                  "seq": {"type": ["integer", "null"], "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "Written by the server; ignored in a push."},
+                  "receivedAt": {"type": ["string", "null"], "pattern": "^(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$", "description": "Written by the server; ignored in a push, but read as an RFC 3339 time: YYYY-MM-DDTHH:MM:SS (a second of 60 at any minute), a fraction of any length, then Z or an offset ±HH:MM, T and Z in either case. Anything else is 400 request.invalid."},
+                  "carries": {"type": ["integer", "null"], "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "Written by the server on folded rows; ignored in a push."}
                 }
               },
               "StoredEvent": {
@@ -495,9 +530,9 @@ public enum OpenAPIDocument {
                     "type": "object",
                     "required": ["seq", "receivedAt"],
                     "properties": {
-                      "seq": {"type": "integer", "minimum": 1, "description": "Position in the scope: gap-free, in commit order."},
+                      "seq": {"type": "integer", "minimum": 1, "maximum": 9223372036854775807, "description": "Position in the scope: gap-free, in commit order."},
                       "receivedAt": {"type": "string", "format": "date-time"},
-                      "carries": {"type": "integer", "description": "Only on a folded row (a snapshot compaction wrote): the sum of the checksums of the events it replaced, which it adds to its scope's checksum in their place (an addition)."}
+                      "carries": {"type": "integer", "minimum": 0, "description": "Only on a folded row (a snapshot compaction wrote): the sum of the checksums of the events it replaced, which it adds to its scope's checksum in their place (an addition)."}
                     }
                   }
                 ]
@@ -509,15 +544,15 @@ public enum OpenAPIDocument {
                 "properties": {
                   "scope": {"$ref": "#/components/schemas/Scope"},
                   "hash": {"$ref": "#/components/schemas/BlobHash"},
-                  "size": {"type": "integer", "minimum": 0, "description": "The blob's length in bytes."},
-                  "type": {"type": "string", "minLength": 3, "maxLength": 127, "description": "A media type (type/subtype), application/octet-stream when unknown."}
+                  "size": {"type": "integer", "minimum": 0, "maximum": 4294967296, "description": "The blob's length in bytes, at most the server's largest blob (4 GiB by default): past it, 413 request.tooLarge."},
+                  "type": {"type": "string", "minLength": 3, "maxLength": 127, "pattern": "^[!-.0-~]+/[!-.0-~]+$", "description": "A media type (type/subtype: visible ASCII with one slash, neither first nor last), application/octet-stream when unknown."}
                 }
               },
               "UploadState": {
                 "type": "object",
                 "required": ["scope", "hash", "size", "type", "chunkSize", "chunks", "missing", "committed"],
                 "properties": {
-                  "upload": {"type": "string", "description": "The session's id; absent when the scope held the blob already."},
+                  "upload": {"type": "string", "format": "uuid", "description": "The session's id; absent when the scope held the blob already."},
                   "scope": {"$ref": "#/components/schemas/Scope"},
                   "hash": {"$ref": "#/components/schemas/BlobHash"},
                   "size": {"type": "integer", "minimum": 0},
@@ -547,7 +582,7 @@ public enum OpenAPIDocument {
                 "required": ["replica", "events"],
                 "properties": {
                   "replica": {"$ref": "#/components/schemas/ReplicaID"},
-                  "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/Event"}}
+                  "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/PushedEvent"}}
                 }
               },
               "Remaining": {
@@ -562,10 +597,13 @@ public enum OpenAPIDocument {
                 "type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
                 "description": "Each requested scope's stable point among the other replicas, by scope name: as stable, leaving out the replica the request names. Only in answers to a request that names its replica. That replica may fold on arrival, instead of logging, the events at or below it of a stream it has nothing of its own pending in. Added after v1's first publication: clients must accept its absence."
               },
-              "PurgedChecksums": {"type": "object", "description": "In answers to reads from position 0 (an addition): per scope whose history compaction purged, the checksum of what was purged (a sum of event checksums, which may be negative), so that a device that bootstrapped can verify ranges that include purged events (docs/PROTOCOL.md, Checksums).", "additionalProperties": {"type": "integer"}},
               "Marks": {
                 "type": "array", "items": {"type": "string"},
                 "description": "With markEvery in the request: the cursor after every markEvery events of the page, in order (the i-th where the page would have ended after its first (i + 1) * markEvery events), the page's end left out. Storing one and pulling from it later reads exactly the events after it. Added after v1's first publication: absent from older servers and when not asked for."
+              },
+              "Purged": {
+                "type": "object", "additionalProperties": {"type": "integer"},
+                "description": "Only in an answer to a read from position 0 in a scope whose compaction purged streams: for each such scope, by name, the sum of the checksums the purged streams carried, which the replica adds once to its own sum (docs/PROTOCOL.md, Checksums). Added after v1's first publication: absent from older servers and when there is none."
               },
               "PushResult": {
                 "type": "object",
@@ -595,7 +633,7 @@ public enum OpenAPIDocument {
                   "stable": {"$ref": "#/components/schemas/StablePoints"},
                   "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
                   "marks": {"$ref": "#/components/schemas/Marks"},
-                  "purged": {"$ref": "#/components/schemas/PurgedChecksums"}
+                  "purged": {"$ref": "#/components/schemas/Purged"}
                 }
               },
               "LiveFrame": {
@@ -604,8 +642,8 @@ public enum OpenAPIDocument {
                 "required": ["scope", "after", "head", "events"],
                 "properties": {
                   "scope": {"$ref": "#/components/schemas/Scope"},
-                  "after": {"type": "integer", "minimum": 0, "description": "The scope's position before the first event."},
-                  "head": {"type": "integer", "minimum": 1, "description": "The scope's position after the last event."},
+                  "after": {"type": "integer", "minimum": 0, "maximum": 9223372036854775807, "description": "The scope's position before the first event."},
+                  "head": {"type": "integer", "minimum": 1, "maximum": 9223372036854775807, "description": "The scope's position after the last event."},
                   "events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}
                 }
               },
@@ -615,27 +653,36 @@ public enum OpenAPIDocument {
                 "required": ["heartbeatSeconds"],
                 "properties": {"heartbeatSeconds": {"type": "integer", "minimum": 1}}
               },
+              "LiveMessage": {
+                "description": "One message of the live stream, a Server-Sent Event: its event name, and its data, one line of JSON. The schema is of each event of the stream (the convention OpenAPI 3.2 names itemSchema); heartbeats are comment lines, not events. Events of other names may be added: clients ignore those they do not know.",
+                "oneOf": [
+                  {"type": "object", "required": ["event", "data"], "properties": {"event": {"const": "live"}, "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/LiveSubscribed"}}}},
+                  {"type": "object", "required": ["event", "data"], "properties": {"event": {"const": "events"}, "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/LiveFrame"}}}},
+                  {"type": "object", "required": ["event", "data"], "properties": {"event": {"const": "behind"}, "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": {"type": "object", "maxProperties": 0}}}},
+                  {"type": "object", "required": ["event", "data"], "properties": {"event": {"const": "error"}, "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/Error"}}}}
+                ]
+              },
               "SyncRequest": {
                 "type": "object",
                 "required": ["replica", "events"],
                 "properties": {
                   "replica": {"$ref": "#/components/schemas/ReplicaID"},
-                  "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/Event"}},
-                  "cursor": {"type": "string"},
-                  "scopes": {"type": "array", "uniqueItems": true, "items": {"$ref": "#/components/schemas/Scope"}},
-                  "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500},
+                  "events": {"type": "array", "maxItems": 5000, "items": {"$ref": "#/components/schemas/PushedEvent"}},
+                  "cursor": {"anyOf": [{"$ref": "#/components/schemas/Cursor"}, {"type": "null"}], "description": "As for pull; absent, null or empty is the beginning."},
+                  "scopes": {"type": ["array", "null"], "uniqueItems": true, "items": {"$ref": "#/components/schemas/Scope"}, "description": "The scopes to pull, none twice; absent or null is every scope in the token. A scope not in the token is 403 scope.forbidden."},
+                  "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 5000, "default": 500, "description": "Events per page; absent or null is the default."},
                   "acknowledged": {
-                    "type": "string",
-                    "description": "A cursor no further than cursor: what the replica knew when it made the oldest event still in its outbox. The server records the lower of the two, scope by scope, as the replica's acknowledged position (compaction's stable point). Absent: cursor. Added after v1's first publication."
+                    "anyOf": [{"$ref": "#/components/schemas/Cursor"}, {"type": "null"}],
+                    "description": "A cursor no further than cursor: what the replica knew when it made the oldest event still in its outbox. The server records the lower of the two, scope by scope, as the replica's acknowledged position (compaction's stable point). Absent or null: cursor. Added after v1's first publication."
                   },
                   "excludeOwn": {
-                    "type": "boolean",
+                    "type": ["boolean", "null"],
                     "default": false,
                     "description": "True: leave the events this replica made out of the page, except folded history; the cursor still moves past them. For a replica that holds all its own events (not one pulling from the start after a reset). Added after v1's first publication."
                   },
                   "markEvery": {
-                    "type": "integer", "minimum": 1, "maximum": 5000,
-                    "description": "Also answer the cursor after every markEvery events of the page (marks), so the replica can apply a long page in several transactions. Added after v1's first publication."
+                    "type": ["integer", "null"], "minimum": 1, "maximum": 5000,
+                    "description": "Also answer the cursor after every markEvery events of the page (marks), so the replica can apply a long page in several transactions; absent or null asks for none. Added after v1's first publication."
                   }
                 }
               },
@@ -651,7 +698,7 @@ public enum OpenAPIDocument {
                   "stable": {"$ref": "#/components/schemas/StablePoints"},
                   "othersStable": {"$ref": "#/components/schemas/OthersStablePoints"},
                   "marks": {"$ref": "#/components/schemas/Marks"},
-                  "purged": {"$ref": "#/components/schemas/PurgedChecksums"}
+                  "purged": {"$ref": "#/components/schemas/Purged"}
                 }
               },
               "AdminPercentiles": {

@@ -233,7 +233,13 @@ import Testing
     }
 
     @Test(arguments: [
-        (#""streamVersion":1"#, #""streamVersion":1.0"#, "events[0].streamVersion must be an integer in range"),
+        (#""streamVersion":1"#, #""streamVersion":1.5"#, "events[0].streamVersion must be an integer in range"),
+        (#""streamVersion":1"#, #""streamVersion":1e-1"#, "events[0].streamVersion must be an integer in range"),
+        (
+            #""streamVersion":1"#, #""streamVersion":9223372036854775808.0"#,
+            "events[0].streamVersion must be an integer in range"
+        ),
+        (#""counter":1"#, #""counter":-1.0"#, "events[0].dot.counter must be an integer in range"),
         (
             #""streamVersion":1"#, #""streamVersion":"1""#,
             "events[0].streamVersion has the wrong type (expected an integer)"
@@ -255,6 +261,30 @@ import Testing
         let error = Self.error(body)
         #expect(error?.code == .requestInvalid, "\(replacement): \(String(describing: error))")
         #expect(error?.message.hasPrefix(message) == true, "\(replacement): \(error?.message ?? "")")
+    }
+
+    /// An integer field takes any number whose value is an integer in range, however it is written, as JSON
+    /// Schema's `integer` in the OpenAPI document has it (issue 48: a client whose JSON writes a whole double
+    /// as `1.0` was refused with 400). The value is exact, never rounded through a `Double`.
+    @Test func readsIntegersWrittenWithAFractionOrAnExponent() throws {
+        let event = Self.event
+            .replacingOccurrences(of: #""streamVersion":1"#, with: #""streamVersion":9223372036854775807.000"#)
+            .replacingOccurrences(of: #""schemaVersion":1"#, with: #""schemaVersion":2e0"#)
+            .replacingOccurrences(of: #""counter":1"#, with: #""counter":170E-1"#)
+            .replacingOccurrences(of: #""type":"t""#, with: #""type":"t","seq":4.0,"carries":-0.0"#)
+        let push = try WireCodec().decode(PushRequest.self, from: Self.body("{}", event: event))
+        let decoded = try #require(push.events.first)
+        #expect(decoded.streamVersion == .max)
+        #expect(decoded.schemaVersion == 2)
+        #expect(decoded.dot.counter == 17)
+        #expect(decoded.seq == 4)
+        #expect(decoded.carries == 0)
+
+        let sync = Data(
+            #"{"replica":"6d2c1f0e9a8b4c7d8e9f001122334455","events":[],"limit":1.0,"markEvery":25e1}"#.utf8)
+        let request = try WireCodec().decode(SyncRequest.self, from: sync)
+        #expect(request.limit == 1 && request.markEvery == 250)
+        #expect(try request.pullRequest().limit == 1)
     }
 
     @Test func namesTheMissingOrNullField() {
