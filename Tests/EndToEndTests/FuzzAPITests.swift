@@ -36,7 +36,10 @@ import Testing
                 return String(element[start.upperBound...].prefix { $0 != "\"" })
             })
         let expected = Set(OpenAPIDocument.operations).subtracting(["GET /openapi.json"])
-        #expect(tested == expected, "tested \(tested.sorted()); the document has \(expected.sorted())")
+        // The stateful phase's scenarios are one test case of their own when the document has links.
+        #expect(
+            tested.subtracting(["Stateful tests"]) == expected,
+            "tested \(tested.sorted()); the document has \(expected.sorted())")
         #expect(!report.contains("<failure") && !report.contains("<error"), "\(report.prefix(4000))")
         // Seeded, so that a failure can be run again (the script prints how).
         #expect(result.stdout.contains("Seed: "), "\(result.stdout.suffix(2000))")

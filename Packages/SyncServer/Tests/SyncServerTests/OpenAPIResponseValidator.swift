@@ -30,6 +30,9 @@ struct OpenAPIResponseValidator: Sendable {
     static let annotations: Set<String> = [
         "description", "title", "default", "examples", "example", "deprecated", "readOnly", "writeOnly", "$comment",
         "contentMediaType", "contentEncoding",
+        // An annotation in JSON Schema 2020-12 (the string's decoded content is not asserted); the live stream's
+        // messages are validated against their data schemas by name instead.
+        "contentSchema",
     ]
 
     static let typeNames: Set<String> = ["null", "boolean", "object", "array", "number", "string", "integer"]

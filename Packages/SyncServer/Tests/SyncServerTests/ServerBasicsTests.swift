@@ -68,12 +68,13 @@ import Testing
     /// it meets no refusal the document does not state.
     @Test func theOpenAPIDocumentStatesWhatTheServerAccepts() async throws {
         let document = try JSONDecoder().decode(OpenAPI.Document.self, from: Data(OpenAPIDocument.json.utf8))
-        // No request header is a free parameter (Content-Encoding is described with each body instead), so a
-        // generator cannot send `Content-Encoding: gzip` with a body that is not gzip.
+        // Content-Encoding is no free header parameter (it is described with each body instead), so a generator
+        // cannot send `Content-Encoding: gzip` with a body that is not gzip.
         for (_, item) in document.paths {
             for endpoint in item.pathItemValue?.endpoints ?? [] {
                 for parameter in endpoint.operation.parameters {
-                    #expect(parameter.parameterValue?.location != .header, "a header parameter is documented")
+                    guard let parameter = parameter.parameterValue, parameter.location == .header else { continue }
+                    #expect(parameter.name.lowercased() != "content-encoding", "Content-Encoding is a parameter")
                 }
             }
         }
