@@ -230,20 +230,41 @@ def wait_for_count(driver, scope, count, timeout, use_search=True):
     return wait_until(driver, timeout, probe, f"scope {scope} showing {count} events")
 
 
+def click_fresh(driver, find, what, timeout):
+    """Clicks the element find() returns, finding it again when the page replaced it between the find and the
+    click: the tables are rendered anew on every poll, so a reference can go stale at any moment."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            element = find()
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+            element.click()
+            return
+        except StaleElementReferenceException:
+            if time.monotonic() >= deadline:
+                fail(f"{what}: replaced by the page at every try for {timeout:g} s")
+            time.sleep(0.1)
+
+
 def check_replica(driver, scope, replica, acknowledged, timeout):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
-    row = driver.execute_script(
-        "return Array.from(document.querySelectorAll('#scopes-body tr[data-scope]'))"
-        ".find((r) => r.getAttribute('data-scope') === arguments[0]) || null;", scope)
-    if row is None:
-        search_for(driver, scope)
-        wait_until(driver, timeout, lambda: (row_value(driver, scope)["found"], f"no row for scope {scope!r}"),
-                   f"scope {scope} in the table")
-        row = driver.execute_script(
-            "return Array.from(document.querySelectorAll('#scopes-body tr[data-scope]'))"
-            ".find((r) => r.getAttribute('data-scope') === arguments[0]);", scope)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", row)
-    row.find_element(By.CSS_SELECTOR, '[data-field="scope"]').click()
+    find_row = ("return Array.from(document.querySelectorAll('#scopes-body tr[data-scope]'))"
+                ".find((r) => r.getAttribute('data-scope') === arguments[0]) || null;")
+    # Searched for even when its row is on screen: a search typed before may not have been answered yet, and
+    # its answer would take the row away.
+    search_for(driver, scope)
+    wait_until(driver, timeout, lambda: (row_value(driver, scope)["found"], f"no row for scope {scope!r}"),
+               f"scope {scope} in the table")
+
+    def scope_cell():
+        row = driver.execute_script(find_row, scope)
+        if row is None:
+            raise StaleElementReferenceException(f"the row of scope {scope} is gone")
+        return row.find_element(By.CSS_SELECTOR, '[data-field="scope"]')
+
+    click_fresh(driver, scope_cell, f"the row of scope {scope}", timeout)
 
     def probe():
         info = driver.execute_script("""
@@ -274,7 +295,10 @@ def check_replica(driver, scope, replica, acknowledged, timeout):
                 return True, value
             return False, f"replica {replica} shows acknowledged {value!r}, not {acknowledged}"
         if info.get("rows") and info.get("nextEnabled"):
-            driver.find_element(By.ID, "replicas-next").click()  # not on this page of replicas: the next one
+            try:
+                driver.find_element(By.ID, "replicas-next").click()  # not on this page of replicas: the next one
+            except StaleElementReferenceException:
+                pass  # re-rendered meanwhile: the next probe looks again
             return False, f"replica {replica} not on this page, going to the next"
         return False, f"no row for replica {replica} ({info.get('rows')} rows of {info.get('total')})"
 
