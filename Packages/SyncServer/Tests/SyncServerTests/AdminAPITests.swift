@@ -89,80 +89,12 @@ import Testing
         }
     }
 
-    struct Scopes: Decodable {
-        struct Scope: Decodable {
-            var scope: String
-            var head: Int64
-            var storedEvents: Int64
-            var bytes: Int64
-            var stable: Int64?
-            var stableLag: Int64?
-            var replicas: Int
-        }
-        var total: Int
-        var scopes: [Scope]
-    }
-
-    struct Replicas: Decodable {
-        struct Replica: Decodable {
-            var replica: String
-            var acknowledged: Int64
-            var behind: Int64
-            var active: Bool
-            var holdsStable: Bool
-        }
-        var head: Int64
-        var stable: Int64?
-        var total: Int
-        var replicas: [Replica]
-    }
-
-    struct Status: Decodable {
-        struct Events: Decodable {
-            var accepted: Int
-            var rejected: Int
-            var pulled: Int
-        }
-        struct Route: Decodable {
-            var method: String
-            var route: String
-            var count: Int
-            var errors: Int
-        }
-        struct Requests: Decodable {
-            var total: Int
-            var byRoute: [Route]
-        }
-        struct ErrorCount: Decodable {
-            var code: String
-            var status: Int
-            var count: Int
-        }
-        struct Percentiles: Decodable {
-            var count: Int
-            var p50Ms: Double?
-            var p99Ms: Double?
-        }
-        struct Latency: Decodable {
-            var push: Percentiles
-            var pull: Percentiles
-        }
-        struct Second: Decodable {
-            var t: Int64
-            var requests: Int
-            var eventsAccepted: Int
-        }
-        var events: Events
-        var requests: Requests
-        var errors: [ErrorCount]
-        var latency: Latency
-        var series: [Second]
-    }
-
     func get<T: Decodable>(_ type: T.Type, _ server: TestServer, _ uri: String) async throws -> T {
         let response = try await server.send(.get, uri, headers: Self.admin)
         #expect(response.status == .ok, "\(uri): \(String(buffer: response.body))")
-        return try JSONDecoder().decode(type, from: Data(buffer: response.body))
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(type, from: Data(buffer: response.body))
     }
 
     /// Reads `through` in `scope` as `replica`, acknowledging `acknowledged` (what its outbox holds back).
@@ -201,7 +133,7 @@ import Testing
             try await sync(server, first, scope: "team-alpha", through: 7, acknowledged: 7)
             try await sync(server, second, scope: "team-alpha", through: 7, acknowledged: 4)
 
-            let all = try await get(Scopes.self, server, "/v1/admin/scopes")
+            let all = try await get(AdminScopes.self, server, "/v1/admin/scopes")
             #expect(all.total == 3)
             #expect(all.scopes.map(\.scope) == ["other", "team-alpha", "team-beta"])
             let byName = Dictionary(uniqueKeysWithValues: all.scopes.map { ($0.scope, $0) })
@@ -212,11 +144,11 @@ import Testing
             #expect(byName["team-alpha"]?.replicas == 3)
             #expect(byName["team-alpha"]?.stable == 0 && byName["team-alpha"]?.stableLag == 7)
 
-            let sorted = try await get(Scopes.self, server, "/v1/admin/scopes?sort=head&order=desc")
+            let sorted = try await get(AdminScopes.self, server, "/v1/admin/scopes?sort=head&order=desc")
             #expect(sorted.scopes.map(\.scope) == ["team-alpha", "team-beta", "other"])
-            let searched = try await get(Scopes.self, server, "/v1/admin/scopes?search=TEAM&limit=1&offset=1")
+            let searched = try await get(AdminScopes.self, server, "/v1/admin/scopes?search=TEAM&limit=1&offset=1")
             #expect(searched.total == 2 && searched.scopes.map(\.scope) == ["team-beta"])
-            let none = try await get(Scopes.self, server, "/v1/admin/scopes?search=%25")
+            let none = try await get(AdminScopes.self, server, "/v1/admin/scopes?search=%25")
             #expect(none.total == 0, "a search is text, not a pattern")
             for bad in ["sort=payload", "order=up", "limit=0", "limit=501", "offset=-1", "limit=x"] {
                 let response = try await server.send(.get, "/v1/admin/scopes?\(bad)", headers: Self.admin)
@@ -224,7 +156,7 @@ import Testing
                 #expect(try server.error(response).code == .requestInvalid)
             }
 
-            let replicas = try await get(Replicas.self, server, "/v1/admin/scopes/team-alpha/replicas")
+            let replicas = try await get(AdminReplicas.self, server, "/v1/admin/scopes/team-alpha/replicas")
             #expect(replicas.head == 7 && replicas.stable == 0 && replicas.total == 3)
             let positions = Dictionary(uniqueKeysWithValues: replicas.replicas.map { ($0.replica, $0) })
             #expect(positions[first.description]?.acknowledged == 7 && positions[first.description]?.behind == 0)
@@ -235,16 +167,17 @@ import Testing
             try await server.database.execute(
                 "UPDATE replica_progress SET seen_at = now() - interval '30 days' WHERE replica = \(EventFixtures.replica.description)"
             )
-            let after = try await get(Replicas.self, server, "/v1/admin/scopes/team-alpha/replicas")
+            let after = try await get(AdminReplicas.self, server, "/v1/admin/scopes/team-alpha/replicas")
             #expect(after.stable == 4)
             #expect(after.replicas.filter(\.holdsStable).map(\.replica) == [second.description])
             #expect(after.replicas.first { $0.replica == EventFixtures.replica.description }?.active == false)
-            let paged = try await get(Replicas.self, server, "/v1/admin/scopes/team-alpha/replicas?limit=1&offset=2")
+            let paged = try await get(
+                AdminReplicas.self, server, "/v1/admin/scopes/team-alpha/replicas?limit=1&offset=2")
             #expect(paged.replicas.map(\.replica) == [first.description])
             let missing = try await server.send(.get, "/v1/admin/scopes/nothing/replicas", headers: Self.admin)
             #expect(missing.status == .notFound)
 
-            let status = try await get(Status.self, server, "/v1/admin/status")
+            let status = try await get(AdminStatus.self, server, "/v1/admin/status")
             #expect(status.events.accepted == 12 && status.events.rejected == 1)
             let pushes = status.requests.byRoute.first { $0.method == "POST" && $0.route == "/v1/push" }
             #expect(pushes?.count == 5 && pushes?.errors == 0)

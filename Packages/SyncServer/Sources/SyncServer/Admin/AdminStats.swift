@@ -26,6 +26,12 @@ final class AdminStats: Sendable {
         var count = 0
         var errors = 0
         var latency = LatencyHistogram()
+
+        mutating func record(status: Int, nanoseconds: Int64) {
+            count += 1
+            if status >= 400 { errors += 1 }
+            latency.record(nanoseconds: nanoseconds)
+        }
     }
 
     struct ErrorKey: Hashable, Sendable {
@@ -76,10 +82,9 @@ final class AdminStats: Sendable {
         let second = Int64(now.timeIntervalSince1970)
         state.withLock { state in
             state.total += 1
-            let key = RouteKey(method: method, route: route)
-            state.routes[key, default: RouteTotals()].count += 1
-            if status >= 400 { state.routes[key]!.errors += 1 }
-            state.routes[key]!.latency.record(nanoseconds: nanoseconds)
+            // Modified in place: the key is hashed once per request.
+            state.routes[RouteKey(method: method, route: route), default: RouteTotals()]
+                .record(status: status, nanoseconds: nanoseconds)
             let index = state.current(second)
             state.seconds[index].requests += 1
             if status >= 400 { state.seconds[index].errors += 1 }
