@@ -221,8 +221,13 @@ final class AdminService: Sendable {
     /// older than `storageMaxAge`.
     func storage(of scopes: [String], logger: Logger) async throws -> [String: ScopeStorage] {
         let now = ContinuousClock.now
+        // Looked up by the listed scopes, not by walking a cache that may hold every scope of the server.
         var known = storage.withLock { cache in
-            cache.filter { scopes.contains($0.key) && now - $0.value.readAt < storageMaxAge }
+            var fresh: [String: ScopeStorage] = [:]
+            for scope in scopes {
+                if let value = cache[scope], now - value.readAt < storageMaxAge { fresh[scope] = value }
+            }
+            return fresh
         }
         let missing = scopes.filter { known[$0] == nil }
         guard !missing.isEmpty else { return known }
