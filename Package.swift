@@ -89,12 +89,20 @@ let package = Package(
             path: "Packages/SyncCRDT/Sources/EditingTraces"
         ),
 
-        // Packages/SyncStorage: SQLite through GRDB.
+        // Packages/SyncStorage: SQLite through GRDB, and its encrypting VFS.
+        .target(
+            name: "CSyncCipher",
+            path: "Packages/SyncStorage/Sources/CSyncCipher",
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
         .target(
             name: "SyncStorage",
             dependencies: [
+                "CSyncCipher",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             path: "Packages/SyncStorage/Sources/SyncStorage"
         ),

@@ -26,7 +26,7 @@ if [ ${#missing_python[@]} -gt 0 ]; then
 fi
 
 packages=(libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev zlib1g-dev postgresql nginx gnuplot-nox docker-compose
-    chromium chromium-driver)
+    chromium chromium-driver python3-cryptography)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

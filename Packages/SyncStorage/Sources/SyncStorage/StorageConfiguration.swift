@@ -16,6 +16,8 @@ public struct StorageConfiguration: Sendable {
     /// WAL pages after which a checkpoint runs, on a connection and thread of its own
     /// (`BackgroundCheckpointer`); 0 leaves checkpoints to SQLite, inside the writer's commits.
     public var backgroundCheckpointPages: Int = 1000
+    /// Encryption at rest (`DatabaseEncryption`); nil keeps the file plain SQLite.
+    public var encryption: DatabaseEncryption?
 
     public init() {}
 
@@ -29,7 +31,15 @@ public struct StorageConfiguration: Sendable {
         configuration.label = label
         let busyMilliseconds = Int(busyTimeoutSeconds * 1000)
         let cacheSize = max(1, cacheSizeKiB)
+        let encrypted = encryption != nil
         configuration.prepareDatabase { db in
+            if encrypted {
+                // A new file gets the cipher's page size and room for each page's nonce and tag; temporary
+                // tables and sorts never reach the disk.
+                try db.execute(sql: "PRAGMA page_size = \(PageCipher.pageSize)")
+                try SyncDatabase.setReserve(db)
+                try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            }
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA busy_timeout = \(busyMilliseconds)")
             try db.execute(sql: "PRAGMA cache_size = -\(cacheSize)")

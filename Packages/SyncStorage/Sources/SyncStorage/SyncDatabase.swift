@@ -25,25 +25,33 @@ public final class SyncDatabase: Sendable {
     let pruneHooks = Mutex<[PruneHook]>([])
     let checkpointer: BackgroundCheckpointer?
     let readGate: AsyncGate
+    /// The file's registration with the encrypting VFS, when `StorageConfiguration.encryption` is set.
+    let encryption: CipherRegistration?
 
     /// Opens (creating if needed) the database at `path`.
     /// - Throws: `DatabaseError` if the file cannot be opened or is not a database.
+    ///   With `configuration.encryption`, a `StorageError` (`storage.wrongKey`) if no stored key opens the file.
     public init(path: String, configuration: StorageConfiguration = StorageConfiguration()) throws {
         self.path = path
+        self.encryption = try configuration.encryption.map { try Self.prepareEncrypted(path: path, encryption: $0) }
         let checkpointer =
             configuration.backgroundCheckpointPages > 0
             ? BackgroundCheckpointer(path: path, thresholdPages: Int32(configuration.backgroundCheckpointPages))
             : nil
         self.checkpointer = checkpointer
         self.readGate = AsyncGate(permits: max(1, configuration.maximumReaderCount))
-        self.writer = try DatabasePool(
-            path: path, configuration: configuration.grdbConfiguration(checkpointer: checkpointer))
-        try writer.writeWithoutTransaction { db in
-            let tables = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") ?? 0
-            if tables == 0 {
-                try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
-                try db.execute(sql: "VACUUM")
+        do {
+            self.writer = try DatabasePool(
+                path: path, configuration: configuration.grdbConfiguration(checkpointer: checkpointer))
+            try writer.writeWithoutTransaction { db in
+                let tables = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") ?? 0
+                if tables == 0 {
+                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                    try db.execute(sql: "VACUUM")
+                }
             }
+        } catch {
+            throw Self.authenticationFailure(error, path: path) ?? error
         }
     }
 
