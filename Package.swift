@@ -345,6 +345,7 @@ let package = Package(
                 "SyncEngineHTTPClient",
                 "SyncEventStore",
                 "SyncModels",
+                "SyncStorage",
                 "SyncToolSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -53,19 +53,19 @@ echo "dashboard:   http://admin:$SYNC_ADMIN_TOKEN@127.0.0.1:$port/dashboard  (or
 
 token="$("$bin/sync-server" token --sub demo --scopes demo --ttl 86400)"
 for name in alice bob; do
-    "$bin/sync-agent" --db "$run_dir/$name.sqlite" --server "http://127.0.0.1:$port" --token "$token" \
+    "$bin/sync-agent" --db "$run_dir/$name.sqlite" --key-file "$run_dir/$name.key" --server "http://127.0.0.1:$port" --token "$token" \
         run --simulate "$rate" --scope demo 2>&1 | sed -u "s/^/[$name] /" &
     pids+=($!)
 done
-echo "agents:      alice and bob, $rate edits/s each, replicas in $run_dir"
+echo "agents:      alice and bob, $rate edits/s each, replicas in $run_dir (encrypted at rest: *.key)"
 echo "Press Ctrl-C to stop."
 
 while true; do
     sleep 5 &
     wait $!
-    a="$("$bin/sync-agent" --db "$run_dir/alice.sqlite" export --state 2>/dev/null | sha256sum | cut -c1-12)" || a="?"
-    b="$("$bin/sync-agent" --db "$run_dir/bob.sqlite" export --state 2>/dev/null | sha256sum | cut -c1-12)" || b="?"
-    notes="$("$bin/sync-agent" --db "$run_dir/alice.sqlite" export --state 2>/dev/null | grep -o '"title"' | wc -l)" || notes="?"
+    a="$("$bin/sync-agent" --db "$run_dir/alice.sqlite" --key-file "$run_dir/alice.key" export --state 2>/dev/null | sha256sum | cut -c1-12)" || a="?"
+    b="$("$bin/sync-agent" --db "$run_dir/bob.sqlite" --key-file "$run_dir/bob.key" export --state 2>/dev/null | sha256sum | cut -c1-12)" || b="?"
+    notes="$("$bin/sync-agent" --db "$run_dir/alice.sqlite" --key-file "$run_dir/alice.key" export --state 2>/dev/null | grep -o '"title"' | wc -l)" || notes="?"
     if [ "$a" = "$b" ]; then
         echo "[check] alice and bob hold identical state ($notes notes, $a)"
     else

@@ -6,6 +6,7 @@ import SyncEngine
 import SyncEngineHTTPClient
 import SyncEventStore
 import SyncModels
+import SyncStorage
 import SyncToolSupport
 
 /// A headless replica: the Notes app on a SQLite file, with a CLI. Edits work offline and return at once;
@@ -19,7 +20,7 @@ struct SyncAgent: AsyncParsableCommand {
         subcommands: [
             NoteCommand.self, SyncCommand.self, RunCommand.self, StatusCommand.self, ExportCommand.self,
             ReplayCommand.self, RebuildCommand.self, CompactCommand.self, VerifyCommand.self, ConflictsCommand.self,
-            DiagnosticsCommand.self, LogCommand.self,
+            DiagnosticsCommand.self, LogCommand.self, EncryptCommand.self, RekeyCommand.self, LogoutCommand.self,
         ])
 
     /// The stack's version this agent belongs to (the repository's release tags; `--version`, diagnostics).
@@ -53,8 +54,22 @@ struct AgentOptions: ParsableArguments {
             """)
     var compactAfter: Int = SyncEngine.Configuration().autoCompactAfter ?? 0
 
+    @Option(
+        help: """
+            A key file (mode 0600, created with a new key if missing) that encrypts the replica's file at rest; a \
+            plaintext file is encrypted in place on first use. Defaults to SYNC_STORAGE_KEY_FILE.
+            """)
+    var keyFile: String?
+
+    /// How the replica's file is opened: encrypted under `--key-file`, or as `StorageConfiguration()` says.
+    var storage: StorageConfiguration {
+        var storage = StorageConfiguration()
+        if let keyFile { storage.encryption = DatabaseEncryption(keys: FileKeyProvider(path: keyFile)) }
+        return storage
+    }
+
     func client() throws -> NotesClient {
-        try NotesClient.open(path: db)
+        try NotesClient.open(path: db, configuration: storage)
     }
 
     /// The engine on `client`'s store; `live` says whether `run()` holds the live stream (off: it long-polls).

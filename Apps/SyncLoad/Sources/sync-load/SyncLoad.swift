@@ -154,6 +154,11 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Where device files go (default: a temporary folder, deleted after a passing run).")
     var dataDir: String?
     @Flag(help: "Keep the device files after a passing run.") var keep = false
+    @Flag(
+        help:
+            "Encrypt the full replicas' files at rest (keys in replicas.key in the data folder), so that the verdict covers encrypted devices."
+    )
+    var encryptReplicas = false
     @Option(help: "Write report.json and report.md here.") var out: String?
     @Option(
         help:
@@ -185,6 +190,10 @@ struct RunCommand: AsyncParsableCommand {
         let base = URL(
             fileURLWithPath: dataDir
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("sync-load-\(prefix)").path)
+        if encryptReplicas {
+            try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+            ReplicaEncryption.enable(in: base)
+        }
         let selfTest = try (deliveryFaults ?? "").split(separator: ",").map { name in
             guard let fault = ThinDevice.DeliveryFault(rawValue: String(name)) else {
                 throw ValidationError("--delivery-faults: one or more of skip, duplicate, alter")
@@ -345,6 +354,7 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         raiseFileLimit()
         let directory = URL(fileURLWithPath: dataDir)
+        ReplicaEncryption.enableIfUsed(in: directory)
         var manifest = try JSONDecoder().decode(
             Manifest.self, from: Data(contentsOf: directory.appendingPathComponent("manifest.json")))
         manifest.configuration.server = server.server
@@ -385,5 +395,20 @@ struct VerifyCommand: AsyncParsableCommand {
             for finding in findings { say("\(kind): \(finding)") }
         }
         if !verdict.passed { throw ExitCode(1) }
+    }
+}
+
+/// `--encrypt-replicas`: every store the process opens with the default storage configuration (the full
+/// replicas, and the verdict's fresh device) is encrypted under one key file in the data folder.
+enum ReplicaEncryption {
+    static func keyFile(in directory: URL) -> String { directory.appendingPathComponent("replicas.key").path }
+
+    static func enable(in directory: URL) {
+        setenv("SYNC_STORAGE_KEY_FILE", keyFile(in: directory), 1)
+    }
+
+    /// `verify` on a run's folder: encrypted if the run was.
+    static func enableIfUsed(in directory: URL) {
+        if FileManager.default.fileExists(atPath: keyFile(in: directory)) { enable(in: directory) }
     }
 }

@@ -4,6 +4,7 @@ import NotesDomain
 import SyncCRDT
 import SyncEventStore
 import SyncModels
+import SyncStorage
 
 /// The commands of the Notes app over an event store: each reads the note's current CRDT state and appends
 /// the events that express the change, in one write transaction, offline and at once.
@@ -15,8 +16,13 @@ public struct NotesClient: Sendable {
     }
 
     /// Opens a store at `path` with the notes projection and the domain's validation.
-    public static func open(path: String) throws -> NotesClient {
-        NotesClient(store: try EventStore(path: path, projections: [NotesProjection()], validators: [NotesValidator()]))
+    public static func open(path: String, configuration: StorageConfiguration = StorageConfiguration()) throws
+        -> NotesClient
+    {
+        NotesClient(
+            store: try EventStore(
+                path: path, projections: [NotesProjection()], validators: [NotesValidator()],
+                configuration: configuration))
     }
 
     var replica: ReplicaID { store.replica }

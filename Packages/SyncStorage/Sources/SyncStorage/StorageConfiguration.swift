@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// How a `SyncDatabase` opens its file.
@@ -19,7 +20,14 @@ public struct StorageConfiguration: Sendable {
     /// Encryption at rest (`DatabaseEncryption`); nil keeps the file plain SQLite.
     public var encryption: DatabaseEncryption?
 
-    public init() {}
+    /// The defaults; with `SYNC_STORAGE_KEY_FILE` in the environment, every database opened with them is
+    /// encrypted under the keys of that file (`FileKeyProvider`): a whole process's stores encrypted without a
+    /// change of code (the repository's suites run both ways with it, `make test-encrypted`).
+    public init() {
+        if let keyFile = ProcessInfo.processInfo.environment["SYNC_STORAGE_KEY_FILE"], !keyFile.isEmpty {
+            encryption = DatabaseEncryption(keys: FileKeyProvider(path: keyFile))
+        }
+    }
 
     /// The GRDB configuration: WAL (a `DatabasePool` always uses it), `synchronous=NORMAL` (durable across
     /// application crashes; a power loss can lose the last transactions but never corrupts the file),

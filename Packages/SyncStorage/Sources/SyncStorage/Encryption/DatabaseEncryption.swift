@@ -153,6 +153,9 @@ extension SyncDatabase {
         onStep: (EncryptionStep) throws -> Void
     ) throws {
         let copy = path + encryptingSuffix
+        // The VFS must be SQLite's default before the source connection opens: a connection keeps the VFS it
+        // opened with, and `VACUUM INTO` writes through it.
+        try CipherRegistration.install()
         var configuration = Configuration()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
@@ -172,6 +175,12 @@ extension SyncDatabase {
             try source.close()
         }
         try onStep(.copyWritten)
+        guard try fileKind(at: copy) == .encrypted,
+            PageCipher.firstPageOpens(try DurableFile.prefix(copy, count: PageCipher.pageSize), with: key)
+        else {
+            try removeLeftovers(of: path)
+            throw StorageError(code: "storage.encryption", message: "the copy of \(path) did not come out encrypted")
+        }
         try DurableFile.sync(copy)
         try onStep(.copySynced)
         for suffix in ["-wal", "-shm"] where DurableFile.exists(path + suffix) {

@@ -59,8 +59,8 @@ enum DurableFile {
     }
 
     static func syncDirectory(of path: String) throws {
-        try sync(
-            (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
+        guard let slash = path.lastIndex(of: "/") else { return try sync(".") }
+        try sync(slash == path.startIndex ? "/" : String(path[..<slash]))
     }
 
     static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }

@@ -116,10 +116,7 @@ final class CipherRegistration: Sendable {
     init(path: String, key: DatabaseKey) throws {
         let path = URL(fileURLWithPath: path).standardizedFileURL.path
         self.path = path
-        guard PageCipher.installed == 0 else {
-            throw StorageError(
-                code: "storage.encryption", message: "SQLite refused the encrypting VFS (\(PageCipher.installed))")
-        }
+        try Self.install()
         try Self.registered.withLock { registered in
             if let existing = registered[path] {
                 guard existing.fingerprint == key.fingerprint else {
@@ -136,6 +133,14 @@ final class CipherRegistration: Sendable {
                     code: "storage.encryption", message: "cannot register \(path) for encryption (\(code))")
             }
             registered[path] = (1, key.fingerprint)
+        }
+    }
+
+    /// Makes the encrypting VFS SQLite's default, once per process.
+    static func install() throws {
+        guard PageCipher.installed == 0 else {
+            throw StorageError(
+                code: "storage.encryption", message: "SQLite refused the encrypting VFS (\(PageCipher.installed))")
         }
     }
 
