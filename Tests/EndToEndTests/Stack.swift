@@ -265,25 +265,29 @@ struct Agent: Sendable {
     let database: String
     let server: String
     var token: String
+    /// `--key-file`: the replica encrypted at rest under the keys of this file.
+    var keyFile: String?
+
+    /// The options every command gets: the replica, the server, the token, the key file if any.
+    var common: [String] {
+        ["--db", database, "--server", server, "--token", token] + (keyFile.map { ["--key-file", $0] } ?? [])
+    }
 
     /// Runs `sync-agent <arguments>` and returns its standard output; throws on a nonzero exit. Waits on a
     /// thread of its own (`Stack.run`), never holding one of the concurrency pool.
     @discardableResult
     func callAsFunction(_ arguments: String...) async throws -> String {
-        try await Stack.run(executable.path, arguments + ["--db", database, "--server", server, "--token", token])
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try await Stack.run(executable.path, arguments + common).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     func capturing(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await Stack.runCapturing(
-            executable.path, arguments + ["--db", database, "--server", server, "--token", token])
+        try await Stack.runCapturing(executable.path, arguments + common)
     }
 
     /// Starts `sync-agent <arguments>` without waiting for it.
     func start(_ arguments: [String]) throws -> ChildProcess.Running {
         try ChildProcess.start(
-            executable.path, arguments + ["--db", database, "--server", server, "--token", token],
-            environment: ProcessInfo.processInfo.environment)
+            executable.path, arguments + common, environment: ProcessInfo.processInfo.environment)
     }
 
     func state() async throws -> [String: NoteJSON] {

@@ -19,7 +19,8 @@ struct EncryptCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "encrypt",
         abstract:
-            "Encrypt a plaintext replica's file in place under --key-file (made if missing); a crash at any instant leaves the old file or the new one.")
+            "Encrypt a plaintext replica's file in place under --key-file (made if missing); a crash at any instant leaves the old file or the new one."
+    )
     @OptionGroup var options: AgentOptions
     @OptionGroup var crash: CrashOption
 
@@ -35,7 +36,8 @@ struct RekeyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rekey",
         abstract:
-            "Re-encrypt the replica's file under a new random key, stored in --key-file; a crash at any instant leaves a file that one of the two keys opens, whole.")
+            "Re-encrypt the replica's file under a new random key, stored in --key-file; a crash at any instant leaves a file that one of the two keys opens, whole."
+    )
     @OptionGroup var options: AgentOptions
     @OptionGroup var crash: CrashOption
 
@@ -80,7 +82,9 @@ struct LogoutCommand: AsyncParsableCommand {
         if let keyFile = options.keyFile ?? ProcessInfo.processInfo.environment["SYNC_STORAGE_KEY_FILE"] {
             try SyncDatabase.destroy(path: options.db, keys: FileKeyProvider(path: keyFile))
         } else {
-            for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: options.db + suffix) }
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                try? FileManager.default.removeItem(atPath: options.db + suffix)
+            }
         }
         try? FileManager.default.removeItem(atPath: options.db + ".blobs")
         try printJSON(Result(destroyed: true, discarded: pending))
