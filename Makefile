@@ -9,10 +9,14 @@ SYNC_BUILD_FLAGS ?= -debug-info-format none
 export SYNC_BUILD_FLAGS
 SOURCES := $(wildcard Packages Apps Tests Benchmarks) Package.swift Examples/Tasks/Package.swift Examples/Tasks/Sources Examples/Tasks/Tests
 
-.PHONY: test citus run load chaos bench bench-quick build release docs lint format bootstrap postgres-start postgres-stop clean
+.PHONY: test test-encrypted citus run load chaos bench bench-quick build release docs lint format bootstrap postgres-start postgres-stop clean
 
 test: bootstrap lint
 	SWIFT=$(SWIFT) scripts/test.sh
+
+# The store, projection and engine suites with every database encrypted at rest (scripts/test-encrypted.sh).
+test-encrypted: bootstrap
+	scripts/test-encrypted.sh
 
 # The tests on a real Citus cluster alone (scripts/citus-test.sh; make test runs them too): a coordinator and two
 # workers started by scripts/citus.sh, Citus built from CITUS_SOURCE (a citus-13.2.x.tar.gz) when it is not

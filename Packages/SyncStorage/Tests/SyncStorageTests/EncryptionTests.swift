@@ -37,6 +37,13 @@ import Testing
         try database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") ?? 0 }
     }
 
+    /// Plain SQLite, whatever `SYNC_STORAGE_KEY_FILE` says (the suites also run with it set).
+    static var plain: StorageConfiguration {
+        var configuration = StorageConfiguration()
+        configuration.encryption = nil
+        return configuration
+    }
+
     static func encrypted(_ keys: any KeyProvider) -> StorageConfiguration {
         var configuration = StorageConfiguration()
         configuration.encryption = DatabaseEncryption(keys: keys)
@@ -118,7 +125,7 @@ import Testing
         #expect(wrong?.message.contains(path) == true)
         // Without a key: SQLite sees no database.
         #expect(throws: DatabaseError.self) {
-            let database = try SyncDatabase(path: path)
+            let database = try SyncDatabase(path: path, configuration: Self.plain)
             _ = try Self.count(database)
         }
         var after = try Self.files(in: directory)
@@ -204,7 +211,7 @@ import Testing
     @Test func aPlaintextFileIsEncryptedInPlaceOnFirstOpen() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("a.sqlite")
-        do { try Self.fill(try SyncDatabase(path: path), rows: 700) }
+        do { try Self.fill(try SyncDatabase(path: path, configuration: Self.plain), rows: 700) }
         #expect(try SyncDatabase.fileKind(at: path) == .plaintext)
         let keys = FileKeyProvider(path: directory.path("keys"))
         let database = try SyncDatabase(path: path, configuration: Self.encrypted(keys))
@@ -219,14 +226,14 @@ import Testing
     func encryptStoppedAtAnyStepLeavesOneCompleteFile(_ step: EncryptionStep) throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("a.sqlite")
-        do { try Self.fill(try SyncDatabase(path: path), rows: 700) }
+        do { try Self.fill(try SyncDatabase(path: path, configuration: Self.plain), rows: 700) }
         let keys = FileKeyProvider(path: directory.path("keys"))
         #expect(throws: Stop.self) {
             try SyncDatabase.encrypt(path: path, keys: keys) { if $0 == step { throw Stop() } }
         }
         let kind = try SyncDatabase.fileKind(at: path)
         #expect(kind == (step == .renamed ? .encrypted : .plaintext))
-        if kind == .plaintext { #expect(try Self.count(SyncDatabase(path: path)) == 700) }
+        if kind == .plaintext { #expect(try Self.count(SyncDatabase(path: path, configuration: Self.plain)) == 700) }
         let database = try SyncDatabase(path: path, configuration: Self.encrypted(keys))
         #expect(try Self.count(database) == 700)
         #expect(!DurableFile.exists(path + SyncDatabase.encryptingSuffix))
