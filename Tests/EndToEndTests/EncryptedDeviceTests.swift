@@ -1,5 +1,4 @@
 import Foundation
-import SyncToolSupport
 import Testing
 
 /// A device encrypted at rest (issue 47), through `sync-agent` and a real server: nothing readable in any

@@ -18,7 +18,7 @@ import Testing
     /// The toolchain's and the system's modules, which no manifest declares.
     static let systemModules: Set<String> = [
         "Foundation", "FoundationEssentials", "FoundationNetworking", "Glibc", "Musl", "Darwin", "Dispatch",
-        "Synchronization", "Observation", "Testing", "XCTest", "os", "_Concurrency",
+        "Synchronization", "Observation", "Testing", "XCTest", "os", "_Concurrency", "Security",
     ]
 
     // MARK: - Reading imports
