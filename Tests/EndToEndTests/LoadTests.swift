@@ -66,6 +66,7 @@ import Testing
     /// the server, and that every thin device received its scope's log exactly. After the verdict's other
     /// checks, `sync-server compact` folds and collects: no blob that only deleted notes referred to is left,
     /// and every blob a live note refers to is still there.
+    /// Its full replicas run encrypted at rest (`--encrypt-replicas`), so the verdict covers encrypted devices.
     @Test func aMixedRunWithFaultsPassesTheVerdictAndWritesItsReports() async throws {
         let stack = try await Self.stack(noteQuota: 2)
         let out = stack.directory.appendingPathComponent("report")
@@ -78,10 +79,20 @@ import Testing
             [
                 "--devices", "30", "--replicas", "12", "--scopes", "4", "--duration", "6", "--ramp-up", "1",
                 "--rate", "2", "--faults", "0.15", "--offline", "0.2", "--offline-min", "0.5", "--offline-max", "2",
-                "--crash-interval", "4", "--seed", "7", "--out", out.path,
+                "--crash-interval", "4", "--seed", "7", "--out", out.path, "--encrypt-replicas", "--keep",
                 "--data-dir", stack.directory.appendingPathComponent("devices").path, "--collect-command", collect,
             ])
         #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        // The replicas ran encrypted at rest (crashes and reopens included): no file of theirs is plain SQLite.
+        let devices = stack.directory.appendingPathComponent("devices")
+        let files = try FileManager.default.contentsOfDirectory(atPath: devices.path).filter { $0.hasSuffix(".sqlite") }
+        #expect(
+            files.count >= 12
+                && FileManager.default.fileExists(atPath: devices.appendingPathComponent("replicas.key").path))
+        for name in files {
+            let header = try FileHandle(forReadingFrom: devices.appendingPathComponent(name)).read(upToCount: 16)
+            #expect(header != Data("SQLite format 3\0".utf8), "\(name) is plain SQLite")
+        }
         let report = try JSONDecoder().decode(
             Report.self, from: Data(contentsOf: out.appendingPathComponent("report.json")))
         let step = try #require(report.steps.first)

@@ -133,6 +133,28 @@ import Testing
         #expect(after == before)
     }
 
+    /// Replicas that share one key file and make its first key at the same instant (a load run's) all get the
+    /// same key: each file opens again afterwards.
+    @Test func replicasMakingTheFirstKeyTogetherShareIt() async throws {
+        let directory = try TemporaryDirectory()
+        let keys = FileKeyProvider(path: directory.path("keys"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<16 {
+                group.addTask {
+                    let database = try SyncDatabase(
+                        path: directory.path("r\(index).sqlite"), configuration: Self.encrypted(keys))
+                    try Self.fill(database, rows: 5)
+                }
+            }
+            try await group.waitForAll()
+        }
+        for index in 0..<16 {
+            let database = try SyncDatabase(
+                path: directory.path("r\(index).sqlite"), configuration: Self.encrypted(keys))
+            #expect(try Self.count(database) == 5)
+        }
+    }
+
     @Test func aKeyFileReadableByOthersIsRefused() throws {
         let directory = try TemporaryDirectory()
         let keys = FileKeyProvider(path: directory.path("keys"))

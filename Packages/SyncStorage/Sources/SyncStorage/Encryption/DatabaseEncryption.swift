@@ -51,14 +51,15 @@ extension SyncDatabase {
     static func prepareEncrypted(path: String, encryption: DatabaseEncryption) throws -> CipherRegistration {
         try removeLeftovers(of: path)
         var keys = try encryption.keys.load()
+        if keys == DatabaseKeys() {
+            keys = try encryption.keys.storeIfEmpty(DatabaseKeys(current: .random()))
+        }
         switch try fileKind(at: path) {
         case .missing:
-            let key = keys.current ?? DatabaseKey.random()
-            if keys.current == nil || keys.next != nil { try encryption.keys.store(DatabaseKeys(current: key)) }
+            guard let key = keys.current ?? keys.next else { throw noKey(path) }
             return try CipherRegistration(path: path, key: key)
         case .plaintext:
-            let key = keys.current ?? DatabaseKey.random()
-            if keys.current == nil { try encryption.keys.store(DatabaseKeys(current: key)) }
+            guard let key = keys.current else { throw noKey(path) }
             try encryptPlaintext(path: path, key: key, onStep: { _ in })
             return try CipherRegistration(path: path, key: key)
         case .encrypted:
@@ -82,6 +83,10 @@ extension SyncDatabase {
         }
     }
 
+    static func noKey(_ path: String) -> StorageError {
+        StorageError(code: "storage.wrongKey", message: "no current key is stored for \(path)")
+    }
+
     /// Removes what an `encrypt` or `rekey` that stopped left beside `path`.
     static func removeLeftovers(of path: String) throws {
         let copy = path + encryptingSuffix
@@ -102,11 +107,8 @@ extension SyncDatabase {
             throw StorageError(code: "storage.encryption", message: "\(path) is not a plaintext database")
         }
         var stored = try keys.load()
-        let key = stored.current ?? DatabaseKey.random()
-        if stored.current == nil {
-            stored.current = key
-            try keys.store(stored)
-        }
+        if stored == DatabaseKeys() { stored = try keys.storeIfEmpty(DatabaseKeys(current: .random())) }
+        guard let key = stored.current else { throw noKey(path) }
         try encryptPlaintext(path: path, key: key, onStep: onStep)
     }
 

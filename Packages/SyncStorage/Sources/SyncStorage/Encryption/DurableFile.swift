@@ -39,6 +39,16 @@ enum DurableFile {
         try rename(temporary, to: path)
     }
 
+    /// Creates `path` holding `data`, at once, unless it exists (then does nothing): the file is written and
+    /// synced under a temporary name, then `link`ed to `path`, which fails if `path` exists.
+    static func create(_ path: String, with data: Data, mode: mode_t) throws {
+        let temporary = path + ".new-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        try replace(temporary, with: data, mode: mode)
+        defer { unlink(temporary) }
+        guard link(temporary, path) == 0 || errno == EEXIST else { throw failure("cannot create", path) }
+        try syncDirectory(of: path)
+    }
+
     /// `rename`, then the directory synced so the new name survives a power loss.
     static func rename(_ from: String, to: String) throws {
         guard systemRename(from, to) == 0 else { throw failure("cannot rename to \(to):", from) }

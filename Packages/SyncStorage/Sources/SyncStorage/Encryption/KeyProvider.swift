@@ -28,6 +28,19 @@ public protocol KeyProvider: Sendable {
     func store(_ keys: DatabaseKeys) throws
     /// Destroys the keys (logout): afterwards nothing the provider held can open the database.
     func destroy() throws
+    /// Stores `keys` if the provider holds none, at once: of several processes or threads that make a first
+    /// key together, one stores its key and all the others get that one back. Returns the keys stored.
+    func storeIfEmpty(_ keys: DatabaseKeys) throws -> DatabaseKeys
+}
+
+extension KeyProvider {
+    /// A load, then a store if empty: enough for a provider that one process at a time uses.
+    public func storeIfEmpty(_ keys: DatabaseKeys) throws -> DatabaseKeys {
+        let stored = try load()
+        guard stored == DatabaseKeys() else { return stored }
+        try store(keys)
+        return keys
+    }
 }
 
 /// Keys in a file only its owner may read (mode 0600; a file readable by others is refused): one line per
@@ -60,14 +73,27 @@ public struct FileKeyProvider: KeyProvider {
     }
 
     public func store(_ keys: DatabaseKeys) throws {
-        var text = ""
-        if let current = keys.current { text += "current \(Self.hex(current))\n" }
-        if let next = keys.next { text += "next \(Self.hex(next))\n" }
-        try DurableFile.replace(path, with: Data(text.utf8), mode: 0o600)
+        try DurableFile.replace(path, with: Data(Self.text(keys).utf8), mode: 0o600)
     }
 
     public func destroy() throws {
         try DurableFile.remove(path)
+    }
+
+    /// The key file made with `link`, which fails if the file exists: a first key made by several replicas at
+    /// once (a load run's, sharing one key file) is the same for all of them.
+    public func storeIfEmpty(_ keys: DatabaseKeys) throws -> DatabaseKeys {
+        let stored = try load()
+        guard stored == DatabaseKeys() else { return stored }
+        try DurableFile.create(path, with: Data(Self.text(keys).utf8), mode: 0o600)
+        return try load()
+    }
+
+    static func text(_ keys: DatabaseKeys) -> String {
+        var text = ""
+        if let current = keys.current { text += "current \(hex(current))\n" }
+        if let next = keys.next { text += "next \(hex(next))\n" }
+        return text
     }
 
     static func hex(_ key: DatabaseKey) -> String {
@@ -170,10 +196,7 @@ public struct PassphraseKeyProvider: KeyProvider {
         }
 
         public func store(_ keys: DatabaseKeys) throws {
-            var text = ""
-            if let current = keys.current { text += "current \(FileKeyProvider.hex(current))\n" }
-            if let next = keys.next { text += "next \(FileKeyProvider.hex(next))\n" }
-            let data = Data(text.utf8)
+            let data = Data(FileKeyProvider.text(keys).utf8)
             let update = SecItemUpdate(query as CFDictionary, [kSecValueData as String: data] as CFDictionary)
             if update == errSecSuccess { return }
             guard update == errSecItemNotFound else {
