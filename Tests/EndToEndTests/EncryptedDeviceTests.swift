@@ -53,6 +53,12 @@ import Testing
         // It opens again with all of it.
         let state = try await a.state()
         #expect(state.values.filter { $0.title.hasPrefix(Self.title) }.count == 20)
+        // Support's export says the file is encrypted, and holds none of it.
+        let export = URL(fileURLWithPath: a.database + ".diagnostics.json")
+        try await a("diagnostics", "--out", export.path)
+        let diagnostics = try String(contentsOf: export, encoding: .utf8)
+        #expect(diagnostics.contains("\"encrypted\" : true") && !diagnostics.contains(Self.title))
+        try FileManager.default.removeItem(at: export)
         // Without the key: nothing.
         var keyless = a
         keyless.keyFile = nil

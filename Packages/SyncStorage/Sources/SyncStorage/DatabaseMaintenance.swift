@@ -38,6 +38,9 @@ public struct StorageStatistics: Sendable, Codable, Equatable {
     /// Bytes per table and index, largest first; empty when SQLite was built without `dbstat`.
     public var objects: [ObjectSize]
     public var dbstatAvailable: Bool
+    /// Whether the file is encrypted at rest (`StorageConfiguration.encryption`); nil in reports made before
+    /// encryption existed.
+    public var encrypted: Bool? = nil
 }
 
 /// What `DatabaseMaintenance.prune()` did.
@@ -70,7 +73,7 @@ public struct DatabaseMaintenance: Sendable {
             }
             return StorageStatistics(
                 pageSize: pageSize, pageCount: pageCount, freePages: freePages, walBytes: walBytes,
-                objects: objects, dbstatAvailable: dbstatAvailable)
+                objects: objects, dbstatAvailable: dbstatAvailable, encrypted: database.encryption != nil)
         }
     }
 

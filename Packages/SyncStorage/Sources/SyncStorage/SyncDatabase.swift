@@ -55,6 +55,9 @@ public final class SyncDatabase: Sendable {
         }
     }
 
+    /// Whether the file is encrypted at rest (`StorageConfiguration.encryption`).
+    public var isEncrypted: Bool { encryption != nil }
+
     deinit {
         checkpointer?.close()
     }
