@@ -181,20 +181,26 @@ import Testing
         #expect(failure?.message.contains("page \(page + 1) of \(path) ") == true, "\(failure?.message ?? "")")
     }
 
-    @Test func aFlippedByteInTheWALIsNamedWhenTheLogIsRecovered() throws {
+    /// A copy of an encrypted database and its WAL as a crash would leave them: 20 notes in the file, then
+    /// `transactions` transactions of 20 more in the WAL.
+    static func crashedCopy(transactions: Int) throws -> (directory: TemporaryDirectory, keys: FileKeyProvider) {
         let directory = try TemporaryDirectory()
-        let keys = FileKeyProvider(path: directory.path("keys"))
+        let copy = try TemporaryDirectory()
+        let keys = FileKeyProvider(path: copy.path("keys"))
         var configuration = Self.encrypted(keys)
         configuration.backgroundCheckpointPages = 0
         let database = try SyncDatabase(path: directory.path("a.sqlite"), configuration: configuration)
         try Self.fill(database, rows: 20)
         try database.checkpoint()
-        for first in stride(from: 20, to: 120, by: 20) { try Self.fill(database, rows: 20, from: first) }
-        // The files as a crash would leave them: the WAL holds five transactions.
-        let copy = try TemporaryDirectory()
+        for index in 1...transactions { try Self.fill(database, rows: 20, from: 20 * index) }
         for name in ["a.sqlite", "a.sqlite-wal"] {
             try FileManager.default.copyItem(atPath: directory.path(name), toPath: copy.path(name))
         }
+        return (copy, keys)
+    }
+
+    @Test func aFlippedByteInTheWALIsNamedWhenTheLogIsRecovered() throws {
+        let (copy, keys) = try Self.crashedCopy(transactions: 5)
         let wal = copy.path("a.sqlite-wal")
         try Self.flip(path: wal, at: 32 + (24 + 4096) * 1 + 24 + 500)  // inside frame 2's page
         let failure = #expect(throws: StorageError.self) {
@@ -206,18 +212,7 @@ import Testing
     }
 
     @Test func aTornLastFrameIsTheLogsEndAsInPlaintext() throws {
-        let directory = try TemporaryDirectory()
-        let keys = FileKeyProvider(path: directory.path("keys"))
-        var configuration = Self.encrypted(keys)
-        configuration.backgroundCheckpointPages = 0
-        let database = try SyncDatabase(path: directory.path("a.sqlite"), configuration: configuration)
-        try Self.fill(database, rows: 20)
-        try database.checkpoint()
-        try Self.fill(database, rows: 20, from: 20)
-        let copy = try TemporaryDirectory()
-        for name in ["a.sqlite", "a.sqlite-wal"] {
-            try FileManager.default.copyItem(atPath: directory.path(name), toPath: copy.path(name))
-        }
+        let (copy, keys) = try Self.crashedCopy(transactions: 1)
         // A frame appended by a write that never finished: a copy of the first frame's header, its page torn.
         let wal = copy.path("a.sqlite-wal")
         var bytes = try Data(contentsOf: URL(fileURLWithPath: wal))
