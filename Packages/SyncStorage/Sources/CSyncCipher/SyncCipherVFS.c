@@ -149,6 +149,7 @@ typedef struct CipherFile {
     Entry *entry;
     int kind;
     const char *name;
+    void *key;  // the file's key once known (owned by the entry)
     uint8_t *page;  // scratch for one page
     int64_t headerOffset;  // WAL: the last frame header written, and its bytes
     uint8_t header[FRAME_HEADER];
@@ -158,6 +159,12 @@ typedef struct CipherFile {
 
 static uint32_t get32(const uint8_t *bytes) {
     return ((uint32_t)bytes[0] << 24) | ((uint32_t)bytes[1] << 16) | ((uint32_t)bytes[2] << 8) | bytes[3];
+}
+
+/// The file's key, the salt made now if the file has none yet (a new database's first write).
+static void *cachedKey(CipherFile *file) {
+    if (!file->key) file->key = fileKey(file->entry, NULL);
+    return file->key;
 }
 
 /// Reads page `pgno` of the main file, decrypted, into `out` (P bytes). A page past the end reads as zeros.
@@ -170,15 +177,16 @@ static int readDatabasePage(CipherFile *file, uint8_t *out, int64_t pgno) {
         return zero ? SQLITE_IOERR_SHORT_READ : SQLITE_IOERR_DATA;
     }
     if (rc != SQLITE_OK) return rc;
-    void *key;
-    if (pgno == 1) {
+    void *key = file->key;
+    if (!key && pgno == 1) {
         key = fileKey(file->entry, out);  // page 1 begins with the file's salt
-    } else {
+    } else if (!key) {
         uint8_t salt[SYNC_CIPHER_SALT];
         rc = file->real->pMethods->xRead(file->real, salt, SYNC_CIPHER_SALT, 0);
         if (rc != SQLITE_OK) return rc == SQLITE_IOERR_SHORT_READ ? SQLITE_IOERR_DATA : rc;
         key = fileKey(file->entry, salt);
     }
+    file->key = key;  // the entry's, for as long as the entry lives (this file holds it)
     return openPage(file->entry, key, out, KIND_DB, (uint64_t)pgno, NULL, file->name, pgno);
 }
 
@@ -208,7 +216,7 @@ static int databaseWrite(CipherFile *file, const uint8_t *data, int amount, int6
     uint64_t pgno = (uint64_t)(offset / P) + 1;
     if (pgno == 1 && (get32(data + 16) >> 16 != (P == 65536 ? 1 : P) || data[20] < R))
         return SQLITE_IOERR_WRITE;  // not this format's page size, or no room for the nonce and tag
-    void *key = fileKey(file->entry, NULL);
+    void *key = cachedKey(file);
     memcpy(file->page, data, P);
     int rc = sealPage(file->entry, key, file->page, KIND_DB, pgno, NULL);
     if (rc != SQLITE_OK) return rc;
@@ -239,7 +247,7 @@ static int walFrameAuthenticates(CipherFile *file, uint8_t *frame, const uint8_t
     uint32_t pgno = get32(frame);
     makeAAD(aad, file->entry, KIND_WAL, pgno, frame + 8, reserve + SYNC_CIPHER_NONCE + SYNC_CIPHER_TAG);
     int start = pgno == 1 ? SYNC_CIPHER_SALT : 0;
-    void *key = fileKey(file->entry, NULL);
+    void *key = cachedKey(file);
     return hooks.open(key, frame + FRAME_HEADER + start, P - R - start, aad, SYNC_CIPHER_AAD, reserve,
                       reserve + SYNC_CIPHER_NONCE) == 0;
 }
@@ -248,7 +256,7 @@ static int walFrameAuthenticates(CipherFile *file, uint8_t *frame, const uint8_t
 /// end when nothing valid follows it (a write torn by a crash: SQLite's checksum then stops there, as for a
 /// plaintext WAL); followed by a valid frame of the same log, it is damage in the middle: an error.
 static int walRecoveryRead(CipherFile *file, uint8_t *out, int64_t offset) {
-    void *key = fileKey(file->entry, NULL);
+    void *key = cachedKey(file);
     int64_t frame = (offset - WAL_HEADER) / (FRAME_HEADER + P) + 1;
     int rc = openPage(file->entry, key, out + FRAME_HEADER, KIND_WAL, get32(out), out + 8, NULL, 0);
     if (rc == SQLITE_OK) return rc;
@@ -278,7 +286,7 @@ static int walRead(CipherFile *file, uint8_t *out, int amount, int64_t offset) {
         uint8_t header[FRAME_HEADER];
         rc = walHeader(file, frameStart, header);
         if (rc != SQLITE_OK) return rc;
-        void *key = fileKey(file->entry, NULL);
+        void *key = cachedKey(file);
         return openPage(file->entry, key, out, KIND_WAL, get32(header), header + 8, file->name,
                         (offset - WAL_HEADER) / (FRAME_HEADER + P) + 1);
     }
@@ -300,7 +308,7 @@ static int walWrite(CipherFile *file, const uint8_t *data, int amount, int64_t o
         uint8_t header[FRAME_HEADER];
         int rc = walHeader(file, frameStart, header);
         if (rc != SQLITE_OK) return rc;
-        void *key = fileKey(file->entry, NULL);
+        void *key = cachedKey(file);
         memcpy(file->page, data, P);
         rc = sealPage(file->entry, key, file->page, KIND_WAL, get32(header), header + 8);
         if (rc != SQLITE_OK) return rc;
@@ -336,7 +344,7 @@ static int journalRead(CipherFile *file, uint8_t *out, int amount, int64_t offse
     }
     if (amount != P || offset < 4 || memcmp(out, journalMagic, 8) == 0 || !journalIsPage(file, NULL, amount, offset))
         return SQLITE_OK;
-    void *key = fileKey(file->entry, NULL);
+    void *key = cachedKey(file);
     return openPage(file->entry, key, out, KIND_JOURNAL, file->pgno, NULL, file->name, file->pgno);
 }
 
@@ -345,7 +353,7 @@ static int journalWrite(CipherFile *file, const uint8_t *data, int amount, int64
         file->pgnoOffset = offset;
         file->pgno = get32(data);
     } else if (journalIsPage(file, data, amount, offset)) {
-        void *key = fileKey(file->entry, NULL);
+        void *key = cachedKey(file);
         memcpy(file->page, data, P);
         int rc = sealPage(file->entry, key, file->page, KIND_JOURNAL, file->pgno, NULL);
         if (rc != SQLITE_OK) return rc;
