@@ -93,7 +93,7 @@ let package = Package(
         .target(
             name: "CSyncCipher",
             path: "Packages/SyncStorage/Sources/CSyncCipher",
-            linkerSettings: [.linkedLibrary("sqlite3")]
+            linkerSettings: [.linkedLibrary("sqlite3"), .linkedLibrary("crypto", .when(platforms: [.linux]))]
         ),
         .target(
             name: "SyncStorage",

@@ -13,7 +13,7 @@ let package = Package(
     ],
     targets: [
         // The encrypting VFS, in C over the system SQLite (the one GRDB links: one SQLite in the process).
-        .target(name: "CSyncCipher", linkerSettings: [.linkedLibrary("sqlite3")]),
+        .target(name: "CSyncCipher", linkerSettings: [.linkedLibrary("sqlite3"), .linkedLibrary("crypto", .when(platforms: [.linux]))]),
         .target(
             name: "SyncStorage",
             dependencies: [

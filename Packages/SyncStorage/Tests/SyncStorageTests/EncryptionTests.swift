@@ -349,6 +349,12 @@ import Testing
         return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 
+    /// Linux seals pages through OpenSSL, Apple platforms through the Swift hooks (CryptoKit): both are the
+    /// same cipher, each opening what the other sealed.
+    @Test func theNativeCipherAndTheSwiftOneAgree() throws {
+        #expect(PageCipher.crossCheck() == 0)
+    }
+
     /// Flips one bit of the byte at `offset`.
     static func flip(path: String, at offset: Int) throws {
         let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))

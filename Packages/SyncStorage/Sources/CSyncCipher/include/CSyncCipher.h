@@ -23,6 +23,8 @@ typedef struct SyncCipherHooks {
                 const uint8_t *nonce, const uint8_t *tag);
     /// The key of one file, derived from the database key and the file's salt (retained; freed by `release`).
     void *(*deriveFileKey)(void *databaseKey, const uint8_t *salt);
+    /// Copies the 32 bytes of a key returned by `deriveFileKey` (for the native cipher, on Linux).
+    void (*keyBytes)(void *fileKey, uint8_t *bytes);
     /// Releases a key returned by `deriveFileKey` or handed to `sync_cipher_register`.
     void (*release)(void *key);
     /// Fills `bytes` from a cryptographically secure generator.
@@ -53,5 +55,9 @@ typedef struct SyncCipherCounters {
     int64_t failures;
 } SyncCipherCounters;
 SyncCipherCounters sync_cipher_counters(void);
+
+/// Linux: seals a random page with the native cipher and opens it with the hooks, then the other way, and
+/// checks a wrong tag is refused: 0 when all agree, -1 where there is no native cipher.
+int sync_cipher_cross_check(void *fileKey, const uint8_t *keyBytes);
 
 #endif

@@ -31,6 +31,11 @@ enum PageCipher {
                 let salt = UnsafeRawBufferPointer(start: salt!, count: PageCipher.saltSize)
                 return Unmanaged.passRetained(KeyBox(PageCipher.fileKey(key, salt: salt))).toOpaque()
             },
+            keyBytes: { key, bytes in
+                Unmanaged<KeyBox>.fromOpaque(key!).takeUnretainedValue().key.withUnsafeBytes {
+                    bytes!.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: 32)
+                }
+            },
             release: { key in Unmanaged<KeyBox>.fromOpaque(key!).release() },
             random: { bytes, count in
                 var generator = SystemRandomNumberGenerator()
@@ -101,6 +106,17 @@ enum PageCipher {
                 nonce: ChaChaPoly.Nonce(data: nonce), ciphertext: page[saltSize..<reserveStart], tag: tag)
         else { return false }
         return (try? ChaChaPoly.open(box, using: fileKey, authenticating: aad)) != nil
+    }
+
+    /// `sync_cipher_cross_check` with a random key: 0 when the native cipher and the hooks agree.
+    static func crossCheck() -> Int32 {
+        _ = installed
+        let key = SymmetricKey(size: .bits256)
+        let box = Unmanaged.passRetained(KeyBox(key))
+        defer { box.release() }
+        return key.withUnsafeBytes { bytes in
+            sync_cipher_cross_check(box.toOpaque(), bytes.bindMemory(to: UInt8.self).baseAddress!)
+        }
     }
 
     /// Pages sealed, opened and refused by this process so far (counted, for tests).
