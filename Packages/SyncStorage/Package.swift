@@ -13,7 +13,9 @@ let package = Package(
     ],
     targets: [
         // The encrypting VFS, in C over the system SQLite (the one GRDB links: one SQLite in the process).
-        .target(name: "CSyncCipher", linkerSettings: [.linkedLibrary("sqlite3"), .linkedLibrary("crypto", .when(platforms: [.linux]))]),
+        .target(
+            name: "CSyncCipher",
+            linkerSettings: [.linkedLibrary("sqlite3"), .linkedLibrary("crypto", .when(platforms: [.linux]))]),
         .target(
             name: "SyncStorage",
             dependencies: [
@@ -23,7 +25,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
-        )
+        ),
         // The tests (Tests/SyncStorageTests) are declared once, in the repository's root Package.swift, which
         // runs every package's tests with one build.
     ],
