@@ -232,6 +232,12 @@ extension NoteCommand {
                 guard let blobs = try await options.engine(for: client).blobs else {
                     throw ValidationError("no blob queue")
                 }
+                // What crossed the network, whether the download ended or not: a resumed download adds only
+                // the bytes it did not have.
+                defer {
+                    let received = blobs.progress.downloadedBytes
+                    if received > 0 { report("downloaded \(received) bytes in all") }
+                }
                 file = try await blobs.open(attachment.blob, scope: scope)
             }
             let target = URL(fileURLWithPath: out)
