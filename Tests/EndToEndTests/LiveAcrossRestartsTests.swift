@@ -33,7 +33,7 @@ import Testing
 
         for round in 0..<3 {
             for index in 0..<5 { _ = try await writer.create(scope: "team-1", title: "round \(round) note \(index)") }
-            try await Self.syncNow(push)
+            try await again { try await push.syncNow() }
             let onServer = try #require(Int(try await stack.sql("SELECT count(*) FROM events").first ?? ""))
             #expect(
                 try await Self.reaches(onServer, reader), "round \(round): the follower has all \(onServer) events")
@@ -44,24 +44,6 @@ import Testing
             }
         }
         #expect(try await reader.exportState() == writer.exportState())
-    }
-
-    /// `engine.syncNow()`, made again (up to 10 times, a second apart) after a failure to try again later, as
-    /// an app does: with a second test suite running beside this one (load average above 50 on two cores), a
-    /// connect to the restarted server once took longer than the client's 10 s. Sending again duplicates
-    /// nothing: the follower's count must still be exact.
-    static func syncNow(_ engine: SyncEngine) async throws {
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                try await engine.syncNow()
-                return
-            } catch {
-                guard case .retryable = error, attempt < 10 else { throw error }
-                try await Task.sleep(for: .seconds(1))
-            }
-        }
     }
 
     /// Whether `reader` holds `count` confirmed events within 60 s (a hang guard: a frame comes within

@@ -25,7 +25,10 @@ import Testing
         var subscribers: [Subscriber] = []
         defer { for subscriber in subscribers { subscriber.reader.cancel() } }
         for _ in 0..<6 {
-            subscribers.append(Subscriber(try await front.live(PullRequest(cursor: ScopeCursor(), scopes: ["live-1"]))))
+            let stream = try await again {
+                try await front.live(PullRequest(cursor: ScopeCursor(), scopes: ["live-1"]))
+            }
+            subscribers.append(Subscriber(stream))
         }
         for subscriber in subscribers {
             let first = try await subscriber.wait { !$0.isEmpty }.first
@@ -47,7 +50,8 @@ import Testing
             let transport = HTTPClientTransport(baseURL: URL(string: url)!, token: token)
             var configuration = SyncEngine.Configuration()
             configuration.live = false
-            try await SyncEngine(store: device.store, transport: transport, configuration: configuration).syncNow()
+            let engine = try SyncEngine(store: device.store, transport: transport, configuration: configuration)
+            try await again { try await engine.syncNow() }
             pushed += 3
         }
         let logged = try await stack.sql("SELECT event_id::text FROM events WHERE scope = 'live-1' ORDER BY seq")
