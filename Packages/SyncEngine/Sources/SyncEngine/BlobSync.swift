@@ -192,22 +192,16 @@ public final class BlobSync: Sendable {
         try await markUploaded(blob)
     }
 
-    /// How many chunks of an upload are in flight at once: the next chunk goes out once the body of the one
-    /// before it has been sent, while the server stores that one, so that the device and the server work at
-    /// the same time. Only one chunk is ever on the wire: a device killed mid-upload loses at most one
-    /// chunk's transfer (the other one had arrived whole). The device holds that many chunks in memory.
+    /// How many chunks of an upload are in flight at once: the next chunk is read and hashed while the one
+    /// before it is sent, and goes out once that one's body has been sent, while the server stores it, so that
+    /// the device and the server work at the same time. Only one chunk is ever on the wire: a device killed
+    /// mid-upload loses at most one chunk's transfer (the other one had arrived whole). The device holds that
+    /// many chunks in memory.
     static let chunksInFlight = 2
 
-    /// What happens to a chunk in flight.
-    enum ChunkEvent: Sendable {
-        /// Its body is sent: the next chunk may go.
-        case sent(Int)
-        /// Its answer (after its retries): acknowledged with its length, or failed.
-        case done(Int, Result<Int, SyncFailure>)
-    }
-
-    /// Sends the chunks `session` lacks, in order, `chunksInFlight` at a time (each retried on its own), and
-    /// records each acknowledged chunk as it comes back, whatever order the answers come in.
+    /// Sends the chunks `session` lacks, in order, `chunksInFlight` at a time (each retried on its own; they
+    /// take the wire in order, one at a time, `WireTurns`), and records each acknowledged chunk as it comes
+    /// back, whatever order the answers come in.
     /// - Throws: the first chunk's failure once its retries ran out (the chunk in flight beside it finishes and
     ///   is recorded first).
     func send(
@@ -215,63 +209,73 @@ public final class BlobSync: Sendable {
     ) async throws(SyncFailure) {
         var lacking = Set(session.missing)
         var failure: SyncFailure?
-        let (events, sink) = AsyncStream<ChunkEvent>.makeStream()
-        await withTaskGroup(of: Void.self) { group in
+        let turns = WireTurns()
+        await withTaskGroup(of: (Int, Result<Int, SyncFailure>?).self) { group in
             var next = session.missing.makeIterator()
             var inFlight = 0
-            // The chunk whose body may still be on the wire, and whether the next may go.
-            var onTheWire: Int?
-            var iterator = events.makeAsyncIterator()
+            var ticket = 0
             while true {
-                if onTheWire == nil, inFlight < Self.chunksInFlight, failure == nil, let index = next.next() {
+                if inFlight < Self.chunksInFlight, failure == nil, let index = next.next() {
                     inFlight += 1
-                    onTheWire = index
+                    let turn = ticket
+                    ticket += 1
                     group.addTask {
-                        let result = await self.sendChunk(index, of: session, upload: id, from: file) {
-                            sink.yield(.sent(index))
-                        }
-                        sink.yield(.done(index, result))
+                        (index, await self.sendChunk(index, of: session, upload: id, from: file, turn: turn, of: turns))
                     }
                     continue
                 }
-                guard inFlight > 0, let event = await iterator.next() else { break }
-                switch event {
-                case .sent(let index):
-                    if onTheWire == index { onTheWire = nil }
-                case .done(let index, let result):
-                    inFlight -= 1
-                    if onTheWire == index { onTheWire = nil }
-                    switch result {
-                    case .success(let bytes):
-                        lacking.remove(index)
-                        report.chunks += 1
-                        report.bytes += Int64(bytes)
-                        updateProgress { $0.uploadedBytes += Int64(bytes) }
-                        do throws(SyncFailure) {
-                            try await recordProgress(blob, session: session, lacking: lacking)
-                        } catch {
-                            failure = failure ?? error
-                        }
-                    case .failure(let error):
+                guard inFlight > 0, let (index, result) = await group.next() else { break }
+                inFlight -= 1
+                // Not sent: a chunk before it failed.
+                guard let result else { continue }
+                switch result {
+                case .success(let bytes):
+                    lacking.remove(index)
+                    report.chunks += 1
+                    report.bytes += Int64(bytes)
+                    updateProgress { $0.uploadedBytes += Int64(bytes) }
+                    do throws(SyncFailure) {
+                        try await recordProgress(blob, session: session, lacking: lacking)
+                    } catch {
                         failure = failure ?? error
                     }
+                case .failure(let error):
+                    failure = failure ?? error
                 }
             }
         }
-        sink.finish()
         if let failure { throw failure }
         if !lacking.isEmpty {
             throw .retryable(reason: "the server still lacks \(lacking.count) chunks", retryAfter: nil)
         }
     }
 
-    /// Reads chunk `index` from `file`, hashes it and sends it (retried with backoff); `sent` is called the
-    /// first time its body has been sent whole (never when it fails first: the failure then ends its turn).
-    /// Returns its length once acknowledged.
+    /// Reads chunk `index` from `file` and hashes it, waits for its turn `turn` on the wire, and sends it
+    /// (retried with backoff). Its turn passes to the next chunk the first time its body has been sent whole;
+    /// a chunk that fails before that stops the chunks after it. Returns its length once acknowledged, its
+    /// failure, or nil when it was not sent because a chunk before it failed.
     func sendChunk(
-        _ index: Int, of session: UploadState, upload id: String, from file: URL,
+        _ index: Int, of session: UploadState, upload id: String, from file: URL, turn: Int, of turns: WireTurns
+    ) async -> Result<Int, SyncFailure>? {
+        let passed = Mutex(false)
+        let pass: @Sendable (_ stopping: Bool) -> Void = { stopping in
+            let first = passed.withLock { passed in
+                defer { passed = true }
+                return !passed
+            }
+            if first { turns.pass(turn, stopping: stopping) }
+        }
+        let result = await readAndSend(index, of: session, upload: id, from: file, turn: turn, of: turns) {
+            pass(false)
+        }
+        pass(true)
+        return result
+    }
+
+    private func readAndSend(
+        _ index: Int, of session: UploadState, upload id: String, from file: URL, turn: Int, of turns: WireTurns,
         sent: @escaping @Sendable () -> Void
-    ) async -> Result<Int, SyncFailure> {
+    ) async -> Result<Int, SyncFailure>? {
         let range = session.chunkRange(index)
         let bytes: Data
         do {
@@ -280,24 +284,20 @@ public final class BlobSync: Sendable {
             try input.seek(toOffset: UInt64(range.lowerBound))
             bytes = try input.read(upToCount: range.count) ?? Data()
         } catch {
+            guard await turns.wait(turn) else { return nil }
             return .failure(.permanent(code: "blob.unreadable", message: "blob file: \(error)"))
         }
         guard bytes.count == range.count else {
+            guard await turns.wait(turn) else { return nil }
             return .failure(.permanent(code: "blob.changed", message: "the blob's file is shorter than its reference"))
         }
         let sha = BlobHash(digest: SHA256.hash(data: bytes))
-        let told = Mutex(false)
-        let sentOnce: @Sendable () -> Void = {
-            let first = told.withLock { told in
-                defer { told = true }
-                return !told
-            }
-            if first { sent() }
-        }
+        guard await turns.wait(turn) else { return nil }
         do throws(SyncFailure) {
             _ = try await retrying { () async throws(SyncFailure) in
-                try await transport.putChunk(upload: id, index: index, bytes: bytes, sha256: sha, sent: sentOnce)
+                try await transport.putChunk(upload: id, index: index, bytes: bytes, sha256: sha, sent: sent)
             }
+            sent()
             return .success(bytes.count)
         } catch {
             return .failure(error)
@@ -452,6 +452,7 @@ public final class BlobSync: Sendable {
         let offset = Int64(try fileOperation { try output.seekToEnd() })
         var hasher = try fileOperation { try Self.hasher(ofPrefix: offset, of: partial) }
         var size = offset
+        var writeback = FileWriteback(descriptor: output.fileDescriptor, from: offset)
         // Everything arrived before (the process stopped before checking it).
         if offset >= reference.size { return (BlobHash(digest: hasher.finalize()), size) }
         try await transport.download(
@@ -462,12 +463,14 @@ public final class BlobSync: Sendable {
                     try output.seek(toOffset: UInt64(start))
                     hasher = try Self.hasher(ofPrefix: start, of: partial)
                     size = start
+                    writeback = FileWriteback(descriptor: output.fileDescriptor, from: start)
                 }
             },
             receive: { piece in
                 try output.write(contentsOf: piece)
                 hasher.update(data: piece)
                 size += Int64(piece.count)
+                writeback.written(upTo: size)
                 updateProgress { $0.downloadedBytes += Int64(piece.count) }
             })
         try fileOperation { try output.synchronize() }
@@ -524,4 +527,44 @@ public struct BlobProgress: Sendable, Hashable, Codable {
     public var downloadedBytes: Int64 = 0
 
     public init() {}
+}
+
+/// The order in which an upload's chunks take the wire: turn `n` begins once turn `n - 1` has passed, so that a
+/// chunk read and hashed early still goes out after the one before it, and only one is sent at a time. A turn
+/// that passes stopping (its chunk failed before its body was sent) ends the turns after it unsent.
+final class WireTurns: Sendable {
+    private struct State {
+        var serving = 0
+        var stopped = false
+        var waiting: [Int: CheckedContinuation<Bool, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// Waits until turn `turn` begins: true, or false when a turn before it stopped the upload.
+    func wait(_ turn: Int) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let now = state.withLock { state -> Bool? in
+                guard state.serving < turn, !state.stopped else { return !state.stopped }
+                state.waiting[turn] = continuation
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
+    }
+
+    /// Turn `turn` is over (each turn passes once, in order): the next one begins, or with `stopping` every
+    /// later one ends.
+    func pass(_ turn: Int, stopping: Bool) {
+        let (next, go) = state.withLock { state -> ([CheckedContinuation<Bool, Never>], Bool) in
+            state.serving = max(state.serving, turn + 1)
+            if stopping { state.stopped = true }
+            if state.stopped {
+                defer { state.waiting = [:] }
+                return (Array(state.waiting.values), false)
+            }
+            return (state.waiting.removeValue(forKey: state.serving).map { [$0] } ?? [], true)
+        }
+        for waiter in next { waiter.resume(returning: go) }
+    }
 }

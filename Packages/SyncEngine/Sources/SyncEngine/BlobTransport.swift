@@ -23,7 +23,8 @@ public protocol BlobTransport: Sendable {
     func commitUpload(_ upload: String) async throws(SyncFailure) -> UploadState
     /// `GET /v1/blobs/{hash}?scope=` from byte `offset` (`Range: bytes=offset-` when above 0). Calls `begin`
     /// once with the offset of the first byte the answer holds (0 when the server sent the whole blob) and
-    /// the blob's size, then `receive` with each piece as it arrives: never the whole blob in memory.
+    /// the blob's size, then `receive` with each piece as it arrives: never the whole blob in memory. A piece
+    /// may be the transport's own buffer, valid only during the call: `receive` copies what it keeps.
     func download(
         _ hash: BlobHash, scope: Scope, from offset: Int64, begin: (_ start: Int64, _ size: Int64) throws -> Void,
         receive: (Data) throws -> Void

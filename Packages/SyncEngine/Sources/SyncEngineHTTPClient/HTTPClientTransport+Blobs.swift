@@ -102,10 +102,16 @@ extension HTTPClientTransport: BlobTransport {
         }
         do {
             for try await buffer in response.body {
-                let piece = Data(buffer.readableBytesView)
-                received += Int64(piece.count)
+                received += Int64(buffer.readableBytes)
                 do {
-                    try receive(piece)
+                    // The piece's own bytes, not a copy: `receive` writes and hashes them during the call.
+                    try buffer.withUnsafeReadableBytes { bytes in
+                        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+                        try receive(
+                            Data(
+                                bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count,
+                                deallocator: .none))
+                    }
                 } catch {
                     throw SyncFailure.permanent(code: "blob.file", message: "\(error)")
                 }

@@ -159,6 +159,55 @@ import Testing
         }
     }
 
+    /// Chunks stored in order by one server: its commit checks the blob's hash from the running hash of the
+    /// chunks (`UploadDigests`) and reads nothing back; chunks out of order (the first test) read them back.
+    @Test(arguments: BlobStoreKind.allCases)
+    func aCommitAfterChunksInOrderUsesTheirRunningHash(store: BlobStoreKind) async throws {
+        try await store.run { server in
+            let blob = TestBlob(size: 4 * Self.chunk + 5, seed: 22)
+            try await server.uploadWhole(blob, scope: "r")
+            let outOfOrder = TestBlob(size: 2 * Self.chunk + 5, seed: 23)
+            let id = try #require(try server.uploadState(try await server.openUpload(outOfOrder, scope: "r")).upload)
+            for index in [1, 0, 2] { _ = try await server.putChunk(id, index, outOfOrder.chunk(index), scopes: ["r"]) }
+            #expect(try server.uploadState(try await server.commit(id, scopes: ["r"])).committed)
+            let metrics = String(buffer: try await server.send(.get, "/metrics").body)
+            #expect(ReadAheadTests.sample(metrics, #"sync_blob_commit_hashes_total{source="running"}"#) == 1)
+            #expect(ReadAheadTests.sample(metrics, #"sync_blob_commit_hashes_total{source="read_back"}"#) == 1)
+            for stored in [blob, outOfOrder] {
+                let whole = try await server.send(
+                    .get, "/v1/blobs/\(stored.hash)?scope=r", headers: try await server.bearer(["r"]))
+                #expect(Array(buffer: whole.body) == stored.bytes)
+            }
+        }
+    }
+
+    /// A chunk stored again through a second server, with other bytes that match their own hash, is not in the
+    /// first server's running hash: the database recorded another hash for the part, so the first server's
+    /// commit reads the parts back and refuses bytes that are not the blob's.
+    @Test(arguments: BlobStoreKind.allCases)
+    func aChunkStoredAgainThroughAnotherServerIsReadBackAtTheCommit(store: BlobStoreKind) async throws {
+        let blob = TestBlob(size: 3 * Self.chunk, seed: 24)
+        try await TestDatabase.with(citus: TestServer.onCitus) { database in
+            defer { store.removeDirectory(of: database) }
+            try await store.run(on: database) { first in
+                let id = try #require(try first.uploadState(try await first.openUpload(blob, scope: "w")).upload)
+                for index in 0..<3 { _ = try await first.putChunk(id, index, blob.chunk(index), scopes: ["w"]) }
+                try await store.run(on: database) { second in
+                    let other = [UInt8](repeating: 7, count: Self.chunk)
+                    let response = try await second.putChunk(id, 1, other, scopes: ["w"])
+                    #expect(response.status == .ok)
+                }
+                try expectError(try await first.commit(id, scopes: ["w"]), 400, .blobHashMismatch, first)
+                let metrics = String(buffer: try await first.send(.get, "/metrics").body)
+                #expect(ReadAheadTests.sample(metrics, #"sync_blob_commit_hashes_total{source="running"}"#) == 0)
+                #expect(ReadAheadTests.sample(metrics, #"sync_blob_commit_hashes_total{source="read_back"}"#) == 1)
+                let read = try await first.send(
+                    .get, "/v1/blobs/\(blob.hash)?scope=w", headers: try await first.bearer(["w"]))
+                try expectError(read, 404, .blobNotFound, first)
+            }
+        }
+    }
+
     @Test func scopesTheTokenDoesNotNameAndMalformedRequestsAreRefused() async throws {
         try await BlobStoreKind.postgres.run { server in
             let blob = TestBlob(size: 100, seed: 8)

@@ -10,8 +10,9 @@ import SyncProtocol
 /// `0009-blobs`), the bytes in a `BlobStore`.
 ///
 /// A session uploads one blob of one scope in chunks, in any order, each checked against its own SHA-256 and
-/// stored as a part of the upload; the commit reads the parts back in order through SHA-256, one at a time, and
-/// only when the whole matches the blob's name does the store promote them and the blob become readable. A
+/// stored as a part of the upload; the commit checks the whole blob's SHA-256 (the running hash of the chunks
+/// when this server stored them all in order, `UploadDigests`, else the parts read back in order), and only
+/// when it matches the blob's name does the store promote them and the blob become readable. A
 /// scope holds each blob once: asking to upload a blob it holds answers `committed` at once, and at most one
 /// session per scope and hash is open. The token's scopes are its rights, for reading and writing alike, as for
 /// push and pull: a session of a scope the token does not name is answered as if it did not exist.
@@ -20,6 +21,8 @@ struct BlobService: Sendable {
     let store: any BlobStore
     let configuration: BlobConfiguration
     let metrics: ServerMetrics
+    /// The running hash of the uploads whose chunks this server stored in order.
+    var digests = UploadDigests()
 
     /// The first key of the advisory lock that serialises the opening of sessions in a scope (the second is
     /// the scope's hash), so that two requests cannot both pass the quota with the bytes of one.
@@ -35,6 +38,9 @@ struct BlobService: Sendable {
         var committed: Bool
         /// The chunks received, in order.
         var received: [Int]
+        /// The SHA-256 recorded for each chunk received (none for a part recorded before migration
+        /// `0011-upload-part-hashes`).
+        var receivedHashes: [Int: BlobHash] = [:]
 
         var chunks: Int { UploadState.chunkCount(size: size, chunkSize: chunkSize) }
 
@@ -215,19 +221,26 @@ struct BlobService: Sendable {
         guard var session = found else { return nil }
         if !session.committed {
             let parts = try await connection.checkedQuery(
-                "SELECT part FROM blob_upload_parts WHERE scope = \(scope) AND upload = \(key.id) ORDER BY part",
-                logger: logger)
-            for try await part in parts.decode(Int32.self) { session.received.append(Int(part)) }
+                """
+                SELECT part, sha256 FROM blob_upload_parts WHERE scope = \(scope) AND upload = \(key.id)
+                ORDER BY part
+                """, logger: logger)
+            for try await (part, hash) in parts.decode((Int32, String?).self) {
+                session.received.append(Int(part))
+                session.receivedHashes[Int(part)] = hash.flatMap { try? BlobHash($0) }
+            }
         }
         return session
     }
 
     // MARK: Chunks
 
-    /// Stores chunk `index` of `session`, `bytes` already checked (`ChunkIntake`), and records it received.
+    /// Stores chunk `index` of `session`, `bytes` already checked against `hash` (`ChunkIntake`), records it
+    /// received with its hash, and hands it to the upload's running hash (`digests`).
     /// - Throws: `upload.notFound` when the session expired meanwhile.
     func receive(
-        _ bytes: ByteBuffer, chunk index: Int, of session: Session, identity: TokenIdentity, logger: Logger
+        _ bytes: ByteBuffer, hash: BlobHash, chunk index: Int, of session: Session, identity: TokenIdentity,
+        logger: Logger
     ) async throws -> UploadState {
         guard !session.committed else { return session.state }
         let key = session.key
@@ -238,14 +251,15 @@ struct BlobService: Sendable {
             _ = try await connection.checkedQuery("SET LOCAL synchronous_commit = off", logger: logger)
             _ = try await connection.checkedQuery(
                 """
-                INSERT INTO blob_upload_parts (scope, upload, part)
-                SELECT \(key.scope.name), \(key.id), \(Int32(index))
+                INSERT INTO blob_upload_parts (scope, upload, part, sha256)
+                SELECT \(key.scope.name), \(key.id), \(Int32(index)), \(hash.hex)
                 WHERE EXISTS (SELECT 1 FROM blob_uploads
                               WHERE scope = \(key.scope.name) AND id = \(key.id) AND committed_at IS NULL
                                 AND expires_at > now())
-                ON CONFLICT (scope, upload, part) DO NOTHING
+                ON CONFLICT (scope, upload, part) DO UPDATE SET sha256 = EXCLUDED.sha256
                 """, logger: logger)
         }
+        await digests.take(key.id, chunk: index, bytes: bytes, hash: hash)
         metrics.recordBlobBytes(received: bytes.readableBytes)
         let now: Session
         do {
@@ -275,20 +289,15 @@ struct BlobService: Sendable {
                 .uploadIncomplete, "\(missing.count) of the upload's \(session.chunks) chunks are missing")
         }
         let key = session.key
-        var hasher = SHA256()
-        var lost: [Int] = []
-        try await Self.readAhead(Array(0..<session.chunks)) { [store] part in
-            try await store.readUploadPart(part, of: key)
-        } each: { part, bytes in
-            let expected = UploadState.chunkRange(part, size: session.size, chunkSize: session.chunkSize).count
-            guard let bytes, bytes.readableBytes == expected else {
-                lost.append(part)
-                return
-            }
-            bytes.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+        let digest: SHA256.Digest
+        if let chained = digests.digest(key.id, chunks: session.chunks, recorded: session.receivedHashes) {
+            metrics.recordCommitHash(chained: true)
+            digest = chained
+        } else {
+            metrics.recordCommitHash(chained: false)
+            digest = try await readBack(session, logger: logger)
         }
-        guard lost.isEmpty else { throw try await forget(lost, of: key, logger: logger) }
-        guard BlobHash(digest: hasher.finalize()) == key.hash else {
+        guard BlobHash(digest: digest) == key.hash else {
             try await discard(key, logger: logger)
             throw SyncProtocolError(
                 .blobHashMismatch, "the uploaded bytes do not match the blob's hash; the session is discarded")
@@ -323,10 +332,31 @@ struct BlobService: Sendable {
             try await connection.checkedQuery(
                 "DELETE FROM blob_upload_parts WHERE scope = \(scope) AND upload = \(key.id)", logger: logger)
         }
+        digests.forget(key.id)
         metrics.recordUpload(.committed)
         var committed = session
         committed.committed = true
         return committed.state
+    }
+
+    /// The SHA-256 of an upload's parts as the store holds them, read back in order.
+    /// - Throws: `upload.incomplete` when the store lost parts (they are then missing again).
+    private func readBack(_ session: Session, logger: Logger) async throws -> SHA256.Digest {
+        let key = session.key
+        var hasher = SHA256()
+        var lost: [Int] = []
+        try await Self.readAhead(Array(0..<session.chunks)) { [store] part in
+            try await store.readUploadPart(part, of: key)
+        } each: { part, bytes in
+            let expected = UploadState.chunkRange(part, size: session.size, chunkSize: session.chunkSize).count
+            guard let bytes, bytes.readableBytes == expected else {
+                lost.append(part)
+                return
+            }
+            bytes.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+        }
+        guard lost.isEmpty else { throw try await forget(lost, of: key, logger: logger) }
+        return hasher.finalize()
     }
 
     /// Forgets that `parts` of an upload were received (the store does not hold them), so that the device
@@ -355,6 +385,7 @@ struct BlobService: Sendable {
                 "DELETE FROM blob_uploads WHERE scope = \(key.scope.name) AND id = \(key.id)", logger: logger)
         }
         try await store.deleteUpload(key)
+        digests.forget(key.id)
         metrics.recordUpload(.discarded)
     }
 
@@ -409,19 +440,32 @@ struct BlobService: Sendable {
         }
     }
 
-    /// Reads `items` in order and hands each to `each`, reading the next while `each` works on the one before
-    /// (a part is read from the store while the previous one is written to the client, or hashed): the store's
-    /// reads overlap the rest instead of alternating with it. At most two items are held at once.
+    /// How many parts a blob's reader asks the store for ahead of the one it writes (or hashes). PostgreSQL
+    /// answers a part in several milliseconds, mostly moving its bytes, and the reads then overlap one another
+    /// as well as the writes; each one ahead holds a part in memory and a database connection while it runs.
+    static let partsAhead = 4
+
+    /// Reads `items` in order and hands each to `each`, reading up to `ahead` of the next ones while `each`
+    /// works on one (a part is read from the store while the previous one is written to the client, or
+    /// hashed): the store's reads overlap the rest instead of alternating with it. At most `ahead + 1` items
+    /// are held at once.
     static func readAhead<Item: Sendable>(
-        _ items: [Item], read: @escaping @Sendable (Item) async throws -> ByteBuffer?,
+        _ items: [Item], ahead: Int = partsAhead, read: @escaping @Sendable (Item) async throws -> ByteBuffer?,
         each: (Item, ByteBuffer?) async throws -> Void
     ) async throws {
-        guard let first = items.first else { return }
-        var next: Task<ByteBuffer?, any Error>? = Task { try await read(first) }
-        defer { next?.cancel() }
-        for (index, item) in items.enumerated() {
-            let bytes = try await next!.value
-            next = index + 1 < items.count ? Task { [following = items[index + 1]] in try await read(following) } : nil
+        var reads: [Task<ByteBuffer?, any Error>] = []
+        defer { for pending in reads { pending.cancel() } }
+        var next = 0
+        func readNext() {
+            guard next < items.count else { return }
+            let item = items[next]
+            reads.append(Task { try await read(item) })
+            next += 1
+        }
+        for _ in 0..<max(1, ahead) { readNext() }
+        for item in items {
+            let bytes = try await reads.removeFirst().value
+            readNext()
             try await each(item, bytes)
         }
     }
@@ -447,6 +491,7 @@ struct BlobService: Sendable {
                 return found
             }
             for (key, committed) in expired {
+                digests.forget(key.id)
                 if !committed { try await store.deleteUpload(key) }
                 try await database.withTransaction(logger: logger) { connection in
                     try await connection.checkedQuery(

@@ -13,7 +13,10 @@ import SyncModels
 /// The server holds at most one part in memory per request, and so should a store. Implementations: `PostgresBlobStore` (the default, a table of `bytea` parts), `DirectoryBlobStore` (files
 /// on a local or mounted disk); docs/SCALING.md sketches one over an S3-compatible object store.
 public protocol BlobStore: Sendable {
-    /// Stores part `part` of `upload`, replacing an earlier copy of the same part. Durable when it returns.
+    /// Stores part `part` of `upload`, replacing an earlier copy of the same part. It need not be durable yet
+    /// (`promote` makes it so): after a crash the commit reads the parts back (the running hash of the chunks
+    /// is gone with the process), sends the device back for a part that is missing or short, and refuses the
+    /// upload (`blob.hashMismatch`, which starts it over) when the bytes are not the blob's.
     /// - Throws: the store's error; the server answers 503 and the device sends the chunk again.
     func writeUploadPart(_ bytes: ByteBuffer, part: Int, of upload: BlobUploadKey) async throws
 
@@ -21,8 +24,8 @@ public protocol BlobStore: Sendable {
     func readUploadPart(_ part: Int, of upload: BlobUploadKey) async throws -> ByteBuffer?
 
     /// Makes parts `0..<parts` of `upload` the parts of the committed blob `upload.hash` in `upload.scope`,
-    /// replacing any parts that blob had; the upload has no parts afterwards. Atomic as far as the store can be:
-    /// readers see the old parts or the new ones.
+    /// replacing any parts that blob had; the upload has no parts afterwards. Durable when it returns, and
+    /// atomic as far as the store can be: readers see the old parts or the new ones.
     /// - Returns: false, changing nothing, when the upload does not hold all `parts` parts (another commit of
     ///   the same session promoted them already, or they were lost).
     func promote(_ upload: BlobUploadKey, parts: Int) async throws -> Bool

@@ -84,10 +84,14 @@ extension SyncAPI {
             if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > expected {
                 throw SyncProtocolError.tooLarge("the chunk is longer than its \(expected) bytes")
             }
+            // Until it is stored (or fails), a chunk after it waits for it to feed the upload's running hash.
+            blobs.digests.begin(session.key.id, chunk: index)
+            defer { blobs.digests.end(session.key.id, chunk: index) }
             var intake = ChunkIntake(expected: expected, declared: declared)
             for try await piece in request.body { try intake.append(piece) }
             let state = try await blobs.receive(
-                try intake.finish(), chunk: index, of: session, identity: identity, logger: context.logger)
+                try intake.finish(), hash: declared, chunk: index, of: session, identity: identity,
+                logger: context.logger)
             return try respond(try codec.encode(state), to: request)
         }
     }

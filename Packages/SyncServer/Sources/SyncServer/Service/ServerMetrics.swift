@@ -57,6 +57,8 @@ final class ServerMetrics: Sendable {
     private let blobBytesOut: Counter
     /// Upload sessions by outcome (`UploadOutcome`).
     private let uploads: [UploadOutcome: Counter]
+    private let commitHashesChained: Counter
+    private let commitHashesReadBack: Counter
     private let routes = Mutex([RouteKey: (Counter, Timer)]())
     /// What the admin API's status reads (`GET /v1/admin/status`).
     let admin = AdminStats()
@@ -115,6 +117,10 @@ final class ServerMetrics: Sendable {
                         label: "sync_blob_uploads_total", dimensions: [("outcome", outcome.rawValue)], factory: factory)
                 )
             })
+        commitHashesChained = Counter(
+            label: "sync_blob_commit_hashes_total", dimensions: [("source", "running")], factory: factory)
+        commitHashesReadBack = Counter(
+            label: "sync_blob_commit_hashes_total", dimensions: [("source", "read_back")], factory: factory)
     }
 
     /// What became of an upload session, or of a request for one.
@@ -134,6 +140,10 @@ final class ServerMetrics: Sendable {
     }
 
     func recordUpload(_ outcome: UploadOutcome) { uploads[outcome]?.increment() }
+
+    /// How a commit learnt the whole blob's hash: from the running hash of its chunks (`UploadDigests`), or by
+    /// reading its parts back from the store.
+    func recordCommitHash(chained: Bool) { (chained ? commitHashesChained : commitHashesReadBack).increment() }
 
     /// Blob bytes stored from a chunk, or sent from a blob.
     func recordBlobBytes(received: Int = 0, sent: Int = 0) {

@@ -72,4 +72,10 @@ extension Migration {
     static let blobCollection = Migration(
         id: "0010-blob-collection",
         statements: ["CREATE INDEX blob_refs_event ON blob_refs (scope, event_id)"])
+
+    /// The SHA-256 of each chunk an upload received, so that a commit can trust the running hash of the chunks
+    /// one server stored (`UploadDigests`) only when every part is the one that server hashed.
+    static let uploadPartHashes = Migration(
+        id: "0011-upload-part-hashes",
+        statements: ["ALTER TABLE blob_upload_parts ADD COLUMN sha256 text"])
 }
