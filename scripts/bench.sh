@@ -16,8 +16,9 @@
 #               against the live state alone; a fresh device's bootstrap of each history
 #   bootstrap   a fresh device pulling and applying a long history, against a plain HTTP client; a fresh
 #               sync-agent process doing the same
-#   blobs       one large attachment up and down through the blob routes, against curl putting and getting
-#               the same file on nginx's static route; the device's and the server's memory growth
+#   blobs       one large attachment up and down through the blob routes (the PostgreSQL store, then the
+#               directory store), against curl putting and getting the same file on nginx's static route;
+#               the device's and the server's memory growth
 #   crdt        the editing traces of Packages/SyncCRDT/Data/editing-traces replayed, against a plain array
 #
 # Environment:
@@ -325,12 +326,24 @@ EOF
 }
 
 scenario_blobs() {
-    start_server blobs
     start_static
-    progress "blobs: a $blob_mib MiB attachment up and down ($blob_runs runs), and curl on nginx's static route"
-    "$bin/sync-bench" blobs --server "$server" --token "$(token bench-blobs)" --mib "$blob_mib" --runs "$blob_runs" \
-        --server-pid "$server_pid" --baseline-url "http://127.0.0.1:$static_port/static/" \
-        --directory "$work/blobs" --json >"$out/raw/blobs.json" 2>"$work/blobs.log"
+    # The PostgreSQL store (the default), then the directory store.
+    local store file
+    for store in postgres directory; do
+        file=blobs
+        if [ "$store" = directory ]; then
+            file=blobs-directory
+            export SYNC_BLOB_STORE="directory:$work/blob-store"
+        fi
+        start_server blobs
+        progress "blobs: a $blob_mib MiB attachment up and down ($blob_runs runs, $store store), and curl on nginx's static route"
+        "$bin/sync-bench" blobs --server "$server" --token "$(token bench-blobs)" --mib "$blob_mib" --runs "$blob_runs" \
+            --server-pid "$server_pid" --baseline-url "http://127.0.0.1:$static_port/static/" --store "$store" \
+            --directory "$work/blobs" --json >"$out/raw/$file.json" 2>"$work/$file.log"
+        unset SYNC_BLOB_STORE
+        rm -rf "$work/blob-store"
+    done
+    stop_server
     kill -TERM "$static_pid" 2>/dev/null || true
     wait "$static_pid" 2>/dev/null || true
     static_pid=""
@@ -379,7 +392,7 @@ cat >"$out/raw/run.json" <<EOF
     "rebuild": "sync-bench rebuild --events {$rebuild_sizes} --runs $rebuild_runs",
     "storage": "sync-bench churn --notes $churn_notes --warm-up $churn_warm_up --operations $churn_operations --checkpoints $churn_checkpoints, with and without --no-compaction",
     "bootstrap": "sync-bench bootstrap --events $bootstrap_events (16 scopes); sync-agent sync of the same; sync-bench bootstrap --shape {records,long-tail} --events $records_events",
-    "blobs": "sync-bench blobs --mib $blob_mib --runs $blob_runs (4 MiB chunks, two in flight, PostgreSQL blob store), curl -T and curl -o on nginx's static route",
+    "blobs": "sync-bench blobs --mib $blob_mib --runs $blob_runs (4 MiB chunks, two in flight, the PostgreSQL blob store and the directory store), curl -T and curl -o (into a file and into /dev/null) on nginx's static route",
     "crdt": "sync-bench trace --runs $trace_runs on every trace of editing-traces/{sequential,concurrent}",
     "server": "sync-server --note-quota 5000, SYNC_COMPACTION_INTERVAL_SECONDS=0, one fresh database per scenario"
   }

@@ -12,7 +12,8 @@ import SyncTestSupport
 /// Each run makes a new file of `--mib` MiB of random bytes (a new hash, so the server has to take it), attaches
 /// it on a fresh device and times `BlobSync.uploadPending()` (its session, every chunk, the commit), then times
 /// `BlobSync.open` on a second fresh device (the download into the cache, checked against the hash). `curl`
-/// then puts and gets the same file at `--baseline-url`. Memory: the growth of this process's peak resident
+/// then puts and gets the same file at `--baseline-url`, the get twice: into a file beside the device's (the
+/// bytes kept, as a device keeps them) and into `/dev/null` (the transfer alone). Memory: the growth of this process's peak resident
 /// size over each transfer, and with `--server-pid` the server's, sampled every 20 ms.
 struct BlobsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -27,13 +28,16 @@ struct BlobsCommand: AsyncParsableCommand {
     @Option(help: "A URL prefix where curl may PUT and GET files (nginx with dav_methods PUT); none: no baseline.")
     var baselineURL: String?
     @Option(help: "Directory for the files (a temporary one, removed after, by default).") var directory: String?
+    @Option(help: "What the server keeps blobs in, for the report (e.g. postgres, directory).") var store: String?
     @Flag(help: "Print one JSON object instead of text.") var json = false
 
     struct Run: Codable {
         var uploadSeconds: Double
         var downloadSeconds: Double
         var curlUploadSeconds: Double?
+        /// curl's get into `/dev/null`, and into a file.
         var curlDownloadSeconds: Double?
+        var curlDownloadToFileSeconds: Double?
         var deviceUploadGrowthBytes: Int
         var deviceDownloadGrowthBytes: Int
         var serverUploadGrowthBytes: Int?
@@ -41,6 +45,7 @@ struct BlobsCommand: AsyncParsableCommand {
     }
 
     struct Result: Codable {
+        var store: String?
         var bytes: Int
         var chunkBytes: Int?
         var runs: [Run]
@@ -51,6 +56,9 @@ struct BlobsCommand: AsyncParsableCommand {
         var curlDownloadMiBPerSecond: Double?
         var uploadRatio: Double?
         var downloadRatio: Double?
+        /// The download against curl's get into a file.
+        var curlDownloadToFileMiBPerSecond: Double?
+        var downloadToFileRatio: Double?
         /// The largest growth of resident memory over a transfer, of the device and of the server.
         var deviceGrowthBytes: Int
         var serverGrowthBytes: Int?
@@ -103,6 +111,9 @@ struct BlobsCommand: AsyncParsableCommand {
                 let target = baselineURL + (baselineURL.hasSuffix("/") ? "" : "/") + "file-\(index).bin"
                 run.curlUploadSeconds = try Self.timed { try Self.curl(["-T", file.path, target]) }
                 run.curlDownloadSeconds = try Self.timed { try Self.curl(["-o", "/dev/null", target]) }
+                let copy = folder.appendingPathComponent("curl-\(index).bin")
+                run.curlDownloadToFileSeconds = try Self.timed { try Self.curl(["-o", copy.path, target]) }
+                try? FileManager.default.removeItem(at: copy)
             }
             results.append(run)
             for url in [file] { try? FileManager.default.removeItem(at: url) }
@@ -123,15 +134,21 @@ struct BlobsCommand: AsyncParsableCommand {
         let curlDown =
             results.compactMap(\.curlDownloadSeconds).isEmpty
             ? nil : mibs / median(results.compactMap(\.curlDownloadSeconds))
+        let curlDownToFile =
+            results.compactMap(\.curlDownloadToFileSeconds).isEmpty
+            ? nil : mibs / median(results.compactMap(\.curlDownloadToFileSeconds))
         let serverGrowth = results.flatMap { [$0.serverUploadGrowthBytes, $0.serverDownloadGrowthBytes] }.compactMap {
             $0
         }
-        let result = Result(
-            bytes: bytes, chunkBytes: chunkBytes, runs: results, uploadMiBPerSecond: up, downloadMiBPerSecond: down,
+        var result = Result(
+            store: store, bytes: bytes, chunkBytes: chunkBytes, runs: results, uploadMiBPerSecond: up,
+            downloadMiBPerSecond: down,
             curlUploadMiBPerSecond: curlUp, curlDownloadMiBPerSecond: curlDown, uploadRatio: curlUp.map { up / $0 },
             downloadRatio: curlDown.map { down / $0 },
             deviceGrowthBytes: results.map { max($0.deviceUploadGrowthBytes, $0.deviceDownloadGrowthBytes) }.max() ?? 0,
             serverGrowthBytes: serverGrowth.max())
+        result.curlDownloadToFileMiBPerSecond = curlDownToFile
+        result.downloadToFileRatio = curlDownToFile.map { down / $0 }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
@@ -142,7 +159,8 @@ struct BlobsCommand: AsyncParsableCommand {
                     format: "blobs: %d MiB up %.1f MiB/s, down %.1f MiB/s", mib, result.uploadMiBPerSecond,
                     result.downloadMiBPerSecond)
                     + (result.uploadRatio.map { String(format: " (%.2fx curl up", $0) } ?? "")
-                    + (result.downloadRatio.map { String(format: ", %.2fx curl down)", $0) } ?? "")
+                    + (result.downloadRatio.map { String(format: ", %.2fx curl down", $0) } ?? "")
+                    + (result.downloadToFileRatio.map { String(format: ", %.2fx curl down to a file)", $0) } ?? "")
                     + "; device memory +\(result.deviceGrowthBytes >> 20) MiB"
                     + (result.serverGrowthBytes.map { ", server +\($0 >> 20) MiB" } ?? ""))
         }

@@ -711,42 +711,54 @@ struct ReportBuilder {
     }
 
     mutating func blobs() {
-        guard let run = raw.decode(BlobsCommand.Result.self, "blobs.json"), !run.runs.isEmpty else { return }
-        let mib = run.bytes >> 20
-        let chunks = run.chunkBytes.map { "\($0 >> 20) MiB" } ?? "one"
+        // The PostgreSQL store (the default; its figures keep their ids) and the directory store.
+        let stores = [("blobs.json", "blobs", "PostgreSQL"), ("blobs-directory.json", "blobs.directory", "directory")]
+        let runs = stores.compactMap { file, id, name -> (BlobsCommand.Result, String, String)? in
+            guard let run = raw.decode(BlobsCommand.Result.self, file), !run.runs.isEmpty else { return nil }
+            return (run, id, name)
+        }
+        guard let first = runs.first?.0 else { return }
+        let mib = first.bytes >> 20
+        let chunks = first.chunkBytes.map { "\($0 >> 20) MiB" } ?? "one"
         var lines = [
-            "One attachment of \(mib) MiB (random bytes) attached on a fresh device and uploaded through the blob routes (a session, \(chunks) chunks, the commit's hash check), then opened on a second fresh device (downloaded into its cache, checked against the hash); against `curl` putting and getting the same file on nginx's static route, in the same run (median of \(run.runs.count)). Memory: the largest growth of resident memory over one transfer.",
+            "One attachment of \(mib) MiB (random bytes) attached on a fresh device and uploaded through the blob routes (a session, \(chunks) chunks, the commit's hash check), then opened on a second fresh device (downloaded into its cache, checked against the hash, flushed to disk); against `curl` putting and getting the same file on nginx's static route, in the same run (median of \(first.runs.count)), its get both into a file (the bytes kept, as the device keeps them) and into `/dev/null`. Memory: the largest growth of resident memory over one transfer.",
             "",
-            "| direction | device MiB/s | curl MiB/s | ratio | device memory growth | server memory growth |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| store | direction | device MiB/s | curl MiB/s | ratio | curl into a file MiB/s | ratio | device memory growth | server memory growth |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        let server = run.serverGrowthBytes.map { Fmt.mib($0) + " MiB" } ?? "–"
-        let directions: [(String, Double, Double?, Double?, Int)] = [
-            (
-                "up", run.uploadMiBPerSecond, run.curlUploadMiBPerSecond, run.uploadRatio,
-                run.runs.map(\.deviceUploadGrowthBytes).max() ?? 0
-            ),
-            (
-                "down", run.downloadMiBPerSecond, run.curlDownloadMiBPerSecond, run.downloadRatio,
-                run.runs.map(\.deviceDownloadGrowthBytes).max() ?? 0
-            ),
-        ]
-        for (name, value, curl, ratio, device) in directions {
-            let curlText = curl.map { String(format: "%.1f", $0) } ?? "–"
-            lines.append(
-                "| \(name) | \(String(format: "%.1f", value)) | \(curlText) | \(ratio.map(Fmt.ratio) ?? "–") | \(Fmt.mib(device)) MiB | \(server) |"
-            )
+        for (run, prefix, storeName) in runs {
+            let server = run.serverGrowthBytes.map { Fmt.mib($0) + " MiB" } ?? "–"
+            let directions: [(String, Double, Double?, Double?, Double?, Double?, Int)] = [
+                (
+                    "up", run.uploadMiBPerSecond, run.curlUploadMiBPerSecond, run.uploadRatio, nil, nil,
+                    run.runs.map(\.deviceUploadGrowthBytes).max() ?? 0
+                ),
+                (
+                    "down", run.downloadMiBPerSecond, run.curlDownloadMiBPerSecond, run.downloadRatio,
+                    run.curlDownloadToFileMiBPerSecond, run.downloadToFileRatio,
+                    run.runs.map(\.deviceDownloadGrowthBytes).max() ?? 0
+                ),
+            ]
+            for (name, value, curl, ratio, curlToFile, ratioToFile, device) in directions {
+                let rate = { (value: Double?) in value.map { String(format: "%.1f", $0) } ?? "–" }
+                lines.append(
+                    "| \(storeName) | \(name) | \(rate(value)) | \(rate(curl)) | \(ratio.map(Fmt.ratio) ?? "–") | \(rate(curlToFile)) | \(ratioToFile.map(Fmt.ratio) ?? "–") | \(Fmt.mib(device)) MiB | \(server) |"
+                )
+                add(
+                    BenchFigure(
+                        id: "\(prefix).\(name).\(mib)", scenario: "blobs",
+                        name: "Attachment of \(mib) MiB \(name) (\(storeName) store), MiB/s", value: value,
+                        unit: "MiB/s",
+                        baselineName: curl == nil ? nil : "curl on a static route", baselineValue: curl, ratio: ratio,
+                        higherIsBetter: true, noise: 0.15))
+            }
             add(
                 BenchFigure(
-                    id: "blobs.\(name).\(mib)", scenario: "blobs", name: "Attachment of \(mib) MiB \(name), MiB/s",
-                    value: value, unit: "MiB/s", baselineName: curl == nil ? nil : "curl on a static route",
-                    baselineValue: curl, ratio: ratio, higherIsBetter: true, noise: 0.15))
+                    id: "\(prefix).memory.\(mib)", scenario: "blobs",
+                    name: "Attachment of \(mib) MiB (\(storeName) store): largest memory growth",
+                    value: Double(max(run.deviceGrowthBytes, run.serverGrowthBytes ?? 0)), unit: "bytes",
+                    baselineName: nil, baselineValue: nil, ratio: nil, higherIsBetter: false, noise: 0.25))
         }
-        add(
-            BenchFigure(
-                id: "blobs.memory.\(mib)", scenario: "blobs", name: "Attachment of \(mib) MiB: largest memory growth",
-                value: Double(max(run.deviceGrowthBytes, run.serverGrowthBytes ?? 0)), unit: "bytes",
-                baselineName: nil, baselineValue: nil, ratio: nil, higherIsBetter: false, noise: 0.25))
         sections["blobs"] = lines
     }
 

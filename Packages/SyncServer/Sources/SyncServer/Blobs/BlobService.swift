@@ -345,7 +345,7 @@ struct BlobService: Sendable {
         let key = session.key
         var hasher = SHA256()
         var lost: [Int] = []
-        try await Self.readAhead(Array(0..<session.chunks)) { [store] part in
+        try await Self.readAhead(Array(0..<session.chunks), ahead: store.partsAhead) { [store] part in
             try await store.readUploadPart(part, of: key)
         } each: { part, bytes in
             let expected = UploadState.chunkRange(part, size: session.size, chunkSize: session.chunkSize).count
@@ -426,7 +426,7 @@ struct BlobService: Sendable {
     func read(
         _ blob: StoredBlob, range: Range<Int64>, logger: Logger, _ write: (ByteBuffer) async throws -> Void
     ) async throws {
-        try await Self.readAhead(blob.parts(covering: range)) { [store] part, within in
+        try await Self.readAhead(blob.parts(covering: range), ahead: store.partsAhead) { [store] part, within in
             try await store.readPart(part, range: within, of: blob.hash, in: blob.scope)
         } each: { (place: (part: Int, range: Range<Int>), bytes: ByteBuffer?) in
             guard let bytes, bytes.readableBytes == place.range.count else {
@@ -440,17 +440,12 @@ struct BlobService: Sendable {
         }
     }
 
-    /// How many parts a blob's reader asks the store for ahead of the one it writes (or hashes). PostgreSQL
-    /// answers a part in several milliseconds, mostly moving its bytes, and the reads then overlap one another
-    /// as well as the writes; each one ahead holds a part in memory and a database connection while it runs.
-    static let partsAhead = 4
-
     /// Reads `items` in order and hands each to `each`, reading up to `ahead` of the next ones while `each`
     /// works on one (a part is read from the store while the previous one is written to the client, or
     /// hashed): the store's reads overlap the rest instead of alternating with it. At most `ahead + 1` items
     /// are held at once.
     static func readAhead<Item: Sendable>(
-        _ items: [Item], ahead: Int = partsAhead, read: @escaping @Sendable (Item) async throws -> ByteBuffer?,
+        _ items: [Item], ahead: Int, read: @escaping @Sendable (Item) async throws -> ByteBuffer?,
         each: (Item, ByteBuffer?) async throws -> Void
     ) async throws {
         var reads: [Task<ByteBuffer?, any Error>] = []

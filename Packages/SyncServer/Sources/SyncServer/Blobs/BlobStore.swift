@@ -39,6 +39,15 @@ public protocol BlobStore: Sendable {
 
     /// Deletes every part of the committed blob `hash` in `scope`; nothing to delete is not an error.
     func deleteBlob(_ hash: BlobHash, in scope: Scope) async throws
+
+    /// How many parts a reader of a blob asks for ahead of the one it writes (or hashes): more for a store
+    /// whose reads wait on something else (a database, a network), each one holding a part in memory. 1 by
+    /// default.
+    var partsAhead: Int { get }
+}
+
+extension BlobStore {
+    public var partsAhead: Int { 1 }
 }
 
 /// An upload session as a store knows it: the scope and the hash of the blob it uploads, and its id.

@@ -16,6 +16,10 @@ public struct PostgresBlobStore: BlobStore {
     let database: Database
     let logger: Logger
 
+    /// PostgreSQL answers a part in several milliseconds, mostly moving its bytes: two reads ahead overlap one
+    /// another as well as the writes (a download of the PostgreSQL store ran 0.34 s with one, 0.25 s with two).
+    public var partsAhead: Int { 2 }
+
     /// The `upload` of a committed blob's parts.
     static let committed = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
