@@ -67,6 +67,23 @@ import Testing
         }
     }
 
+    /// Waits until the server holds `parts` parts of uploads, as long as `process` (the uploading agent) runs:
+    /// bounded by the upload's progress, not by a time (a loaded machine starts the agent and sends its first
+    /// chunk late, but it sends it; an agent that gives up ends, and the test then says so).
+    static func waitForParts(_ parts: Int, of stack: Stack, while process: ChildProcess.Running) async throws {
+        while true {
+            let stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+            if stored >= parts { return }
+            guard process.isRunning else {
+                Issue.record(
+                    "the agent ended (status \(process.terminationStatus ?? -1)) with \(stored) of \(parts) parts stored"
+                )
+                return
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     /// Waits for `process` to end without holding a thread of the concurrency pool.
     static func exit(of process: ChildProcess.Running) async {
         while process.terminationStatus == nil { try? await Task.sleep(for: .milliseconds(20)) }
@@ -99,15 +116,10 @@ import Testing
         // between two polls.)
         let slow = try await Proxy(stack, ["--bandwidth", "256KiB"])
         let syncing = try slow.route(a).start(["sync"])
-        var stored = 0
-        for _ in 0..<600 {
-            stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
-            if stored >= 1 || !syncing.isRunning { break }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await Self.waitForParts(1, of: stack, while: syncing)
         kill(syncing.processIdentifier, SIGKILL)
         await Self.exit(of: syncing)
-        stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
+        let stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
         #expect(stored > 0 && stored < chunks, "killed mid-upload (\(stored) of \(chunks) chunks stored)")
         #expect(
             try await stack.sql("SELECT count(*) FROM events WHERE type = 'note.attachmentAdded'") == ["0"],
@@ -166,11 +178,7 @@ import Testing
         // Through a proxy at 4 MiB/s: the upload takes seconds, however fast the machine.
         let slow = try await Proxy(stack, ["--bandwidth", "4MiB"])
         let syncing = try slow.route(a).start(["sync"])
-        for _ in 0..<600 {
-            let stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0
-            if stored >= 2 || !syncing.isRunning { break }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await Self.waitForParts(2, of: stack, while: syncing)
         // The server dies mid-upload and comes back while the agent retries the chunk it was sending.
         await stack.killServer()
         let stored = Int(try await stack.sql("SELECT count(*) FROM blob_upload_parts").first ?? "0") ?? 0

@@ -28,7 +28,7 @@ import Testing
             let stream = try await again {
                 try await front.live(PullRequest(cursor: ScopeCursor(), scopes: ["live-1"]))
             }
-            subscribers.append(Subscriber(stream))
+            subscribers.append(Subscriber(stream, through: front, scope: "live-1"))
         }
         for subscriber in subscribers {
             let first = try await subscriber.wait { !$0.isEmpty }.first
@@ -104,13 +104,20 @@ import Testing
     /// One stream, read by a task of its own from the moment it opens. Messages never wait in a buffer
     /// while the test pushes, so the heartbeats counted while waiting are heartbeats that arrived while
     /// waiting (read later from a buffer, those queued during a slow push would pass for silence).
+    ///
+    /// A stream that fails with a retryable failure (the transport's watchdog: no byte for three heartbeats,
+    /// which a machine loaded by a second test run has caused) is opened again from the head of the last
+    /// frame, as an app's engine does: the frames then follow on from where they stopped, and the test still
+    /// checks that every event arrives once and in order. Its `subscribed` message is not kept.
     struct Subscriber {
-        /// The messages read so far, heartbeats apart; how many heartbeats; whether the stream ended.
+        /// The messages read so far, heartbeats apart; how many heartbeats; whether the stream ended; how many
+        /// times it was opened again.
         struct Read {
             var messages: [LiveMessage] = []
             var heartbeats = 0
             var ended: (any Error)?
             var closed = false
+            var reopened = 0
         }
 
         let read: SharedRead
@@ -120,21 +127,45 @@ import Testing
             let state = Mutex(Read())
         }
 
-        init(_ messages: LiveMessages) {
+        init(_ messages: LiveMessages, through transport: HTTPClientTransport, scope: Scope) {
             let read = SharedRead()
             self.read = read
             reader = Task {
-                do {
-                    for try await message in messages {
-                        read.state.withLock {
-                            if message == .heartbeat { $0.heartbeats += 1 } else { $0.messages.append(message) }
+                var stream = messages
+                var cursor = ScopeCursor()
+                while true {
+                    do {
+                        for try await message in stream {
+                            if case .frame(let frame) = message { cursor.advance(scope, to: frame.head) }
+                            read.state.withLock {
+                                switch message {
+                                case .heartbeat: $0.heartbeats += 1
+                                case .subscribed where $0.reopened > 0 && !$0.messages.isEmpty: break
+                                default: $0.messages.append(message)
+                                }
+                            }
                         }
-                    }
-                    read.state.withLock { $0.closed = true }
-                } catch {
-                    read.state.withLock {
-                        $0.ended = error
-                        $0.closed = true
+                        read.state.withLock { $0.closed = true }
+                        return
+                    } catch let failure as SyncFailure where failure.isRetryable && !Task.isCancelled {
+                        read.state.withLock { $0.reopened += 1 }
+                        do {
+                            stream = try await again {
+                                try await transport.live(PullRequest(cursor: cursor, scopes: [scope]))
+                            }
+                        } catch {
+                            read.state.withLock {
+                                $0.ended = error
+                                $0.closed = true
+                            }
+                            return
+                        }
+                    } catch {
+                        read.state.withLock {
+                            $0.ended = error
+                            $0.closed = true
+                        }
+                        return
                     }
                 }
             }

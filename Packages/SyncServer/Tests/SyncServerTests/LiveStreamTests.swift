@@ -330,9 +330,12 @@ extension LiveStreamTests {
     }
 }
 
-/// Reads what a raw channel has been sent until a `behind` message, the channel's close, or 30 s without a
-/// byte: bounded by progress, not by a time for the whole read (a loaded machine sends the megabytes in
-/// flight slowly, but it sends them).
+/// Reads what a raw channel has been sent until a `behind` message, the channel's close, or 30 s of its event
+/// loop's time without a byte: bounded by progress, not by a time for the whole read (a loaded machine sends
+/// the megabytes in flight slowly, but it sends them). The 30 s are counted in ticks of a 100 ms task on the
+/// channel's event loop, not on the wall clock: with a second test run beside this one, the process's event
+/// loops (the server's too, in the same process) went without a turn for over 30 s, and a wall-clock bound
+/// then counted the machine's load as the server's silence.
 enum RawStreamReader {
     enum End: Equatable {
         /// The stream's last message (the server closes the connection after it).
@@ -361,7 +364,10 @@ enum RawStreamReader {
         var bytes = 0
         var finished = false
         let done: EventLoopPromise<Read>
-        var idle: Scheduled<Void>?
+        var ticker: RepeatedTask?
+        /// Ticks of the loop since the last byte.
+        var quiet = 0
+        static let idleTicks = 300
 
         init(done: EventLoopPromise<Read>) { self.done = done }
 
@@ -372,17 +378,17 @@ enum RawStreamReader {
             if head.count < 200 { head += chunk.prefix(200 - head.count) }
             tail += chunk.suffix(512)
             if tail.count > 512 { tail.removeFirst(tail.count - 512) }
+            quiet = 0
             // The stream's last message (followed by the chunked body's end).
-            if String(decoding: tail, as: UTF8.self).contains(RawStreamReader.behind) {
-                finish(.behind)
-            } else {
-                armIdle(on: context.eventLoop)
-            }
+            if String(decoding: tail, as: UTF8.self).contains(RawStreamReader.behind) { finish(.behind) }
         }
 
-        func armIdle(on loop: any EventLoop) {
-            idle?.cancel()
-            idle = loop.scheduleTask(in: .seconds(30)) { self.finish(.idle) }
+        /// Starts counting the loop's ticks; 300 in a row without a byte end the read.
+        func startTicking(on loop: any EventLoop) {
+            ticker = loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
+                self.quiet += 1
+                if self.quiet >= Self.idleTicks { self.finish(.idle) }
+            }
         }
 
         func channelInactive(context: ChannelHandlerContext) { finish(.closed) }
@@ -390,7 +396,7 @@ enum RawStreamReader {
         func finish(_ end: End) {
             guard !finished else { return }
             finished = true
-            idle?.cancel()
+            ticker?.cancel()
             done.succeed(
                 Read(
                     end: end, bytes: bytes, head: String(decoding: head, as: UTF8.self),
@@ -404,7 +410,7 @@ enum RawStreamReader {
         try await channel.pipeline.addHandler(collector).get()
         try await channel.setOption(ChannelOptions.autoRead, value: true).get()
         channel.read()
-        channel.eventLoop.execute { collector.armIdle(on: channel.eventLoop) }
+        channel.eventLoop.execute { collector.startTicking(on: channel.eventLoop) }
         return try await done.futureResult.get()
     }
 }

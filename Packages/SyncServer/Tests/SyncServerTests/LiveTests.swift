@@ -55,12 +55,21 @@ import Testing
         /// Sends `request`, again after a pause when the answer is 503 `server.unavailable`, as the protocol
         /// tells clients to: a machine running every test at once can keep a request queued past the
         /// server's acquire timeout. Pushes are idempotent and a pull at the same cursor reads the same
-        /// page, so what the tests check is unchanged.
+        /// page, so what the tests check is unchanged. Sent again too when the client gave up before sending
+        /// it (connecting, or waiting for a connection of its pool: 60 s once did not suffice with a second
+        /// test run beside this one), as the sync engine does after a transport failure.
         func execute(_ request: HTTPClientRequest) async throws -> (HTTPClientResponse, ByteBuffer) {
             var attempt = 0
             while true {
                 attempt += 1
-                let response = try await http.execute(request, timeout: .seconds(60))
+                let response: HTTPClientResponse
+                do {
+                    response = try await http.execute(request, timeout: .seconds(60))
+                } catch let error as HTTPClientError
+                    where (error == .connectTimeout || error == .getConnectionFromPoolTimeout) && attempt < 20
+                {
+                    continue
+                }
                 let bytes = try await response.body.collect(upTo: 64 << 20)
                 guard response.status == .serviceUnavailable, attempt < 20 else { return (response, bytes) }
                 try await Task.sleep(for: .milliseconds(250 * min(attempt, 4)))
