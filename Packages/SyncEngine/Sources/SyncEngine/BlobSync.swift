@@ -257,25 +257,8 @@ public final class BlobSync: Sendable {
     func sendChunk(
         _ index: Int, of session: UploadState, upload id: String, from file: URL, turn: Int, of turns: WireTurns
     ) async -> Result<Int, SyncFailure>? {
-        let passed = Mutex(false)
-        let pass: @Sendable (_ stopping: Bool) -> Void = { stopping in
-            let first = passed.withLock { passed in
-                defer { passed = true }
-                return !passed
-            }
-            if first { turns.pass(turn, stopping: stopping) }
-        }
-        let result = await readAndSend(index, of: session, upload: id, from: file, turn: turn, of: turns) {
-            pass(false)
-        }
-        pass(true)
-        return result
-    }
-
-    private func readAndSend(
-        _ index: Int, of session: UploadState, upload id: String, from file: URL, turn: Int, of turns: WireTurns,
-        sent: @escaping @Sendable () -> Void
-    ) async -> Result<Int, SyncFailure>? {
+        // Passes with a stop unless its body was sent (the turn passed then; a turn passes once).
+        defer { turns.pass(turn, stopping: true) }
         let range = session.chunkRange(index)
         let bytes: Data
         do {
@@ -295,9 +278,11 @@ public final class BlobSync: Sendable {
         guard await turns.wait(turn) else { return nil }
         do throws(SyncFailure) {
             _ = try await retrying { () async throws(SyncFailure) in
-                try await transport.putChunk(upload: id, index: index, bytes: bytes, sha256: sha, sent: sent)
+                try await transport.putChunk(upload: id, index: index, bytes: bytes, sha256: sha) {
+                    turns.pass(turn, stopping: false)
+                }
             }
-            sent()
+            turns.pass(turn, stopping: false)
             return .success(bytes.count)
         } catch {
             return .failure(error)
@@ -553,11 +538,12 @@ final class WireTurns: Sendable {
         }
     }
 
-    /// Turn `turn` is over (each turn passes once, in order): the next one begins, or with `stopping` every
-    /// later one ends.
+    /// Turn `turn` is over: the next one begins, or with `stopping` every later one ends. Turns pass in
+    /// order, and only the first pass of a turn counts.
     func pass(_ turn: Int, stopping: Bool) {
         let (next, go) = state.withLock { state -> ([CheckedContinuation<Bool, Never>], Bool) in
-            state.serving = max(state.serving, turn + 1)
+            guard state.serving <= turn else { return ([], true) }
+            state.serving = turn + 1
             if stopping { state.stopped = true }
             if state.stopped {
                 defer { state.waiting = [:] }

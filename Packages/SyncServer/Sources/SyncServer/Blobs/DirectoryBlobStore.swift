@@ -68,8 +68,8 @@ public struct DirectoryBlobStore: BlobStore {
             }
             if parts == 0 { try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true) }
             // The parts' bytes and names on disk before the blob's name points at them.
-            for part in 0..<parts { try PartFile.sync(file: "\(source)/\(part)") }
-            try PartFile.sync(directory: source)
+            for part in 0..<parts { try PartFile.sync("\(source)/\(part)") }
+            try PartFile.sync(source)
             let blobs = (target as NSString).deletingLastPathComponent
             try FileManager.default.createDirectory(atPath: blobs, withIntermediateDirectories: true)
             // A blob directory already there (the blob was lost from the metadata and uploaded again) goes first.
@@ -79,7 +79,7 @@ public struct DirectoryBlobStore: BlobStore {
                 if errno == ENOENT { return false }
                 throw PartFile.Failure(operation: "rename", path: target, code: errno)
             }
-            try PartFile.sync(directory: blobs)
+            try PartFile.sync(blobs)
             return true
         }
     }
@@ -118,7 +118,7 @@ enum PartFile {
     }
 
     /// Writes `bytes` to a temporary file next to `path` and renames it to `path`, without waiting for the disk
-    /// (`sync(file:)` does).
+    /// (`sync(_:)` does).
     static func writeAtomically(_ bytes: ByteBuffer, to path: String) throws {
         let temporary = "\(path).\(UUID().uuidString.lowercased()).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -164,14 +164,6 @@ enum PartFile {
             return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int64, Int64, UInt32) -> Int32).self)
         }()
     #endif
-
-    /// Flushes a file's bytes to disk.
-    static func sync(file path: String) throws {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
-        defer { _ = close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw Failure(operation: "fsync", path: path, code: errno) }
-    }
 
     /// `range` of the file at `path` (the whole file when nil), or nil when there is no such file.
     static func read(_ path: String, range: Range<Int>?) throws -> ByteBuffer? {
@@ -219,11 +211,11 @@ enum PartFile {
         try FileManager.default.removeItem(atPath: trash)
     }
 
-    /// Flushes a directory's entries (a rename in it) to disk.
-    static func sync(directory: String) throws {
-        let descriptor = open(directory, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Failure(operation: "open", path: directory, code: errno) }
+    /// Flushes a file's bytes, or a directory's entries (a rename in it), to disk.
+    static func sync(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
         defer { _ = close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw Failure(operation: "fsync", path: directory, code: errno) }
+        guard fsync(descriptor) == 0 else { throw Failure(operation: "fsync", path: path, code: errno) }
     }
 }
