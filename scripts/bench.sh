@@ -341,7 +341,8 @@ scenario_blobs() {
             --server-pid "$server_pid" --baseline-url "http://127.0.0.1:$static_port/static/" --store "$store" \
             --directory "$work/blobs" --json >"$out/raw/$file.json" 2>"$work/$file.log"
         unset SYNC_BLOB_STORE
-        rm -rf "$work/blob-store"
+        # The devices' files too: the next store's run starts from fresh devices.
+        rm -rf "$work/blob-store" "$work/blobs"
     done
     stop_server
     kill -TERM "$static_pid" 2>/dev/null || true

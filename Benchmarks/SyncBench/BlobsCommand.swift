@@ -77,7 +77,9 @@ struct BlobsCommand: AsyncParsableCommand {
         var chunkBytes: Int?
         for index in 0..<runs {
             let file = folder.appendingPathComponent("file-\(index).bin")
-            try Self.writeRandom(to: file, bytes: bytes, seed: UInt64(index) &+ UInt64(Date().timeIntervalSince1970))
+            // A seed of its own for every file, so that no run (nor the run of another store in the same
+            // second) uploads bytes a device or the server already holds.
+            try Self.writeRandom(to: file, bytes: bytes, seed: .random(in: .min ... .max))
             let transport = HTTPClientTransport(baseURL: base, token: bearer, timeout: .seconds(120))
 
             // Upload from a fresh device.
@@ -91,7 +93,8 @@ struct BlobsCommand: AsyncParsableCommand {
             }
             guard report.committed == 1 else {
                 throw ValidationError(
-                    "the upload did not commit: \(report.lastFailure.map(String.init(describing:)) ?? "?")")
+                    "the upload did not commit: \(report.lastFailure.map(String.init(describing:)) ?? "nothing was waiting for its upload (the device held these bytes already)")"
+                )
             }
             chunkBytes = chunkBytes ?? (report.chunks > 1 ? Int(report.bytes) / report.chunks : nil)
 
