@@ -281,6 +281,123 @@ struct CitusTests {
         _ = try await Self.passedStep(out, stack)
     }
 
+    /// The two-phase commits Citus recorded for this stack's database, on every node (`pg_dist_transaction`:
+    /// a transaction that wrote over more than one connection, or a statement that wrote more than one shard).
+    static func twoPhaseCommits(_ stack: Stack) async throws -> Set<String> {
+        var gids = Set<String>()
+        for port in try await stack.sql("SELECT nodeport FROM pg_dist_node ORDER BY groupid") {
+            var components = try #require(URLComponents(string: stack.databaseURL))
+            components.port = Int(port)
+            let rows = try await Stack.run(
+                "/usr/bin/env",
+                ["psql", try #require(components.string), "-tAc", "SELECT gid FROM pg_dist_transaction"])
+            for gid in rows.split(separator: "\n") { gids.insert("\(port) \(gid)") }
+        }
+        return gids
+    }
+
+    /// `sync_push_transactions_total` by node, from the server's `/metrics`.
+    static func pushTransactions(_ stack: Stack) async throws -> [String: Double] {
+        let text = try await Stack.run("/usr/bin/env", ["curl", "-sf", "\(stack.serverURL)/metrics"])
+        var counts: [String: Double] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("sync_push_transactions_total{") {
+            // sync_push_transactions_total{node="group 1"} 12
+            guard let open = line.firstIndex(of: "\""), let close = line.lastIndex(of: "\""), open < close,
+                let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...])
+            else { continue }
+            counts[String(line[line.index(after: open)..<close])] = value
+        }
+        return counts
+    }
+
+    /// One-event pushes of scopes on both workers, 16 in flight (`sync-bench push`): once the server knows
+    /// where the scopes are, each push group runs its transaction on the worker of its scopes, not through
+    /// the coordinator, and no node records a two-phase commit; every event is stored once.
+    @Test func pushesRunOnTheWorkerOfTheirScopesAndCommitInOnePhase() async throws {
+        let stack = try await Self.stack()
+        let scopes = (0..<8).map { "bench-\($0)" }
+        var workers = Set<String>()
+        for scope in scopes { workers.insert(try await Self.worker(of: scope, stack)) }
+        #expect(workers.count == 2, "the scopes span both workers")
+        let token = try await stack.token(scopes: scopes)
+        let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
+        func push(_ events: Int, concurrency: Int) async throws {
+            _ = try await Stack.run(
+                bench,
+                [
+                    "push", "--server", stack.serverURL, "--token", token, "--events", String(events), "--batch", "1",
+                    "--concurrency", String(concurrency), "--scopes", "8", "--json",
+                ])
+        }
+        // A scope's first push goes through the coordinator while the server looks up where the scope is.
+        var warmed = 0
+        repeat {
+            try await push(8, concurrency: 1)
+            warmed += 8
+            let nodes = try await Self.pushTransactions(stack).filter { $0.key.hasPrefix("group ") }
+            if nodes.count == 2 { break }
+            try await Task.sleep(for: .milliseconds(200))
+        } while warmed < 400
+        let before = try await Self.twoPhaseCommits(stack)
+        let counted = try await Self.pushTransactions(stack)
+        try await push(800, concurrency: 16)
+        let after = try await Self.pushTransactions(stack)
+        #expect(after["database"] == counted["database"], "no push went through the coordinator: \(after)")
+        let onNodes = after.filter { $0.key.hasPrefix("group ") }
+        #expect(onNodes.count == 2 && onNodes.allSatisfy { $0.value > counted[$0.key] ?? 0 }, "\(after)")
+        #expect(
+            onNodes.values.reduce(0, +) - counted.filter { $0.key.hasPrefix("group ") }.values.reduce(0, +) < 800,
+            "pushes in flight together shared transactions")
+        let added = try await Self.twoPhaseCommits(stack).subtracting(before)
+        #expect(added.isEmpty, "two-phase commits: \(added.sorted())")
+        #expect(
+            try await stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events") == [
+                "\(800 + warmed) \(800 + warmed)"
+            ])
+    }
+
+    /// One worker stopped: a device of the other worker's scope keeps syncing (its pushes run on that worker
+    /// alone), a device of the stopped worker's scope fails to sync until the worker is back, then catches up.
+    @Test func aStoppedWorkerLeavesTheOtherWorkersScopesWritable() async throws {
+        let stack = try await Self.stack()
+        let ports = try await stack.sql("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 ORDER BY groupid")
+        #expect(ports.count == 2)
+        var byWorker: [String: [String]] = [:]
+        for scope in (0..<8).map({ "team-\($0)" }) {
+            byWorker[try await Self.worker(of: scope, stack), default: []].append(scope)
+        }
+        let running = try #require(byWorker[ports[0]]?.first)
+        let stopped = try #require(byWorker[ports[1]]?.first)
+        let a = stack.agent("a", token: try await stack.token(scopes: [running]))
+        let b = stack.agent("b", token: try await stack.token(scopes: [stopped]))
+        _ = try await a("note", "create", "--scope", running, "--title", "before")
+        _ = try await b("note", "create", "--scope", stopped, "--title", "before")
+        try await a("sync")
+        try await b("sync")
+        try await Stack.run(Stack.citusScript, ["stop-worker", "2"])
+        for index in 0..<3 {
+            _ = try await a("note", "create", "--scope", running, "--title", "while stopped \(index)")
+            try await a("sync")
+        }
+        #expect(try await a.status().pending == 0, "the running worker's scope took every push")
+        _ = try await b("note", "create", "--scope", stopped, "--title", "while stopped")
+        let failed = try await b.capturing(["sync"])
+        #expect(failed.status != 0, "the stopped worker's scope cannot sync")
+        try await Stack.run(Stack.citusScript, ["start-worker", "2"])
+        var synced = false
+        for _ in 0..<60 where !synced {
+            synced = (try? await b("sync")) != nil
+            if !synced { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        #expect(synced, "the stopped worker's scope syncs again once it is back")
+        #expect(try await b.status().pending == 0)
+        #expect(
+            try await stack.sql("SELECT scope || ' ' || count(*) FROM events GROUP BY scope ORDER BY scope")
+                == [
+                    "\(running) 4", "\(stopped) 2",
+                ].sorted())
+    }
+
     /// The step of a `sync-load` report in `out`, checked: its verdict passed (nothing lost, duplicated,
     /// diverged or delivered wrong), and the cluster holds each of its events once.
     /// Attachments on the cluster: a file uploaded in chunks to a scope's shard, its event pushed after it,

@@ -7,8 +7,8 @@ final class LevelGauge: Sendable {
     private let gauge: Gauge
     private let level = Atomic<Int>(0)
 
-    init(label: String, factory: any MetricsFactory) {
-        gauge = Gauge(label: label, factory: factory)
+    init(label: String, dimensions: [(String, String)] = [], factory: any MetricsFactory) {
+        gauge = Gauge(label: label, dimensions: dimensions, factory: factory)
     }
 
     func record(_ value: Int) {

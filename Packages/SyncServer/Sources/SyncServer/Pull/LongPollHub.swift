@@ -18,15 +18,16 @@ final class LongPollHub: Service, Sendable {
     /// read that starts at epoch *e* sees every commit signalled up to *e* (signals follow commits), which is
     /// what lets identical reads share one (`ReadCollapser`) and a poll at a known head wait without reading.
     private let clock = Mutex(ScopeClock())
-    /// Whether the LISTEN connection is up: without it, commits of other servers go unsignalled, so no head
-    /// is trusted (`knownHeads`).
-    private let listening = Mutex(false)
+    /// Whether each LISTEN connection is up, by source (the database, and on Citus each node a push may run
+    /// on, `CitusWorkers`): without one, commits of other servers may go unsignalled, so no head is trusted
+    /// (`knownHeads`).
+    private let listening = Mutex<[String: Bool]>([:])
     /// How long a head found by a read is trusted while no signal comes (a bound against a LISTEN
     /// connection that died without telling; notifications themselves are not lost while it lives).
     let headMaxAge: Duration
 
-    /// Whether every commit, this server's and others', is signalled (the LISTEN connection is up).
-    var isListening: Bool { listening.withLock { $0 } }
+    /// Whether every commit, this server's and others', is signalled (every LISTEN connection is up).
+    var isListening: Bool { listening.withLock { !$0.isEmpty && !$0.values.contains(false) } }
 
     /// The epoch of `scopes` now (see `ScopeEpoch`).
     func epoch(_ scopes: [Scope]) -> ScopeEpoch { clock.withLock { $0.epoch(scopes) } }
@@ -188,7 +189,7 @@ final class LongPollHub: Service, Sendable {
     func run() async throws {
         await withGracefulShutdownHandler {
             await cancelWhenGracefulShutdown {
-                await self.listen()
+                await self.listen(via: self.client, source: "database")
             }
         } onGracefulShutdown: {
             self.close()
@@ -196,8 +197,18 @@ final class LongPollHub: Service, Sendable {
         close()
     }
 
-    /// Keeps a LISTEN open, turning notifications into signals; reconnects with capped backoff.
-    private func listen() async {
+    private func setListening(_ source: String, _ up: Bool) {
+        let all = listening.withLock { sources in
+            sources[source] = up
+            return !sources.values.contains(false)
+        }
+        listeningGauge.record(all ? 1 : 0)
+    }
+
+    /// Keeps a LISTEN open through `client`, turning notifications into signals; reconnects with capped
+    /// backoff. Until its first LISTEN is up, `source` counts as down.
+    func listen(via client: PostgresClient, source: String) async {
+        setListening(source, false)
         var failures = 0
         while !Task.isCancelled {
             do {
@@ -207,12 +218,8 @@ final class LongPollHub: Service, Sendable {
                         // Anything committed while not listening was missed: let every waiter re-read.
                         self.signalAll()
                         self.listenStarts.increment()
-                        self.listening.withLock { $0 = true }
-                        self.listeningGauge.record(1)
-                        defer {
-                            self.listening.withLock { $0 = false }
-                            self.listeningGauge.record(0)
-                        }
+                        self.setListening(source, true)
+                        defer { self.setListening(source, false) }
                         for try await notification in notifications {
                             guard let (scope, head) = Self.notification(notification.payload) else { continue }
                             self.signal(scope, head: head)
@@ -224,7 +231,10 @@ final class LongPollHub: Service, Sendable {
                 failures += 1
                 logger.warning(
                     "long-poll listener lost its connection; retrying",
-                    metadata: ["sync.listen.failures": "\(failures)", "error.type": "\(type(of: error))"])
+                    metadata: [
+                        "sync.listen.source": "\(source)", "sync.listen.failures": "\(failures)",
+                        "error.type": "\(type(of: error))",
+                    ])
             }
             let delay = min(5_000, 100 * (1 << min(failures, 6)))
             try? await Task.sleep(for: .milliseconds(delay))

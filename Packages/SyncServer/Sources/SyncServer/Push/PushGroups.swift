@@ -2,9 +2,10 @@ import Synchronization
 
 /// Group commit's queues (docs/ARCHITECTURE.md, "Group commit"): which pushes share a transaction.
 ///
-/// Pushes are spread over `lanes` by scope (all pushes of a scope take the same lane, so the transactions of two
-/// lanes seldom wait for each other's head-row locks). A lane runs one transaction at a time. A push that finds
-/// its lane idle runs at once, alone: with few pushes in flight, nothing waits. A push that finds it busy queues;
+/// Pushes are spread over lanes by scope (all pushes of a scope take the same lane, so the transactions of two
+/// lanes seldom wait for each other's head-row locks; on Citus, a lane per shard group, `PushService.lane(of:)`).
+/// A lane is any number, busy while a push runs or waits in it. A lane runs one transaction at a time. A push that
+/// finds its lane idle runs at once, alone: with few pushes in flight, nothing waits. A push that finds it busy queues;
 /// when the running transaction ends, its leader hands the lane to the first push in the queue, which leads the
 /// next transaction with the pushes behind it (leader and followers), up to `maxEvents` events in all, in queue
 /// order. The followers wait for their results; the leader runs the group and hands each its own.
@@ -21,28 +22,19 @@ final class PushGroups<Push: Sendable, Answer: Sendable>: Sendable {
         case done(Answer)
     }
 
+    /// A busy lane: the pushes waiting for its transaction to end.
     private struct Lane: Sendable {
-        var busy = false
         var queue: [Waiter] = []
         var head = 0
     }
 
     let maxEvents: Int
-    private let lanes: Mutex<[Lane]>
-    private let laneCount: Int
+    private let lanes = Mutex<[Int: Lane]>([:])
 
-    /// - Parameters:
-    ///   - lanes: how many transactions may run at once (at least 1).
-    ///   - maxEvents: the most events a group takes from its queue (a group always takes at least one push).
-    init(lanes: Int, maxEvents: Int) {
-        self.laneCount = max(1, lanes)
+    /// - Parameter maxEvents: the most events a group takes from its queue (a group always takes at least one
+    ///   push).
+    init(maxEvents: Int) {
         self.maxEvents = max(1, maxEvents)
-        self.lanes = Mutex(Array(repeating: Lane(), count: max(1, lanes)))
-    }
-
-    /// The lane of a push keyed by `key` (its first scope).
-    func lane(of key: String) -> Int {
-        Int(UInt(bitPattern: key.hashValue) % UInt(laneCount))
     }
 
     /// Runs `push` (of `events` events) in a transaction of lane `lane`: alone if the lane is idle, otherwise in
@@ -53,11 +45,11 @@ final class PushGroups<Push: Sendable, Answer: Sendable>: Sendable {
     ) async -> Answer {
         let turn = await withCheckedContinuation { (continuation: CheckedContinuation<Turn, Never>) in
             let idle = lanes.withLock { lanes in
-                if !lanes[lane].busy {
-                    lanes[lane].busy = true
+                guard lanes[lane] != nil else {
+                    lanes[lane] = Lane()
                     return true
                 }
-                lanes[lane].queue.append(Waiter(push: push, events: events, continuation: continuation))
+                lanes[lane]!.queue.append(Waiter(push: push, events: events, continuation: continuation))
                 return false
             }
             if idle { continuation.resume(returning: .lead(followers: [])) }
@@ -79,26 +71,28 @@ final class PushGroups<Push: Sendable, Answer: Sendable>: Sendable {
     /// Gives the lane to the first queued push with the pushes behind it (up to `maxEvents` events), or frees it.
     private func handOver(_ lane: Int) {
         let next = lanes.withLock { lanes -> (Waiter, [Waiter])? in
-            guard lanes[lane].head < lanes[lane].queue.count else {
-                lanes[lane].busy = false
+            guard var state = lanes[lane], state.head < state.queue.count else {
+                lanes[lane] = nil
                 return nil
             }
+            lanes[lane] = nil  // the queue is changed in place, not copied
             var taken: [Waiter] = []
             var events = 0
-            while lanes[lane].head < lanes[lane].queue.count {
-                let waiter = lanes[lane].queue[lanes[lane].head]
+            while state.head < state.queue.count {
+                let waiter = state.queue[state.head]
                 guard taken.isEmpty || events + waiter.events <= maxEvents else { break }
                 taken.append(waiter)
                 events += waiter.events
-                lanes[lane].head += 1
+                state.head += 1
             }
-            if lanes[lane].head == lanes[lane].queue.count {
-                lanes[lane].queue.removeAll(keepingCapacity: true)
-                lanes[lane].head = 0
-            } else if lanes[lane].head >= 1024 {
-                lanes[lane].queue.removeFirst(lanes[lane].head)
-                lanes[lane].head = 0
+            if state.head == state.queue.count {
+                state.queue.removeAll(keepingCapacity: true)
+                state.head = 0
+            } else if state.head >= 1024 {
+                state.queue.removeFirst(state.head)
+                state.head = 0
             }
+            lanes[lane] = state
             return (taken[0], Array(taken.dropFirst()))
         }
         if let (leader, followers) = next { leader.continuation.resume(returning: .lead(followers: followers)) }

@@ -12,7 +12,7 @@ import SyncProtocol
 /// decided one after another in queue order inside it.
 struct PushService: Sendable {
     let database: Database
-    let repository = EventRepository()
+    let repository: EventRepository
     let rules: [any EventRule]
     let limits: ProtocolLimits
     /// Whether events of a type are CRDT operations that skip the stream-version check (`SyncDomain`).
@@ -22,6 +22,11 @@ struct PushService: Sendable {
     let sightings = ReplicaSightings()
     /// Group commit's queues; nil runs every push in a transaction of its own.
     let groups: PushGroups<PendingPush, Result<PushPlan, any Error>>?
+    /// Group commit's lanes on one PostgreSQL, and per node on Citus.
+    let groupLanes: Int
+    /// On a Citus cluster, where each scope lives and each node's pool: a push of one node's scopes runs its
+    /// transaction on that node, in a lane of that node's (`route(of:)`), so that it commits there in one phase.
+    let citus: (placements: ScopePlacements, workers: CitusWorkers)?
     /// The blobs an event refers to (`SyncDomain.blobReferences(in:)`), checked by `BlobReferenceCheck`.
     let blobReferences: @Sendable (Event) -> [BlobReference]
 
@@ -29,6 +34,7 @@ struct PushService: Sendable {
         database: Database, rules: [any EventRule], limits: ProtocolLimits,
         isCommutative: @escaping @Sendable (String) -> Bool, hub: LongPollHub, metrics: ServerMetrics,
         groupLanes: Int = 2, groupMaxEvents: Int = 256,
+        citus: (placements: ScopePlacements, workers: CitusWorkers)? = nil,
         blobReferences: @escaping @Sendable (Event) -> [BlobReference] = { _ in [] }
     ) {
         self.blobReferences = blobReferences
@@ -38,7 +44,24 @@ struct PushService: Sendable {
         self.isCommutative = isCommutative
         self.hub = hub
         self.metrics = metrics
-        self.groups = groupMaxEvents > 0 ? PushGroups(lanes: groupLanes, maxEvents: groupMaxEvents) : nil
+        self.citus = citus
+        self.repository = EventRepository()
+        self.groupLanes = max(1, groupLanes)
+        self.groups = groupMaxEvents > 0 ? PushGroups(maxEvents: groupMaxEvents) : nil
+    }
+
+    /// Where a push to `scopes` runs: its lane (nil: alone), one of `groupLanes` by the first scope's hash, and
+    /// the database. On Citus, on the node holding the scopes, in that node's lanes; through the coordinator,
+    /// alone, when they span nodes or one's node is not known yet.
+    func route(of scopes: [Scope]) -> (lane: Int?, database: Database) {
+        guard let first = scopes.first else { return (nil, database) }
+        let spread = Int(UInt(bitPattern: first.name.hashValue) % UInt(groupLanes))
+        guard let citus else { return (spread, database) }
+        guard let group = citus.placements.group(of: first.name),
+            scopes.dropFirst().allSatisfy({ citus.placements.group(of: $0.name) == group }),
+            let node = citus.workers.database(group: group)
+        else { return (nil, database) }
+        return (Int(group) * groupLanes + spread, node)
     }
 
     /// A push ready for its transaction: its plan (envelopes, scopes and repeats decided), its payloads as JSON
@@ -66,7 +89,8 @@ struct PushService: Sendable {
         if !plan.pendingIndexes.isEmpty {
             plan = try await commit(pending)
             hub.signal(heads: plan.acceptedHeads)
-            try await recordSighting(of: replica, in: plan.acceptedScopes, logger: logger)
+            let scopes = plan.acceptedScopes
+            try await recordSighting(of: replica, in: scopes, on: route(of: scopes).database, logger: logger)
         }
         let results = plan.results
         metrics.recordPush(results)
@@ -102,11 +126,12 @@ struct PushService: Sendable {
     /// when its lane is idle; otherwise with the pushes queued in its lane.
     private func commit(_ push: PendingPush) async throws -> PushPlan {
         let events = push.plan.pendingIndexes.count
-        guard let groups, events <= groups.maxEvents, let first = push.plan.pendingScopes.first else {
-            return try await append(push)
+        let (lane, database) = route(of: push.plan.pendingScopes)
+        guard let groups, events <= groups.maxEvents, let lane else {
+            return try await append(push, on: database)
         }
-        let answer = await groups.submit(push, events: events, lane: groups.lane(of: first.name)) { pushes in
-            await self.append(group: pushes)
+        let answer = await groups.submit(push, events: events, lane: lane) { pushes in
+            await self.append(group: pushes, on: database)
         }
         return try answer.get()
     }
@@ -118,13 +143,18 @@ struct PushService: Sendable {
     /// The group's work runs in a task of its own, so that the leader's cancellation (its client gone) does not
     /// cancel its followers.
     func append(group pushes: [PendingPush]) async -> [Result<PushPlan, any Error>] {
+        await append(group: pushes, on: database)
+    }
+
+    /// `append(group:)` on `database` (on Citus, the pool of the node holding the group's scopes).
+    func append(group pushes: [PendingPush], on database: Database) async -> [Result<PushPlan, any Error>] {
         guard pushes.count > 1 else {
-            do { return [.success(try await append(pushes[0]))] } catch { return [.failure(error)] }
+            do { return [.success(try await append(pushes[0], on: database))] } catch { return [.failure(error)] }
         }
         return await Task { [self] in
             let logger = pushes[0].logger
             do {
-                let plans = try await appendTogether(pushes, logger: logger)
+                let plans = try await appendTogether(pushes, on: database, logger: logger)
                 metrics.recordPushGroup(pushes: pushes.count, split: false)
                 return plans.map { .success($0) }
             } catch {
@@ -141,7 +171,9 @@ struct PushService: Sendable {
                 metrics.recordPushGroup(pushes: pushes.count, split: true)
                 var results: [Result<PushPlan, any Error>] = []
                 for push in pushes {
-                    do { results.append(.success(try await append(push))) } catch { results.append(.failure(error)) }
+                    do { results.append(.success(try await append(push, on: database))) } catch {
+                        results.append(.failure(error))
+                    }
                 }
                 return results
             }
@@ -149,12 +181,15 @@ struct PushService: Sendable {
     }
 
     /// One transaction for the whole group, optimistic then careful; any other error is the caller's.
-    private func appendTogether(_ pushes: [PendingPush], logger: Logger) async throws -> [PushPlan] {
+    private func appendTogether(_ pushes: [PendingPush], on database: Database, logger: Logger) async throws
+        -> [PushPlan]
+    {
         var careful = false
         while true {
             do {
                 return try await database.withConnection { [self, careful] connection in
-                    try await connection.transaction(logger: logger) { connection in
+                    database.pushTransactions.increment()
+                    return try await connection.transaction(logger: logger) { connection in
                         try await self.decide(pushes, careful: careful, on: connection, logger: logger)
                     }
                 }
@@ -171,14 +206,15 @@ struct PushService: Sendable {
     /// insert's `ON CONFLICT (scope, event_id) DO NOTHING` count tells whether any was. If one was, or if any event
     /// was rejected (a retried event could look like a stale version or a second creation before it is
     /// recognised as a duplicate), the attempt is rolled back and the careful attempt looks them up first.
-    private func append(_ push: PendingPush) async throws -> PushPlan {
+    private func append(_ push: PendingPush, on database: Database) async throws -> PushPlan {
         var attempt = 1
         var careful = false
         let logger = push.logger
         while true {
             do {
                 return try await database.withConnection { [self, careful] connection in
-                    try await connection.transaction(logger: logger) { connection in
+                    database.pushTransactions.increment()
+                    return try await connection.transaction(logger: logger) { connection in
                         try await self.decide([push], careful: careful, on: connection, logger: logger)[0]
                     }
                 }
@@ -194,8 +230,11 @@ struct PushService: Sendable {
     }
 
     /// Marks `replica` as active in `scopes` (for compaction's stable point), at most once a minute per
-    /// replica and scope, outside the push transaction.
-    private func recordSighting(of replica: ReplicaID, in scopes: [Scope], logger: Logger) async throws {
+    /// replica and scope, outside the push transaction, on `database` (on Citus, the node of the scopes:
+    /// through the coordinator, its `INSERT … SELECT` commits in two phases).
+    private func recordSighting(of replica: ReplicaID, in scopes: [Scope], on database: Database, logger: Logger)
+        async throws
+    {
         let due = sightings.due(replica: replica, scopes: scopes)
         guard !due.isEmpty else { return }
         try await database.withConnection { [repository] connection in
@@ -267,8 +306,12 @@ struct PushService: Sendable {
         }
         guard !group.rows.isEmpty else { return plans }
 
-        let inserted = try await repository.write(
-            group.rows, heads: group.newHeads, streams: group.streams, on: connection, logger: logger)
+        let inserted =
+            citus == nil
+            ? try await repository.write(
+                group.rows, heads: group.newHeads, streams: group.streams, on: connection, logger: logger)
+            : try await repository.writeInParts(
+                group.rows, heads: group.newHeads, streams: group.streams, on: connection, logger: logger)
         guard inserted == group.rows.count else { throw careful ? AppendRace() : NeedsCarefulAppend() }
         try await run(&group.effects, on: connection, logger: logger)
         return plans

@@ -64,6 +64,12 @@ public struct SyncServerApp: Sendable {
             database: database, logger: logger, metrics: metrics, heartbeatSeconds: configuration.liveHeartbeatSeconds,
             ringBytes: configuration.liveBufferBytes)
         let hub = LongPollHub(client: client, logger: logger, metrics: metrics, live: live)
+        // On Citus, each push runs on the node of its scopes, reached directly (docs/SCALING.md).
+        let workers =
+            configuration.citus
+            ? CitusWorkers(
+                coordinator: database, url: url, poolSize: configuration.databasePoolSize,
+                acquireTimeout: acquireTimeout, metrics: metrics, hub: hub, logger: logger) : nil
         let readiness = Readiness(database: database)
         let codec = WireCodec(limits: configuration.limits)
         let tokens = await TokenVerifier(configuration: configuration, logger: logger)
@@ -75,6 +81,7 @@ public struct SyncServerApp: Sendable {
                 isCommutative: Self.commutativity(domain: domain, prefixes: configuration.commutativeTypePrefixes),
                 hub: hub, metrics: metrics, groupLanes: configuration.pushGroupLanes,
                 groupMaxEvents: configuration.pushGroupEvents,
+                citus: workers.map { (ScopePlacements(database: database, logger: self.logger), $0) },
                 blobReferences: { [domain] event in domain.blobReferences(in: event) }),
             pull: PullService(
                 database: database, limits: configuration.limits, hub: hub,
@@ -101,6 +108,7 @@ public struct SyncServerApp: Sendable {
         api.register(on: router)
 
         var services: [any Service] = [client, hub, live]
+        if let workers { services.append(workers) }
         if let refresh = tokens.providerRefreshService { services.append(refresh) }
         if configuration.blobs.sweepIntervalSeconds > 0 {
             services.append(

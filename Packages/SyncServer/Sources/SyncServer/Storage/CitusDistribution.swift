@@ -18,6 +18,9 @@ public struct CitusDistribution: Sendable {
         public var referenced: [String] = []
         /// Tables that were distributed or reference tables already.
         public var unchanged: [String] = []
+        /// Functions of the schema created on every node by this run (`sync_lock_scopes`, a domain's), so that
+        /// a push's transaction runs on a worker as on the coordinator (`CitusWorkers`).
+        public var functions: [String] = []
     }
 
     /// The table every other one is co-located with.
@@ -79,15 +82,39 @@ public struct CitusDistribution: Sendable {
                 report.referenced.append(table.name)
             }
         }
-        if !report.distributed.isEmpty || !report.referenced.isEmpty {
+        report.functions = try await distributeFunctions(on: connection, logger: logger)
+        if !report.distributed.isEmpty || !report.referenced.isEmpty || !report.functions.isEmpty {
             logger.notice(
                 "distributed tables on Citus",
                 metadata: [
                     "sync.citus.distributed": "\(report.distributed.joined(separator: ","))",
                     "sync.citus.referenced": "\(report.referenced.joined(separator: ","))",
+                    "sync.citus.functions": "\(report.functions.joined(separator: ","))",
                 ])
         }
         return report
+    }
+
+    /// Creates the schema's own functions (not an extension's) on every node, those not there yet; returns
+    /// their signatures. Citus propagates a later `CREATE OR REPLACE` of a function it knows.
+    private func distributeFunctions(on connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        let rows = try await connection.checkedQuery(
+            """
+            SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = current_schema()
+              AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                              WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+              AND NOT EXISTS (SELECT 1 FROM pg_dist_object o
+                              WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+            ORDER BY 1
+            """, logger: logger)
+        var functions: [String] = []
+        for try await signature in rows.decode(String.self) { functions.append(signature) }
+        for signature in functions {
+            try await connection.checkedQuery(
+                "SELECT create_distributed_function(\(signature)::regprocedure)", logger: logger)
+        }
+        return functions
     }
 }
 

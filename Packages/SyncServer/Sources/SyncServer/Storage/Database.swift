@@ -17,20 +17,34 @@ final class Database: Sendable {
     private let admitted = Mutex(0)
     private let inUseGauge: LevelGauge
     private let waitingGauge: LevelGauge
+    /// Push transactions run here (`sync_push_transactions_total`, by `node`: `database`, or on Citus a node
+    /// reached directly).
+    let pushTransactions: Counter
 
     /// Long-polls' reads at a time (`Lane.waiting`).
     let waitingLane: AsyncGate
 
+    /// - Parameter node: for the pool of a Citus worker (`CitusWorkers`), its name: the pool's gauges then have
+    ///   a `node` dimension of their own instead of being the server's.
     init(
         client: PostgresClient, queueLimit: Int, acquireTimeout: Duration, metrics: ServerMetrics,
-        waitingReads: Int = 4
+        waitingReads: Int = 4, node: String? = nil
     ) {
         self.client = client
         self.waitingLane = AsyncGate(width: waitingReads)
         self.queueLimit = queueLimit
         self.acquireTimeout = acquireTimeout
-        self.inUseGauge = metrics.connectionsInUse
-        self.waitingGauge = metrics.operationsAdmitted
+        self.pushTransactions = Counter(
+            label: "sync_push_transactions_total", dimensions: [("node", node ?? "database")], factory: metrics.factory)
+        if let node {
+            self.inUseGauge = LevelGauge(
+                label: "sync_db_node_connections_in_use", dimensions: [("node", node)], factory: metrics.factory)
+            self.waitingGauge = LevelGauge(
+                label: "sync_db_node_operations_admitted", dimensions: [("node", node)], factory: metrics.factory)
+        } else {
+            self.inUseGauge = metrics.connectionsInUse
+            self.waitingGauge = metrics.operationsAdmitted
+        }
     }
 
     /// The configuration of a pool for `url`.

@@ -233,6 +233,72 @@ struct EventRepository: Sendable {
         return inserted
     }
 
+    /// Rows a statement of `writeInParts` inserts at most (12 parameters each).
+    static let partRowsLimit = 1_000
+
+    /// What `write` does, as one statement per part instead of one with a part per CTE: for Citus, which
+    /// plans each modifying CTE of a statement that spans shards as a plan of its own and passes its result
+    /// through an intermediate result file (created, written, read and deleted for every push group: on a
+    /// worker, most of the time a group took). Each part here runs on the shards it names, pushed down, with
+    /// no intermediate result: the events and the stream versions as `VALUES` rows (at most `partRowsLimit`
+    /// events a statement), the heads joined with the request's arrays, and the `NOTIFY`s.
+    /// - Returns: how many events were inserted, as `write`.
+    func writeInParts(
+        _ rows: [NewEvent], heads: [Scope: Int64], streams: [PushPlan.StreamKey: Int64],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        var inserted = 0
+        var start = 0
+        while start < rows.count {
+            let part = Array(rows[start..<min(rows.count, start + Self.partRowsLimit)])
+            start += part.count
+            var bind = Binder()
+            let sql = """
+                INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
+                                    dot_replica, dot_counter, payload, checksum)
+                \(try Self.eventValues(part, &bind))
+                ON CONFLICT (scope, event_id) DO NOTHING
+                RETURNING 1
+                """
+            let result = try await connection.checkedQuery(
+                PostgresQuery(unsafeSQL: sql, binds: bind.bindings), logger: logger)
+            for try await _ in result { inserted += 1 }
+        }
+        var sums: [Scope: Int64] = [:]
+        for row in rows { sums[row.event.scope, default: 0] += row.checksum ?? 0 }
+        let scopes = heads.keys.map(\.name)
+        let values = heads.keys.map { heads[$0]! }
+        let added = heads.keys.map { sums[$0] ?? 0 }
+        try await connection.checkedQuery(
+            """
+            UPDATE scopes SET head = h.head, checksum = scopes.checksum + h.added
+            FROM unnest(\(scopes)::text[], \(values)::int8[], \(added)::int8[]) AS h(scope, head, added)
+            WHERE scopes.scope = h.scope AND scopes.scope = ANY(\(scopes)::text[])
+            """, logger: logger)
+        let keys = Array(streams.keys)
+        var next = 0
+        while next < keys.count {
+            let part = keys[next..<min(keys.count, next + Self.partRowsLimit * 4)]
+            next += part.count
+            var bind = Binder()
+            let rows = try part.map {
+                "(\(try bind($0.scope.name)), \(try bind($0.stream)), \(try bind(streams[$0]!)))"
+            }
+            try await connection.checkedQuery(
+                PostgresQuery(
+                    unsafeSQL: """
+                        INSERT INTO streams (scope, stream, version) VALUES \(rows.joined(separator: ", "))
+                        ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version)
+                        """, binds: bind.bindings), logger: logger)
+        }
+        try await connection.checkedQuery(
+            """
+            SELECT count(pg_notify(\(Self.channel), h.scope || ' ' || h.head))
+            FROM unnest(\(scopes)::text[], \(values)::int8[]) AS h(scope, head)
+            """, logger: logger)
+        return inserted
+    }
+
     /// The rows to insert as `VALUES` (a few).
     static func eventValues(_ rows: [NewEvent], _ bind: inout Binder) throws -> String {
         var values: [String] = []

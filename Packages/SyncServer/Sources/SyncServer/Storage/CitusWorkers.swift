@@ -1,0 +1,115 @@
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+
+/// The nodes of a Citus cluster, each reached directly, so that a push runs its whole transaction on the node
+/// that holds its scopes (docs/SCALING.md, "A push on its worker").
+///
+/// Citus keeps its metadata on every node, so a worker runs statements on distributed tables as the
+/// coordinator does, and executes those on its own shards locally. A push's transaction sent to the worker of
+/// its scopes (`ScopePlacements`) therefore makes one round trip per statement to one node, and commits there in
+/// one phase, however many of that worker's shards it writes; through the coordinator, each statement's parts
+/// went on to the worker, and a group that wrote two shards committed in two phases.
+///
+/// As a `Service`, it reads the nodes (`pg_dist_node`: active primaries holding shards) from the coordinator at
+/// start-up and every `refresh`, keeps a pool for each (the coordinator's size and limits, the coordinator's
+/// user and database) and a `LISTEN` on each through the long-poll hub, since a push's `NOTIFY` is sent by the
+/// node it ran on. Until a node is known (or when it is the coordinator's own group, 0), its pushes use the
+/// coordinator's pool.
+final class CitusWorkers: Service, Sendable {
+    private struct Node: Sendable {
+        var address: String
+        var database: Database
+    }
+
+    let coordinator: Database
+    let url: DatabaseURL
+    let poolSize: Int
+    let acquireTimeout: Duration
+    let metrics: ServerMetrics
+    let hub: LongPollHub
+    let logger: Logger
+    let refresh: Duration
+    private let nodes = Mutex<[Int32: Node]>([:])
+
+    init(
+        coordinator: Database, url: DatabaseURL, poolSize: Int, acquireTimeout: Duration, metrics: ServerMetrics,
+        hub: LongPollHub, logger: Logger, refresh: Duration = .seconds(30)
+    ) {
+        self.coordinator = coordinator
+        self.url = url
+        self.poolSize = poolSize
+        self.acquireTimeout = acquireTimeout
+        self.metrics = metrics
+        self.hub = hub
+        self.logger = logger
+        self.refresh = refresh
+    }
+
+    /// The pool of node group `group`, or nil while it is not known.
+    func database(group: Int32) -> Database? {
+        group == 0 ? coordinator : nodes.withLock { $0[group]?.database }
+    }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { tasks in
+                while !Task.isCancelled {
+                    do {
+                        for (group, address) in try await self.readNodes() {
+                            guard let node = self.open(group: group, address: address) else { continue }
+                            tasks.addTask { await node.client.run() }
+                            tasks.addTask { await self.hub.listen(via: node.client, source: node.name) }
+                        }
+                    } catch {
+                        self.logger.warning(
+                            "Citus nodes not read; pushes go through the coordinator meanwhile",
+                            metadata: ["error.type": "\(type(of: error))"])
+                    }
+                    try? await Task.sleep(for: self.refresh)
+                }
+                tasks.cancelAll()
+            }
+        }
+    }
+
+    /// The active primary nodes other than the coordinator: group id and `host:port`.
+    private func readNodes() async throws -> [(Int32, String)] {
+        try await coordinator.withConnection { [logger] connection in
+            let rows = try await connection.checkedQuery(
+                """
+                SELECT groupid, nodename, nodeport FROM pg_dist_node
+                WHERE noderole = 'primary' AND isactive AND groupid <> 0
+                ORDER BY groupid
+                """, logger: logger)
+            var nodes: [(Int32, String)] = []
+            for try await (group, host, port) in rows.decode((Int32, String, Int32).self) {
+                nodes.append((group, "\(host):\(port)"))
+            }
+            return nodes
+        }
+    }
+
+    /// A pool for node `group` at `address` when it has none there yet (a node that moved gets a new one; the
+    /// old one's connections stay idle).
+    private func open(group: Int32, address: String) -> (client: PostgresClient, name: String)? {
+        nodes.withLock { nodes -> (client: PostgresClient, name: String)? in
+            guard nodes[group]?.address != address else { return nil }
+            let parts = address.split(separator: ":")
+            var nodeURL = url
+            nodeURL.host = String(parts[0])
+            nodeURL.port = Int(parts[1]) ?? url.port
+            let client = PostgresClient(
+                configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize), backgroundLogger: logger)
+            let name = "group \(group)"
+            nodes[group] = Node(
+                address: address,
+                database: Database(
+                    client: client, queueLimit: coordinator.queueLimit, acquireTimeout: acquireTimeout,
+                    metrics: metrics, node: name))
+            logger.info("Citus node reached directly", metadata: ["sync.citus.node": "\(name) \(address)"])
+            return (client, name)
+        }
+    }
+}
