@@ -2,7 +2,7 @@
 # One PostgreSQL against a Citus cluster (a coordinator and two workers) on the same machine, in one run:
 # for each round, on a fresh database of each, a sync-server (SYNC_CITUS=true on Citus) and
 #   bulk   sync-bench push: 50,000 events, batches of 500, 8 in flight, 16 scopes
-#   small  sync-bench push: 5,000 one-event pushes, 32 in flight, 16 scopes
+#   small  sync-bench push: 5,000 one-event pushes, 32 in flight, 16 scopes (and over 100 scopes: small100)
 #   load   sync-load: 200 thin devices and 8 replicas in 20 scopes for 20 s, no faults, with its verdict
 # alternating PostgreSQL and Citus, three rounds. Prints one line per measurement, then the medians and the
 # ratios Citus / PostgreSQL. Needs release builds of sync-server, sync-bench and sync-load (BENCH_BIN, default
@@ -22,7 +22,7 @@ admin="${postgres%/*}/postgres"
 SYNC_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export SYNC_JWT_SECRET
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-token=$("$bin/sync-server" token --sub bench --scopes "$(seq -s, -f 'bench-%g' 0 15)" --ttl 86400)
+token=$("$bin/sync-server" token --sub bench --scopes "$(seq -s, -f 'bench-%g' 0 99)" --ttl 86400)
 results="$run/results.txt"
 : >"$results"
 
@@ -49,14 +49,16 @@ for round in $(seq 1 "$rounds"); do
             --scopes 16 --json 2>/dev/null | tail -1)
         small=$("$bin/sync-bench" push --server "$base" --token "$token" --events 5000 --batch 1 --concurrency 32 \
             --scopes 16 --json 2>/dev/null | tail -1)
+        small100=$("$bin/sync-bench" push --server "$base" --token "$token" --events 5000 --batch 1 --concurrency 32 \
+            --scopes 100 --json 2>/dev/null | tail -1)
         rm -rf "$run/load" "$run/devices"
         "$bin/sync-load" run --server "$base" --jwt-secret "$SYNC_JWT_SECRET" --devices 200 --replicas 8 --scopes 20 \
             --duration 20 --ramp-up 2 --rate 2 --faults 0 --offline 0 --crash-interval 0 --out "$run/load" \
             --data-dir "$run/devices" >/dev/null 2>"$run/load-$target.log" || true
-        python3 - "$target" "$round" "$bulk" "$small" "$run/load/report.json" <<'EOF' | tee -a "$results"
+        python3 - "$target" "$round" "$bulk" "$small" "$run/load/report.json" "$small100" <<'EOF' | tee -a "$results"
 import json, sys
-target, round_, bulk, small, load = sys.argv[1:6]
-b, s = json.loads(bulk), json.loads(small)
+target, round_, bulk, small, load, small100 = sys.argv[1:7]
+b, s, h = json.loads(bulk), json.loads(small), json.loads(small100)
 try:
     step = json.load(open(load))["steps"][0]
     load_text = "load %.0f ev/s write-to-visible p50 %s p99 %s ms verdict %s" % (
@@ -64,9 +66,9 @@ try:
         "pass" if step["verdict"]["passed"] else "FAIL")
 except Exception as error:
     load_text = "load failed (%s)" % error
-print("%s round %s: bulk %.0f ev/s p99 %.0f ms · small %.0f ev/s p50 %.1f p99 %.1f ms · %s" % (
+print("%s round %s: bulk %.0f ev/s p99 %.0f ms · small %.0f ev/s p50 %.1f p99 %.1f ms · small100 %.0f ev/s p99 %.1f ms · %s" % (
     target, round_, b["eventsPerSecond"], b["p99Milliseconds"], s["eventsPerSecond"], s["p50Milliseconds"],
-    s["p99Milliseconds"], load_text))
+    s["p99Milliseconds"], h["eventsPerSecond"], h["p99Milliseconds"], load_text))
 EOF
         kill -TERM "$server" 2>/dev/null
         wait "$server" 2>/dev/null || true
@@ -78,7 +80,8 @@ import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     target = line.split()[0]
-    numbers = dict(bulk=r"bulk (\d+) ev/s", small=r"small (\d+) ev/s", small_p99=r"small .*? p99 ([\d.]+) ms",
+    numbers = dict(bulk=r"bulk (\d+) ev/s", small=r"small (\d+) ev/s", small_p99=r"small \d+ .*? p99 ([\d.]+) ms",
+                   small100=r"small100 (\d+) ev/s", small100_p99=r"small100 \d+ ev/s p99 ([\d.]+) ms",
                    load=r"load (\d+) ev/s", visible_p99=r"write-to-visible p50 \d+ p99 (\d+)")
     for key, pattern in numbers.items():
         match = re.search(pattern, line)
@@ -88,7 +91,7 @@ print("medians:")
 for target, values in rows.items():
     print("  %s: %s" % (target, ", ".join("%s %.1f" % (k, statistics.median(v)) for k, v in values.items())))
 if "postgres" in rows and "citus" in rows:
-    for key in ("bulk", "small", "load"):
+    for key in ("bulk", "small", "small100", "load"):
         if key in rows["postgres"] and key in rows["citus"]:
             print("  citus / postgres, %s: %.2fx" % (
                 key, statistics.median(rows["citus"][key]) / statistics.median(rows["postgres"][key])))

@@ -173,6 +173,14 @@ public struct TestDatabase: Sendable {
         try await admin(sql, on: serverURL)
     }
 
+    /// Runs one statement on the maintenance database of the server that holds this database and, when it is
+    /// on the Citus cluster, of every node of it: a server reaches the nodes directly (`CitusWorkers`), so what
+    /// makes "the database" unavailable must reach them all.
+    public func adminOnEveryNode(_ sql: String) async throws {
+        let citus = Self.citusURL.map { $0.host == url.host && $0.port == url.port } ?? false
+        for server in citus ? try await Self.citusNodes() : [url] { try await Self.admin(sql, on: server) }
+    }
+
     /// Runs one statement on the maintenance database of `server`. An error names the statement, the server
     /// and what PostgreSQL said (a `PSQLError` alone prints nothing but "Generic description").
     static func admin(_ sql: String, on server: DatabaseURL) async throws {

@@ -235,8 +235,8 @@ import Testing
             let headers = try await server.bearer(["d"])
             #expect(try await server.send(.get, "/v1/pull", headers: headers).status == .ok)
             let name = server.database.name
-            try await TestDatabase.admin("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
-            try await TestDatabase.admin(
+            try await server.database.adminOnEveryNode("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+            try await server.database.adminOnEveryNode(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND pid <> pg_backend_pid()"
             )
             let push = try server.codec.encode(
@@ -249,7 +249,7 @@ import Testing
             // Retries spread over 1–3 s.
             #expect((1...3).contains(Int(refused.headers[.init("Retry-After")!] ?? "") ?? 0))
             try expectError(try await server.send(.get, "/readyz"), 503, .serverUnavailable, server)
-            try await TestDatabase.admin("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+            try await server.database.adminOnEveryNode("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
             // Recovers once the database is back.
             var recovered = false
             for _ in 0..<20 where !recovered {

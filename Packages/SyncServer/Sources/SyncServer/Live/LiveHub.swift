@@ -22,6 +22,8 @@ final class LiveHub: Service, Sendable {
 
     private let state: Mutex<Feeds>
     private let database: Database
+    /// On a Citus cluster, where each scope lives: a feed's tail is read on its scope's node (`routeReads`).
+    private let citus = Mutex<CitusRouting?>(nil)
     private let repository = EventRepository()
     private let logger: Logger
     private let metrics: ServerMetrics
@@ -198,10 +200,18 @@ final class LiveHub: Service, Sendable {
         }
     }
 
+    /// Reads feeds' tails on the node of their scope, on a Citus cluster (docs/SCALING.md, "A push on its
+    /// worker"), rather than through the coordinator.
+    func routeReads(_ routing: CitusRouting) {
+        citus.withLock { $0 = routing }
+    }
+
     /// The events of `scope` after `after` (through `through`, or up to the head), as frames of at most
     /// `frameEvents` events each.
     private func read(_ scope: Scope, after: Int64, through: Int64?) async throws -> [Feeds.Frame] {
         let limit = frameEvents
+        let routing = citus.withLock { $0 }
+        let database = await routing?.node(of: [scope])?.database ?? database
         let (events, head) = try await database.withConnection(lane: .waiting) { [repository, logger] connection in
             let heads = try await repository.selectHeads([scope.name], on: connection, logger: logger)
             let head = min(heads[scope]?.head ?? 0, through ?? .max)

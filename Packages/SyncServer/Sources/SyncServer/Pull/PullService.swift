@@ -23,6 +23,14 @@ struct PullService: Sendable {
     let collapser = ReadCollapser()
     /// Where reads and waits are counted (`/metrics`).
     var metrics: ServerMetrics? = nil
+    /// On a Citus cluster, where each scope lives: a read of one node's scopes runs on that node
+    /// (docs/SCALING.md, "A push on its worker").
+    var citus: CitusRouting? = nil
+
+    /// The database a request of `scopes` runs on: on Citus, the node holding them all, when there is one.
+    func database(for scopes: [Scope]) async -> Database {
+        await citus?.node(of: scopes)?.database ?? database
+    }
 
     /// One page.
     struct Page: Sendable {
@@ -134,7 +142,7 @@ struct PullService: Sendable {
         replica: ReplicaID, scopes: [Scope], cursor: ScopeCursor, acknowledged: ScopeCursor?,
         retainedFrom: [Scope: Int64], logger: Logger
     ) async throws {
-        try await database.withConnection { connection in
+        try await database(for: scopes).withConnection { connection in
             try await recordProgress(
                 replica: replica, scopes: scopes, cursor: cursor, acknowledged: acknowledged,
                 retainedFrom: retainedFrom, on: connection, logger: logger)
@@ -190,7 +198,7 @@ struct PullService: Sendable {
         lane: Database.Lane = .work, logger: Logger
     ) async throws -> Page {
         let epoch = epoch ?? hub.epoch(scopes)
-        return try await database.withConnection(lane: lane) { [repository, hub] connection in
+        return try await database(for: scopes).withConnection(lane: lane) { [repository, hub] connection in
             let heads = try await repository.selectHeads(
                 scopes.map(\.name), on: connection, logger: logger)
             hub.learn(heads.mapValues(\.head), of: scopes, at: epoch)

@@ -26,7 +26,7 @@ struct PushService: Sendable {
     let groupLanes: Int
     /// On a Citus cluster, where each scope lives and each node's pool: a push of one node's scopes runs its
     /// transaction on that node, in a lane of that node's (`route(of:)`), so that it commits there in one phase.
-    let citus: (placements: ScopePlacements, workers: CitusWorkers)?
+    let citus: CitusRouting?
     /// The blobs an event refers to (`SyncDomain.blobReferences(in:)`), checked by `BlobReferenceCheck`.
     let blobReferences: @Sendable (Event) -> [BlobReference]
 
@@ -34,7 +34,7 @@ struct PushService: Sendable {
         database: Database, rules: [any EventRule], limits: ProtocolLimits,
         isCommutative: @escaping @Sendable (String) -> Bool, hub: LongPollHub, metrics: ServerMetrics,
         groupLanes: Int = 2, groupMaxEvents: Int = 256,
-        citus: (placements: ScopePlacements, workers: CitusWorkers)? = nil,
+        citus: CitusRouting? = nil,
         blobReferences: @escaping @Sendable (Event) -> [BlobReference] = { _ in [] }
     ) {
         self.blobReferences = blobReferences
@@ -53,15 +53,12 @@ struct PushService: Sendable {
     /// Where a push to `scopes` runs: its lane (nil: alone), one of `groupLanes` by the first scope's hash, and
     /// the database. On Citus, on the node holding the scopes, in that node's lanes; through the coordinator,
     /// alone, when they span nodes or one's node is not known yet.
-    func route(of scopes: [Scope]) -> (lane: Int?, database: Database) {
+    func route(of scopes: [Scope]) async -> (lane: Int?, database: Database) {
         guard let first = scopes.first else { return (nil, database) }
         let spread = Int(UInt(bitPattern: first.name.hashValue) % UInt(groupLanes))
         guard let citus else { return (spread, database) }
-        guard let group = citus.placements.group(of: first.name),
-            scopes.dropFirst().allSatisfy({ citus.placements.group(of: $0.name) == group }),
-            let node = citus.workers.database(group: group)
-        else { return (nil, database) }
-        return (Int(group) * groupLanes + spread, node)
+        guard let node = await citus.node(of: scopes) else { return (nil, database) }
+        return (Int(node.group) * groupLanes + spread, node.database)
     }
 
     /// A push ready for its transaction: its plan (envelopes, scopes and repeats decided), its payloads as JSON
@@ -90,7 +87,7 @@ struct PushService: Sendable {
             plan = try await commit(pending)
             hub.signal(heads: plan.acceptedHeads)
             let scopes = plan.acceptedScopes
-            try await recordSighting(of: replica, in: scopes, on: route(of: scopes).database, logger: logger)
+            try await recordSighting(of: replica, in: scopes, on: await route(of: scopes).database, logger: logger)
         }
         let results = plan.results
         metrics.recordPush(results)
@@ -126,7 +123,7 @@ struct PushService: Sendable {
     /// when its lane is idle; otherwise with the pushes queued in its lane.
     private func commit(_ push: PendingPush) async throws -> PushPlan {
         let events = push.plan.pendingIndexes.count
-        let (lane, database) = route(of: push.plan.pendingScopes)
+        let (lane, database) = await route(of: push.plan.pendingScopes)
         guard let groups, events <= groups.maxEvents, let lane else {
             return try await append(push, on: database)
         }
@@ -306,8 +303,10 @@ struct PushService: Sendable {
         }
         guard !group.rows.isEmpty else { return plans }
 
+        // On Citus, one statement for the parts of a single scope's bulk write (its `VALUES` rows would cost
+        // more to plan than the CTEs' intermediate results), one per part otherwise (`writeInParts`).
         let inserted =
-            citus == nil
+            citus == nil || (group.newHeads.count == 1 && group.rows.count > EventRepository.valuesRowsLimit)
             ? try await repository.write(
                 group.rows, heads: group.newHeads, streams: group.streams, on: connection, logger: logger)
             : try await repository.writeInParts(

@@ -1,16 +1,17 @@
 import Logging
 import PostgresNIO
+import SyncModels
 import Synchronization
 
 /// Where each scope lives on a Citus cluster: the group id of the node holding the shard of `scopes` (and so of
 /// every co-located table) its name hashes to, so that a push runs its transaction on that node
 /// (`CitusWorkers`; docs/SCALING.md, "A push on its worker").
 ///
-/// A lookup never delays a push: a scope not known yet answers nil (its push goes through the coordinator, alone,
-/// as before) and is looked up in the background, several scopes in one query. Known placements are looked up
-/// again once they are `maxAge` old, so a shard moved to another worker (`citus_move_shard_placement`, a
-/// rebalance) follows within that time; until then its pushes run on the old worker, which routes their
-/// statements to the new one (and commits in two phases): slower, never wrong.
+/// A scope's first push reads its placement (one query to the coordinator, `resolve`); after that it is known.
+/// Known placements are looked up again in the background once they are `maxAge` old, several scopes in one
+/// query, so a shard moved to another worker (`citus_move_shard_placement`, a rebalance) follows within that
+/// time; until then its pushes run on the old worker, which routes their statements to the new one (and commits
+/// in two phases): slower, never wrong.
 final class ScopePlacements: Sendable {
     private struct Placement {
         var group: Int32
@@ -37,8 +38,24 @@ final class ScopePlacements: Sendable {
         self.logger = logger
     }
 
-    /// The node group of `scope` as last looked up, or nil when it is not known yet; starts a lookup when it is
-    /// unknown or old.
+    /// The node group of `scope`: as last looked up, or, when it is not known, read now; nil when the
+    /// coordinator cannot answer.
+    func resolve(_ scope: String) async -> Int32? {
+        if let group = group(of: scope) { return group }
+        do {
+            let found = try await database.withConnection { [logger] connection in
+                try await Self.read([scope], on: connection, logger: logger)
+            }
+            store(found)
+            return found[scope]
+        } catch {
+            logger.debug("scope placement not read", metadata: ["sync.error": "\(String(reflecting: error))"])
+            return nil
+        }
+    }
+
+    /// The node group of `scope` as last looked up, or nil when it is not known yet; starts a lookup in the
+    /// background when it is unknown or old.
     func group(of scope: String) -> Int32? {
         let now = ContinuousClock.now
         let (group, start) = state.withLock { state -> (Int32?, Bool) in
@@ -65,20 +82,24 @@ final class ScopePlacements: Sendable {
             }
             guard !scopes.isEmpty else { return }
             do {
-                let found = try await database.withConnection { [logger] connection in
-                    try await Self.read(scopes, on: connection, logger: logger)
-                }
-                let now = ContinuousClock.now
-                state.withLock { state in
-                    if state.placements.count + found.count > capacity { state.placements.removeAll() }
-                    for (scope, group) in found { state.placements[scope] = Placement(group: group, readAt: now) }
-                }
+                store(
+                    try await database.withConnection { [logger] connection in
+                        try await Self.read(scopes, on: connection, logger: logger)
+                    })
             } catch {
                 // The database cannot answer now: the scopes stay unplaced until their next push asks again.
                 logger.debug("scope placements not read", metadata: ["sync.error": "\(String(reflecting: error))"])
                 state.withLock { $0.looking = false }
                 return
             }
+        }
+    }
+
+    private func store(_ found: [String: Int32]) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            if state.placements.count + found.count > capacity { state.placements.removeAll() }
+            for (scope, group) in found { state.placements[scope] = Placement(group: group, readAt: now) }
         }
     }
 
@@ -94,5 +115,21 @@ final class ScopePlacements: Sendable {
         var found: [String: Int32] = [:]
         for try await (scope, group) in rows.decode((String, Int32).self) { found[scope] = group }
         return found
+    }
+}
+
+/// On a Citus cluster, the node a request of some scopes runs on: where the scopes are (`ScopePlacements`) and
+/// that node's pool (`CitusWorkers`).
+struct CitusRouting: Sendable {
+    let placements: ScopePlacements
+    let workers: CitusWorkers
+
+    /// The node group holding every one of `scopes`, and its pool; nil when they span nodes, or a scope's
+    /// placement or its node is not known (the request then goes through the coordinator).
+    func node(of scopes: [Scope]) async -> (group: Int32, database: Database)? {
+        guard let first = scopes.first, let group = await placements.resolve(first.name) else { return nil }
+        for scope in scopes.dropFirst() where await placements.resolve(scope.name) != group { return nil }
+        guard let database = workers.database(group: group) else { return nil }
+        return (group, database)
     }
 }

@@ -64,12 +64,16 @@ public struct SyncServerApp: Sendable {
             database: database, logger: logger, metrics: metrics, heartbeatSeconds: configuration.liveHeartbeatSeconds,
             ringBytes: configuration.liveBufferBytes)
         let hub = LongPollHub(client: client, logger: logger, metrics: metrics, live: live)
-        // On Citus, each push runs on the node of its scopes, reached directly (docs/SCALING.md).
+        // On Citus, each push and pull runs on the node of its scopes, reached directly (docs/SCALING.md).
         let workers =
             configuration.citus
             ? CitusWorkers(
                 coordinator: database, url: url, poolSize: configuration.databasePoolSize,
                 acquireTimeout: acquireTimeout, metrics: metrics, hub: hub, logger: logger) : nil
+        let routing = workers.map {
+            CitusRouting(placements: ScopePlacements(database: database, logger: self.logger), workers: $0)
+        }
+        if let routing { live.routeReads(routing) }
         let readiness = Readiness(database: database)
         let codec = WireCodec(limits: configuration.limits)
         let tokens = await TokenVerifier(configuration: configuration, logger: logger)
@@ -81,13 +85,14 @@ public struct SyncServerApp: Sendable {
                 isCommutative: Self.commutativity(domain: domain, prefixes: configuration.commutativeTypePrefixes),
                 hub: hub, metrics: metrics, groupLanes: configuration.pushGroupLanes,
                 groupMaxEvents: configuration.pushGroupEvents,
-                citus: workers.map { (ScopePlacements(database: database, logger: self.logger), $0) },
+                citus: routing,
                 blobReferences: { [domain] event in domain.blobReferences(in: event) }),
             pull: PullService(
                 database: database, limits: configuration.limits, hub: hub,
                 evictionHorizonSeconds: configuration.evictionHorizonSeconds,
                 stablePoints: StablePointCache(
-                    maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds)), metrics: metrics),
+                    maxAge: .milliseconds(configuration.stablePointRefreshMilliseconds)), metrics: metrics,
+                citus: routing),
             codec: codec, gzipLevel: configuration.gzipLevel, metrics: metrics, registry: registry,
             readiness: readiness)
         api.live = live
