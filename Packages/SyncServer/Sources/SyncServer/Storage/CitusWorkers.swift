@@ -19,7 +19,8 @@ import Synchronization
 /// coordinator's pool.
 final class CitusWorkers: Service, Sendable {
     private struct Node: Sendable {
-        var address: String
+        var host: String
+        var port: Int
         var database: Database
     }
 
@@ -56,26 +57,29 @@ final class CitusWorkers: Service, Sendable {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { tasks in
                 while !Task.isCancelled {
+                    var wait = self.refresh
                     do {
-                        for (group, address) in try await self.readNodes() {
-                            guard let node = self.open(group: group, address: address) else { continue }
+                        for (group, host, port) in try await self.readNodes() {
+                            guard let node = self.open(group: group, host: host, port: port) else { continue }
                             tasks.addTask { await node.client.run() }
-                            tasks.addTask { await self.hub.listen(via: node.client, source: node.name) }
+                            tasks.addTask { await self.hub.listen(via: node.client, source: node.source) }
                         }
                     } catch {
+                        // At start-up the coordinator may not be ready yet: ask again soon.
+                        wait = .seconds(1)
                         self.logger.warning(
                             "Citus nodes not read; pushes go through the coordinator meanwhile",
                             metadata: ["error.type": "\(type(of: error))"])
                     }
-                    try? await Task.sleep(for: self.refresh)
+                    try? await Task.sleep(for: wait)
                 }
                 tasks.cancelAll()
             }
         }
     }
 
-    /// The active primary nodes other than the coordinator: group id and `host:port`.
-    private func readNodes() async throws -> [(Int32, String)] {
+    /// The active primary nodes other than the coordinator: group id, host and port.
+    private func readNodes() async throws -> [(Int32, String, Int)] {
         try await coordinator.withConnection { [logger] connection in
             let rows = try await connection.checkedQuery(
                 """
@@ -83,33 +87,33 @@ final class CitusWorkers: Service, Sendable {
                 WHERE noderole = 'primary' AND isactive AND groupid <> 0
                 ORDER BY groupid
                 """, logger: logger)
-            var nodes: [(Int32, String)] = []
+            var nodes: [(Int32, String, Int)] = []
             for try await (group, host, port) in rows.decode((Int32, String, Int32).self) {
-                nodes.append((group, "\(host):\(port)"))
+                nodes.append((group, host, Int(port)))
             }
             return nodes
         }
     }
 
-    /// A pool for node `group` at `address` when it has none there yet (a node that moved gets a new one; the
-    /// old one's connections stay idle).
-    private func open(group: Int32, address: String) -> (client: PostgresClient, name: String)? {
-        nodes.withLock { nodes -> (client: PostgresClient, name: String)? in
-            guard nodes[group]?.address != address else { return nil }
-            let parts = address.split(separator: ":")
+    /// A pool for node `group` at `host`:`port` when it has none there yet (a node that moved gets a new one;
+    /// the old one's connections stay idle), with one connection more than the coordinator's for its `LISTEN`.
+    /// Returns the pool and the source its `LISTEN` is known by (the node group and address).
+    private func open(group: Int32, host: String, port: Int) -> (client: PostgresClient, source: String)? {
+        nodes.withLock { nodes -> (client: PostgresClient, source: String)? in
+            if let known = nodes[group], known.host == host, known.port == port { return nil }
             var nodeURL = url
-            nodeURL.host = String(parts[0])
-            nodeURL.port = Int(parts[1]) ?? url.port
+            nodeURL.host = host
+            nodeURL.port = port
             let client = PostgresClient(
-                configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize), backgroundLogger: logger)
+                configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize + 1), backgroundLogger: logger)
             let name = "group \(group)"
             nodes[group] = Node(
-                address: address,
+                host: host, port: port,
                 database: Database(
                     client: client, queueLimit: coordinator.queueLimit, acquireTimeout: acquireTimeout,
                     metrics: metrics, node: name))
-            logger.info("Citus node reached directly", metadata: ["sync.citus.node": "\(name) \(address)"])
-            return (client, name)
+            logger.info("Citus node reached directly", metadata: ["sync.citus.node": "\(name) \(host):\(port)"])
+            return (client, "\(name) \(host):\(port)")
         }
     }
 }
