@@ -227,7 +227,9 @@ extension Verifier {
         let directory = URL(fileURLWithPath: manifest.configuration.dataDirectory)
         for scope in Set(devices.map(\.plan.scope)).sorted() {
             let path = directory.appendingPathComponent("verify-\(scope).sqlite").path
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            for suffix in ["", "-wal", "-shm", "-versions"] {
+                try? FileManager.default.removeItem(atPath: path + suffix)
+            }
             let fresh = try Device.openClient(path: path)
             let transport = HTTPClientTransport(
                 baseURL: baseURL,

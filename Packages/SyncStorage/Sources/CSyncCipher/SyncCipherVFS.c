@@ -14,14 +14,28 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #endif
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { P = SYNC_CIPHER_PAGE_SIZE, R = SYNC_CIPHER_RESERVE, WAL_HEADER = 32, FRAME_HEADER = 24 };
-enum { KIND_DB = 'D', KIND_WAL = 'W', KIND_JOURNAL = 'J' };
+enum { KIND_DB = 'D', KIND_WAL = 'W', KIND_JOURNAL = 'J', KIND_VERSIONS = 'V' };
+/// Where the counter sits in a page's reserved bytes.
+enum { COUNTER = P - R + SYNC_CIPHER_NONCE + SYNC_CIPHER_TAG };
+/// The page versions file: magic (8), salt (16), generation (8), pages (8), nonce (12), tag (16), then the
+/// pages' versions (8 bytes each, big-endian), encrypted.
+enum { VERSIONS_HEADER = 8 + SYNC_CIPHER_SALT + 8 + 8 + SYNC_CIPHER_NONCE + SYNC_CIPHER_TAG };
+static const uint8_t versionsMagic[8] = "SYNCVER1";
+/// A version read from disk before a page is overwritten counts only below this (a larger one was not written
+/// by the shim: versions are nanoseconds since 1970).
+static const uint64_t plausibleVersion = 1ull << 62;
 
 static const uint8_t sqliteMagic[16] = "SQLite format 3";
 static const uint8_t journalMagic[8] = {0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7};
@@ -39,7 +53,19 @@ typedef struct Entry {
     int references;  // the registry's own (while registered) and one per open file
     int registered;
     int64_t failedPage;
+    int failedReason;
     char failedFile[512];
+    // Page versions of the main file (docs/ARCHITECTURE.md, "Encryption at rest"). `floors[n - 1]` is the
+    // lowest version page n may have: read from the versions file, or written by this process and synced
+    // since. `written` holds the versions written since the last sync, for pages writtenLow...writtenHigh.
+    // A floor is never above the version on disk, so a crash never makes a page look old.
+    pthread_mutex_t versionsLock;
+    atomic_int versionsState;  // 0: not read yet, 1: read (or there is none), 2: the file does not authenticate
+    uint64_t *floors, *written;
+    int64_t capacity, floorCount, writtenLow, writtenHigh;
+    uint64_t lastVersion, generation;
+    int versionsDirty, saving, openDatabases;
+    int64_t lastSave;  // CLOCK_MONOTONIC nanoseconds
 } Entry;
 
 static SyncCipherHooks hooks;
@@ -48,7 +74,7 @@ static sqlite3_vfs cipherVFS;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static Entry *entries;
 static atomic_int anyRegistered;
-static atomic_llong sealedCount, openedCount, failureCount;
+static atomic_llong sealedCount, openedCount, failureCount, versionsSavedCount;
 
 static Entry *findLocked(const char *path) {
     for (Entry *entry = entries; entry; entry = entry->next) {
@@ -62,6 +88,9 @@ static void releaseLocked(Entry *entry) {
     if (entry->fileKey) hooks.release(entry->fileKey);
     memset(entry->fileKeyBytes, 0, sizeof(entry->fileKeyBytes));
     if (entry->databaseKey) hooks.release(entry->databaseKey);
+    free(entry->floors);
+    free(entry->written);
+    pthread_mutex_destroy(&entry->versionsLock);
     free(entry->path);
     free(entry);
 }
@@ -92,15 +121,21 @@ static void *fileKey(Entry *entry, const uint8_t *saltOnDisk) {
     return key;
 }
 
-static void recordFailure(Entry *entry, const char *file, int64_t page) {
+static void recordFailure(Entry *entry, const char *file, int64_t page, SyncCipherFailure reason) {
     atomic_fetch_add(&failureCount, 1);
     pthread_mutex_lock(&lock);
     entry->failedPage = page;
+    entry->failedReason = (int)reason;
     strncpy(entry->failedFile, file ? file : "?", sizeof(entry->failedFile) - 1);
     entry->failedFile[sizeof(entry->failedFile) - 1] = 0;
     pthread_mutex_unlock(&lock);
-    sqlite3_log(SQLITE_IOERR_DATA, "sync cipher: page %lld of %s fails authentication (damaged, replaced, or "
-                                   "not this key's)", (long long)page, file ? file : "?");
+    if (reason == SyncCipherFailureOlderVersion) {
+        sqlite3_log(SQLITE_IOERR_DATA, "sync cipher: page %lld of %s is older than its recorded version",
+                    (long long)page, file ? file : "?");
+    } else {
+        sqlite3_log(SQLITE_IOERR_DATA, "sync cipher: page %lld of %s fails authentication (damaged, replaced, or "
+                                       "not this key's)", (long long)page, file ? file : "?");
+    }
 }
 
 // MARK: - Page encryption
@@ -110,6 +145,12 @@ static void put64(uint8_t *out, uint64_t value) {
         out[i] = (uint8_t)value;
         value >>= 8;
     }
+}
+
+static uint64_t get64(const uint8_t *bytes) {
+    uint64_t value = 0;
+    for (int i = 0; i < 8; i++) value = (value << 8) | bytes[i];
+    return value;
 }
 
 static void makeAAD(uint8_t *aad, const Entry *entry, uint8_t kind, uint64_t page, const uint8_t *walSalts,
@@ -171,7 +212,7 @@ static int nativeSeal(const uint8_t *key, uint8_t *data, int length, const uint8
     if (RAND_bytes(nonce, SYNC_CIPHER_NONCE) != 1) return 1;
     EVP_CIPHER_CTX *ctx = nativeContext(&sealing, key, nonce, 1);
     if (!ctx || EVP_EncryptUpdate(ctx, NULL, &out, aad, aadLength) != 1 ||
-        EVP_EncryptUpdate(ctx, data, &out, data, length) != 1 || out != length ||
+        (length > 0 && (EVP_EncryptUpdate(ctx, data, &out, data, length) != 1 || out != length)) ||
         EVP_EncryptFinal_ex(ctx, data + length, &out) != 1 ||
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, SYNC_CIPHER_TAG, tag) != 1) {
         sealing.keyed = 0;  // initialized in full next time
@@ -192,7 +233,7 @@ static int nativeOpen(const uint8_t *key, uint8_t *data, int length, const uint8
         opening.keyed = 0;
         return 1;
     }
-    if (EVP_DecryptUpdate(ctx, data, &out, data, length) != 1 || out != length ||
+    if ((length > 0 && (EVP_DecryptUpdate(ctx, data, &out, data, length) != 1 || out != length)) ||
         EVP_DecryptFinal_ex(ctx, data + length, &out) != 1) {
         memset(data, 0, (size_t)length);
         opening.keyed = 0;
@@ -225,11 +266,13 @@ static int openBytes(Entry *entry, void *key, uint8_t *data, int length, const u
 #endif
 }
 
-/// Encrypts a page image in place: bytes [start, P - R) with page 1's salt in bytes 0..15.
-static int sealPage(Entry *entry, void *key, uint8_t *page, uint8_t kind, uint64_t pgno, const uint8_t *walSalts) {
+/// Encrypts a page image in place: bytes [start, P - R) with page 1's salt in bytes 0..15, bound to `counter`.
+static int sealPage(Entry *entry, void *key, uint8_t *page, uint8_t kind, uint64_t pgno, const uint8_t *walSalts,
+                    uint64_t counter) {
     uint8_t *reserve = page + P - R;
     uint8_t aad[SYNC_CIPHER_AAD];
-    memset(reserve + SYNC_CIPHER_NONCE + SYNC_CIPHER_TAG, 0, 12);  // counter and padding: zero in format 1
+    put64(page + COUNTER, counter);
+    memset(page + COUNTER + 8, 0, 4);
     makeAAD(aad, entry, kind, pgno, walSalts, reserve + SYNC_CIPHER_NONCE + SYNC_CIPHER_TAG);
     int start = (pgno == 1) ? SYNC_CIPHER_SALT : 0;
     if (sealBytes(entry, key, page + start, P - R - start, aad, reserve, reserve + SYNC_CIPHER_NONCE))
@@ -239,20 +282,249 @@ static int sealPage(Entry *entry, void *key, uint8_t *page, uint8_t kind, uint64
     return SQLITE_OK;
 }
 
+/// Decrypts a page image in place and returns its counter in `counter`.
 static int openPage(Entry *entry, void *key, uint8_t *page, uint8_t kind, uint64_t pgno, const uint8_t *walSalts,
-                    const char *file, int64_t reported) {
+                    const char *file, int64_t reported, uint64_t *counter) {
     uint8_t *reserve = page + P - R;
     uint8_t aad[SYNC_CIPHER_AAD];
     makeAAD(aad, entry, kind, pgno, walSalts, reserve + SYNC_CIPHER_NONCE + SYNC_CIPHER_TAG);
     int start = (pgno == 1) ? SYNC_CIPHER_SALT : 0;
     if (openBytes(entry, key, page + start, P - R - start, aad, reserve, reserve + SYNC_CIPHER_NONCE)) {
-        if (file) recordFailure(entry, file, reported);  // NULL: the caller decides
+        if (file) recordFailure(entry, file, reported, SyncCipherFailureAuthentication);  // NULL: the caller decides
         return SQLITE_IOERR_DATA;
     }
+    *counter = get64(page + COUNTER);
     if (pgno == 1) memcpy(page, sqliteMagic, 16);
     memset(reserve, 0, R);
     atomic_fetch_add(&openedCount, 1);
     return SQLITE_OK;
+}
+
+// MARK: - Page versions
+
+static uint64_t clockNanos(clockid_t clock) {
+    struct timespec now;
+    clock_gettime(clock, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/// `<database>-versions`, allocated (NULL without memory).
+static char *versionsPath(const Entry *entry) {
+    size_t size = strlen(entry->path) + sizeof("-versions");
+    char *path = malloc(size);
+    if (path) snprintf(path, size, "%s-versions", entry->path);
+    return path;
+}
+
+/// Room for `pages` floors and written versions (versionsLock held). 0 without memory.
+static int reserveVersions(Entry *entry, int64_t pages) {
+    if (pages <= entry->capacity) return 1;
+    int64_t capacity = entry->capacity ? entry->capacity : 1024;
+    while (capacity < pages) capacity *= 2;
+    uint64_t *floors = realloc(entry->floors, (size_t)capacity * 8);
+    if (!floors) return 0;
+    entry->floors = floors;
+    uint64_t *written = realloc(entry->written, (size_t)capacity * 8);
+    if (!written) return 0;
+    entry->written = written;
+    memset(floors + entry->capacity, 0, (size_t)(capacity - entry->capacity) * 8);
+    memset(written + entry->capacity, 0, (size_t)(capacity - entry->capacity) * 8);
+    entry->capacity = capacity;
+    return 1;
+}
+
+static void makeVersionsAAD(uint8_t *aad, const Entry *entry, uint64_t pages, uint64_t generation) {
+    uint8_t counter[8];
+    put64(counter, generation);
+    makeAAD(aad, entry, KIND_VERSIONS, pages, NULL, counter);
+}
+
+/// Takes the floors from the bytes of a versions file (versionsLock held): 1 when they are this file's and
+/// authentic, or another file's (a file this one replaced: none taken); 2 when they do not authenticate.
+static int takeVersions(Entry *entry, void *key, uint8_t *bytes, size_t size) {
+    if (size < VERSIONS_HEADER || memcmp(bytes, versionsMagic, 8) != 0) return 2;
+    if (memcmp(bytes + 8, entry->salt, SYNC_CIPHER_SALT) != 0) return 1;
+    uint64_t generation = get64(bytes + 24), pages = get64(bytes + 32);
+    if (pages > (size - VERSIONS_HEADER) / 8 || VERSIONS_HEADER + pages * 8 != size) return 2;
+    uint8_t aad[SYNC_CIPHER_AAD];
+    makeVersionsAAD(aad, entry, pages, generation);
+    uint8_t *body = bytes + VERSIONS_HEADER;
+    if (openBytes(entry, key, body, (int)(pages * 8), aad, bytes + 40, bytes + 52)) return 2;
+    if (!reserveVersions(entry, (int64_t)pages)) return 1;  // no floors: never a false alarm
+    for (uint64_t index = 0; index < pages; index++) {
+        uint64_t version = get64(body + 8 * index);
+        entry->floors[index] = version;
+        if (version > entry->lastVersion) entry->lastVersion = version;
+    }
+    entry->floorCount = (int64_t)pages;
+    entry->generation = generation;
+    return 1;
+}
+
+/// Reads the database's versions file once its key is known. A missing one means no floors yet.
+static void loadVersions(Entry *entry, void *key) {
+    if (atomic_load(&entry->versionsState) != 0 || !key) return;
+    pthread_mutex_lock(&entry->versionsLock);
+    if (atomic_load(&entry->versionsState) == 0) {
+        int state = 1;
+        char *path = versionsPath(entry);
+        int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        struct stat info;
+        if (fd >= 0 && fstat(fd, &info) == 0) {
+            size_t size = (size_t)info.st_size, done = 0;
+            uint8_t *bytes = malloc(size + 1);
+            while (bytes && done < size) {
+                ssize_t got = pread(fd, bytes + done, size - done, (off_t)done);
+                if (got <= 0) break;
+                done += (size_t)got;
+            }
+            if (bytes && done == size) state = takeVersions(entry, key, bytes, size);
+            free(bytes);
+        }
+        if (fd >= 0) close(fd);
+        free(path);
+        if (state == 2) {
+            sqlite3_log(SQLITE_IOERR_DATA, "sync cipher: the page versions of %s do not authenticate",
+                        entry->path);
+        }
+        atomic_store(&entry->versionsState, state);
+    }
+    pthread_mutex_unlock(&entry->versionsLock);
+}
+
+static int writeAll(int fd, const uint8_t *bytes, size_t size) {
+    while (size > 0) {
+        ssize_t wrote = write(fd, bytes, size);
+        if (wrote <= 0) return 0;
+        bytes += wrote;
+        size -= (size_t)wrote;
+    }
+    return 1;
+}
+
+/// Writes the floors to the versions file: a copy beside it, synced, then renamed over it. A failure keeps the
+/// old file (floors lower than the pages', never higher: safe) and is logged. A damaged file is never replaced:
+/// the database stays refused until someone removes it.
+static void saveVersions(Entry *entry) {
+    pthread_mutex_lock(&entry->versionsLock);
+    if (entry->saving || !entry->versionsDirty || atomic_load(&entry->versionsState) != 1 || !entry->fileKey) {
+        pthread_mutex_unlock(&entry->versionsLock);
+        return;
+    }
+    entry->saving = 1;
+    entry->versionsDirty = 0;
+    entry->lastSave = (int64_t)clockNanos(CLOCK_MONOTONIC);
+    uint64_t pages = (uint64_t)entry->floorCount, generation = ++entry->generation;
+    size_t size = VERSIONS_HEADER + pages * 8;
+    uint8_t *bytes = malloc(size);
+    for (uint64_t index = 0; bytes && index < pages; index++) {
+        put64(bytes + VERSIONS_HEADER + 8 * index, entry->floors[index]);
+    }
+    pthread_mutex_unlock(&entry->versionsLock);
+
+    int saved = 0;
+    char *path = versionsPath(entry);
+    size_t temporarySize = path ? strlen(path) + 32 : 0;
+    char *temporary = path ? malloc(temporarySize) : NULL;
+    if (bytes && temporary) {
+        memcpy(bytes, versionsMagic, 8);
+        memcpy(bytes + 8, entry->salt, SYNC_CIPHER_SALT);
+        put64(bytes + 24, generation);
+        put64(bytes + 32, pages);
+        uint8_t aad[SYNC_CIPHER_AAD];
+        makeVersionsAAD(aad, entry, pages, generation);
+        snprintf(temporary, temporarySize, "%s.%ld.tmp", path, (long)getpid());
+        if (sealBytes(entry, entry->fileKey, bytes + VERSIONS_HEADER, (int)(pages * 8), aad, bytes + 40,
+                      bytes + 52) == 0) {
+            int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (fd >= 0) {
+                saved = writeAll(fd, bytes, size) && fsync(fd) == 0;
+                saved = close(fd) == 0 && saved;
+                saved = saved && rename(temporary, path) == 0;
+                if (!saved) unlink(temporary);
+            }
+        }
+    }
+    if (saved) {
+        atomic_fetch_add(&versionsSavedCount, 1);
+    } else {
+        sqlite3_log(SQLITE_IOERR_WRITE, "sync cipher: the page versions of %s were not saved", entry->path);
+    }
+    free(temporary);
+    free(path);
+    free(bytes);
+    pthread_mutex_lock(&entry->versionsLock);
+    entry->saving = 0;
+    if (!saved) entry->versionsDirty = 1;
+    pthread_mutex_unlock(&entry->versionsLock);
+}
+
+/// The version of a write of page `pgno`: above every version this process knows of, the version on disk
+/// (`onDisk`, unauthenticated: taken only when plausible) and the page's floor, and at least the time in
+/// nanoseconds, so that another process's later writes come out higher too.
+static uint64_t writeVersion(Entry *entry, int64_t pgno, uint64_t onDisk) {
+    uint64_t now = clockNanos(CLOCK_REALTIME);
+    pthread_mutex_lock(&entry->versionsLock);
+    uint64_t version = entry->lastVersion + 1;
+    if (now > version) version = now;
+    if (onDisk < plausibleVersion && onDisk >= version) version = onDisk + 1;
+    if (pgno <= entry->floorCount && entry->floors[pgno - 1] >= version) version = entry->floors[pgno - 1] + 1;
+    entry->lastVersion = version;
+    if (reserveVersions(entry, pgno)) {
+        entry->written[pgno - 1] = version;
+        if (entry->writtenLow > entry->writtenHigh) {
+            entry->writtenLow = entry->writtenHigh = pgno;
+        } else if (pgno < entry->writtenLow) {
+            entry->writtenLow = pgno;
+        } else if (pgno > entry->writtenHigh) {
+            entry->writtenHigh = pgno;
+        }
+    }
+    pthread_mutex_unlock(&entry->versionsLock);
+    return version;
+}
+
+/// Whether page `pgno`, read with `version`, is older than its floor.
+static int olderThanFloor(Entry *entry, int64_t pgno, uint64_t version) {
+    pthread_mutex_lock(&entry->versionsLock);
+    uint64_t floor = pgno <= entry->floorCount ? entry->floors[pgno - 1] : 0;
+    if (version > entry->lastVersion && version < plausibleVersion) entry->lastVersion = version;
+    pthread_mutex_unlock(&entry->versionsLock);
+    return version < floor;
+}
+
+/// The main file was synced: the versions written before are on disk and become floors (saved at most once a
+/// second, and when the last connection closes).
+static void promoteWritten(Entry *entry) {
+    pthread_mutex_lock(&entry->versionsLock);
+    for (int64_t page = entry->writtenLow; page <= entry->writtenHigh; page++) {
+        uint64_t version = entry->written[page - 1];
+        if (!version) continue;
+        entry->written[page - 1] = 0;
+        if (version > entry->floors[page - 1]) {
+            entry->floors[page - 1] = version;
+            entry->versionsDirty = 1;
+        }
+        if (page > entry->floorCount) entry->floorCount = page;
+    }
+    entry->writtenLow = 1;
+    entry->writtenHigh = 0;
+    int save = entry->versionsDirty && clockNanos(CLOCK_MONOTONIC) - (uint64_t)entry->lastSave >= 1000000000ull;
+    pthread_mutex_unlock(&entry->versionsLock);
+    if (save) saveVersions(entry);
+}
+
+/// The main file was truncated to `pages`: the pages past it have no floor any more.
+static void trimVersions(Entry *entry, int64_t pages) {
+    pthread_mutex_lock(&entry->versionsLock);
+    if (entry->floorCount > pages) {
+        memset(entry->floors + pages, 0, (size_t)(entry->floorCount - pages) * 8);
+        entry->floorCount = pages;
+        entry->versionsDirty = 1;
+    }
+    for (int64_t page = pages + 1; page <= entry->writtenHigh; page++) entry->written[page - 1] = 0;
+    if (entry->writtenHigh > pages) entry->writtenHigh = pages;
+    pthread_mutex_unlock(&entry->versionsLock);
 }
 
 // MARK: - Encrypted files
@@ -301,7 +573,22 @@ static int readDatabasePage(CipherFile *file, uint8_t *out, int64_t pgno) {
         key = fileKey(file->entry, salt);
     }
     file->key = key;  // the entry's, for as long as the entry lives (this file holds it)
-    return openPage(file->entry, key, out, KIND_DB, (uint64_t)pgno, NULL, file->name, pgno);
+    Entry *entry = file->entry;
+    loadVersions(entry, key);
+    if (atomic_load(&entry->versionsState) == 2) {
+        char *versions = versionsPath(entry);
+        recordFailure(entry, versions, pgno, SyncCipherFailureVersionsDamaged);
+        free(versions);
+        return SQLITE_IOERR_DATA;
+    }
+    uint64_t version = 0;
+    rc = openPage(entry, key, out, KIND_DB, (uint64_t)pgno, NULL, file->name, pgno, &version);
+    if (rc == SQLITE_OK && olderThanFloor(entry, pgno, version)) {
+        memset(out, 0, P);
+        recordFailure(entry, file->name, pgno, SyncCipherFailureOlderVersion);
+        return SQLITE_IOERR_DATA;
+    }
+    return rc;
 }
 
 static int databaseRead(CipherFile *file, uint8_t *out, int amount, int64_t offset) {
@@ -331,13 +618,25 @@ static int databaseWrite(CipherFile *file, const uint8_t *data, int amount, int6
     if (pgno == 1 && (get32(data + 16) >> 16 != (P == 65536 ? 1 : P) || data[20] < R))
         return SQLITE_IOERR_WRITE;  // not this format's page size, or no room for the nonce and tag
     void *key = cachedKey(file);
+    loadVersions(file->entry, key);
+    // The version the page has on disk now, if it is there: the new one must be above it.
+    uint8_t onDisk[8] = {0};
+    if (file->real->pMethods->xRead(file->real, onDisk, 8, offset + COUNTER) != SQLITE_OK) memset(onDisk, 0, 8);
+    uint64_t version = writeVersion(file->entry, (int64_t)pgno, get64(onDisk));
     memcpy(file->page, data, P);
-    int rc = sealPage(file->entry, key, file->page, KIND_DB, pgno, NULL);
+    int rc = sealPage(file->entry, key, file->page, KIND_DB, pgno, NULL, version);
     if (rc != SQLITE_OK) return rc;
     return file->real->pMethods->xWrite(file->real, file->page, P, offset);
 }
 
-/// WAL: frame `n` (from 0) has its header at 32 + n * (24 + P) and its page right after.
+/// WAL: frame `n` (from 0) has its header at 32 + n * (24 + P) and its page right after; its counter is n + 1.
+static uint64_t walFrameNumber(int64_t frameStart) {
+    return (uint64_t)((frameStart - WAL_HEADER) / (FRAME_HEADER + P)) + 1;
+}
+
+/// Whether a frame's counter puts it where it is: its own number, or 0 (sealed before frames were numbered).
+static int walFrameInPlace(uint64_t counter, uint64_t frame) { return counter == 0 || counter == frame; }
+
 static int walFrameData(int64_t offset, int64_t *frameStart) {
     if (offset < WAL_HEADER) return 0;
     int64_t relative = (offset - WAL_HEADER) % (FRAME_HEADER + P);
@@ -353,8 +652,9 @@ static int walHeader(CipherFile *file, int64_t headerOffset, uint8_t *header) {
     return file->real->pMethods->xRead(file->real, header, FRAME_HEADER, headerOffset);
 }
 
-/// Whether frame data at `offset` (header first) carries the WAL's current salts and authenticates.
-static int walFrameAuthenticates(CipherFile *file, uint8_t *frame, const uint8_t *walSalts) {
+/// Whether frame data at `offset` (header first) carries the WAL's current salts, authenticates, and is frame
+/// `number`.
+static int walFrameAuthenticates(CipherFile *file, uint8_t *frame, const uint8_t *walSalts, uint64_t number) {
     if (memcmp(frame + 8, walSalts, 8) != 0) return 0;
     uint8_t *reserve = frame + FRAME_HEADER + P - R;
     uint8_t aad[SYNC_CIPHER_AAD];
@@ -363,7 +663,8 @@ static int walFrameAuthenticates(CipherFile *file, uint8_t *frame, const uint8_t
     int start = pgno == 1 ? SYNC_CIPHER_SALT : 0;
     void *key = cachedKey(file);
     return openBytes(file->entry, key, frame + FRAME_HEADER + start, P - R - start, aad, reserve,
-                     reserve + SYNC_CIPHER_NONCE) == 0;
+                     reserve + SYNC_CIPHER_NONCE) == 0 &&
+           walFrameInPlace(get64(frame + FRAME_HEADER + COUNTER), number);
 }
 
 /// A whole frame, read while SQLite rebuilds the WAL's index. A frame that does not authenticate is the log's
@@ -371,20 +672,25 @@ static int walFrameAuthenticates(CipherFile *file, uint8_t *frame, const uint8_t
 /// plaintext WAL); followed by a valid frame of the same log, it is damage in the middle: an error.
 static int walRecoveryRead(CipherFile *file, uint8_t *out, int64_t offset) {
     void *key = cachedKey(file);
-    int64_t frame = (offset - WAL_HEADER) / (FRAME_HEADER + P) + 1;
-    int rc = openPage(file->entry, key, out + FRAME_HEADER, KIND_WAL, get32(out), out + 8, NULL, 0);
-    if (rc == SQLITE_OK) return rc;
+    int64_t frame = (int64_t)walFrameNumber(offset);
+    uint64_t counter = 0;
+    int rc = openPage(file->entry, key, out + FRAME_HEADER, KIND_WAL, get32(out), out + 8, NULL, 0, &counter);
+    if (rc == SQLITE_OK) {
+        if (walFrameInPlace(counter, (uint64_t)frame)) return rc;
+        recordFailure(file->entry, file->name, frame, SyncCipherFailureAuthentication);  // a frame moved here
+        return SQLITE_IOERR_DATA;
+    }
     uint8_t walHeaderBytes[WAL_HEADER];
     uint8_t *next = malloc(FRAME_HEADER + P);
     int damaged = 0;
     if (next && file->real->pMethods->xRead(file->real, walHeaderBytes, WAL_HEADER, 0) == SQLITE_OK &&
         memcmp(out + 8, walHeaderBytes + 16, 8) == 0 &&
         file->real->pMethods->xRead(file->real, next, FRAME_HEADER + P, offset + FRAME_HEADER + P) == SQLITE_OK) {
-        damaged = walFrameAuthenticates(file, next, walHeaderBytes + 16);
+        damaged = walFrameAuthenticates(file, next, walHeaderBytes + 16, (uint64_t)frame + 1);
     }
     free(next);
     if (damaged) {
-        recordFailure(file->entry, file->name, frame);
+        recordFailure(file->entry, file->name, frame, SyncCipherFailureAuthentication);
         return SQLITE_IOERR_DATA;
     }
     memset(out + FRAME_HEADER, 0, P);
@@ -401,8 +707,15 @@ static int walRead(CipherFile *file, uint8_t *out, int amount, int64_t offset) {
         rc = walHeader(file, frameStart, header);
         if (rc != SQLITE_OK) return rc;
         void *key = cachedKey(file);
-        return openPage(file->entry, key, out, KIND_WAL, get32(header), header + 8, file->name,
-                        (offset - WAL_HEADER) / (FRAME_HEADER + P) + 1);
+        uint64_t frame = walFrameNumber(frameStart), counter = 0;
+        rc = openPage(file->entry, key, out, KIND_WAL, get32(header), header + 8, file->name, (int64_t)frame,
+                      &counter);
+        if (rc == SQLITE_OK && !walFrameInPlace(counter, frame)) {
+            memset(out, 0, P);
+            recordFailure(file->entry, file->name, (int64_t)frame, SyncCipherFailureAuthentication);
+            return SQLITE_IOERR_DATA;
+        }
+        return rc;
     }
     if (amount == FRAME_HEADER + P && walFrameData(offset + FRAME_HEADER, &frameStart)) {
         return walRecoveryRead(file, out, offset);
@@ -424,7 +737,7 @@ static int walWrite(CipherFile *file, const uint8_t *data, int amount, int64_t o
         if (rc != SQLITE_OK) return rc;
         void *key = cachedKey(file);
         memcpy(file->page, data, P);
-        rc = sealPage(file->entry, key, file->page, KIND_WAL, get32(header), header + 8);
+        rc = sealPage(file->entry, key, file->page, KIND_WAL, get32(header), header + 8, walFrameNumber(frameStart));
         if (rc != SQLITE_OK) return rc;
         return file->real->pMethods->xWrite(file->real, file->page, P, offset);
     }
@@ -459,7 +772,8 @@ static int journalRead(CipherFile *file, uint8_t *out, int amount, int64_t offse
     if (amount != P || offset < 4 || memcmp(out, journalMagic, 8) == 0 || !journalIsPage(file, NULL, amount, offset))
         return SQLITE_OK;
     void *key = cachedKey(file);
-    return openPage(file->entry, key, out, KIND_JOURNAL, file->pgno, NULL, file->name, file->pgno);
+    uint64_t counter = 0;
+    return openPage(file->entry, key, out, KIND_JOURNAL, file->pgno, NULL, file->name, file->pgno, &counter);
 }
 
 static int journalWrite(CipherFile *file, const uint8_t *data, int amount, int64_t offset) {
@@ -469,7 +783,7 @@ static int journalWrite(CipherFile *file, const uint8_t *data, int amount, int64
     } else if (journalIsPage(file, data, amount, offset)) {
         void *key = cachedKey(file);
         memcpy(file->page, data, P);
-        int rc = sealPage(file->entry, key, file->page, KIND_JOURNAL, file->pgno, NULL);
+        int rc = sealPage(file->entry, key, file->page, KIND_JOURNAL, file->pgno, NULL, 0);
         if (rc != SQLITE_OK) return rc;
         return file->real->pMethods->xWrite(file->real, file->page, P, offset);
     }
@@ -480,9 +794,24 @@ static int journalWrite(CipherFile *file, const uint8_t *data, int amount, int64
 
 static int cipherClose(sqlite3_file *handle) {
     CipherFile *file = (CipherFile *)handle;
+    Entry *entry = file->entry;
+    int last = 0, unsynced = 0;
+    if (file->kind == KIND_DB) {
+        pthread_mutex_lock(&entry->versionsLock);
+        last = --entry->openDatabases == 0;
+        unsynced = entry->writtenLow <= entry->writtenHigh;
+        pthread_mutex_unlock(&entry->versionsLock);
+        // The last connection's writes that SQLite did not sync (synchronous off, VACUUM INTO's copy): synced
+        // here, so that their versions count.
+        if (last && unsynced && file->real->pMethods &&
+            file->real->pMethods->xSync(file->real, SQLITE_SYNC_NORMAL) == SQLITE_OK) {
+            promoteWritten(entry);
+        }
+    }
     int rc = file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
+    if (last) saveVersions(entry);
     free(file->page);
-    releaseEntry(file->entry);
+    releaseEntry(entry);
     return rc;
 }
 
@@ -505,9 +834,16 @@ static int cipherTruncate(sqlite3_file *f, sqlite3_int64 size) {
     CipherFile *file = (CipherFile *)f;
     if (file->kind == KIND_WAL) file->headerOffset = -1;
     file->pgnoOffset = -1;
-    return REAL(f)->pMethods->xTruncate(REAL(f), size);
+    int rc = REAL(f)->pMethods->xTruncate(REAL(f), size);
+    if (rc == SQLITE_OK && file->kind == KIND_DB) trimVersions(file->entry, (size + P - 1) / P);
+    return rc;
 }
-static int cipherSync(sqlite3_file *f, int flags) { return REAL(f)->pMethods->xSync(REAL(f), flags); }
+static int cipherSync(sqlite3_file *f, int flags) {
+    CipherFile *file = (CipherFile *)f;
+    int rc = REAL(f)->pMethods->xSync(REAL(f), flags);
+    if (rc == SQLITE_OK && file->kind == KIND_DB) promoteWritten(file->entry);
+    return rc;
+}
 static int cipherFileSize(sqlite3_file *f, sqlite3_int64 *size) {
     return REAL(f)->pMethods->xFileSize(REAL(f), size);
 }
@@ -676,6 +1012,11 @@ static int cipherOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *han
         return rc;
     }
     file->base.pMethods = &cipherMethods;
+    if (kind == KIND_DB) {
+        pthread_mutex_lock(&entry->versionsLock);
+        entry->openDatabases++;
+        pthread_mutex_unlock(&entry->versionsLock);
+    }
     return SQLITE_OK;
 }
 
@@ -770,6 +1111,9 @@ int sync_cipher_register(const char *path, void *databaseKey) {
     entry->databaseKey = databaseKey;
     entry->references = 1;
     entry->registered = 1;
+    pthread_mutex_init(&entry->versionsLock, NULL);
+    entry->writtenLow = 1;
+    entry->writtenHigh = 0;
     entry->next = entries;
     entries = entry;
     atomic_store(&anyRegistered, 1);
@@ -799,7 +1143,7 @@ void sync_cipher_unregister(const char *path) {
     free(full);
 }
 
-int64_t sync_cipher_last_failure(const char *path, char *file, int capacity) {
+int64_t sync_cipher_last_failure(const char *path, char *file, int capacity, int *reason) {
     if (!base || capacity <= 0) return 0;
     int size = base->mxPathname + 1;
     char *full = malloc((size_t)size);
@@ -809,6 +1153,7 @@ int64_t sync_cipher_last_failure(const char *path, char *file, int capacity) {
         Entry *entry = findLocked(full);
         if (entry && entry->failedPage) {
             page = entry->failedPage;
+            if (reason) *reason = entry->failedReason;
             strncpy(file, entry->failedFile, (size_t)capacity - 1);
             file[capacity - 1] = 0;
         }
@@ -819,7 +1164,8 @@ int64_t sync_cipher_last_failure(const char *path, char *file, int capacity) {
 }
 
 SyncCipherCounters sync_cipher_counters(void) {
-    return (SyncCipherCounters){atomic_load(&sealedCount), atomic_load(&openedCount), atomic_load(&failureCount)};
+    return (SyncCipherCounters){atomic_load(&sealedCount), atomic_load(&openedCount), atomic_load(&failureCount),
+                                atomic_load(&versionsSavedCount)};
 }
 
 int sync_cipher_cross_check(void *fileKey, const uint8_t *keyBytes) {

@@ -181,6 +181,77 @@ import Testing
         #expect(failure?.message.contains("page \(page + 1) of \(path) ") == true, "\(failure?.message ?? "")")
     }
 
+    /// A database of 2,000 notes, closed, then every note changed (every page of the table and the index written
+    /// again) and closed again: the file before the change and the path.
+    static func changedTwice(in directory: TemporaryDirectory, keys: FileKeyProvider) async throws -> (
+        before: Data, path: String
+    ) {
+        let path = directory.path("a.sqlite")
+        do { try Self.fill(SyncDatabase(path: path, configuration: Self.encrypted(keys)), rows: 2_000) }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        do {
+            let database = try SyncDatabase(path: path, configuration: Self.encrypted(keys))
+            try await database.writer.write { db in
+                try db.execute(sql: "UPDATE note SET title = title || ' (2)', body = upper(body)")
+            }
+        }
+        return (before, path)
+    }
+
+    @Test func aPageFromAnOlderCopyOfTheFileIsNamedAndNothingOldIsReturned() async throws {
+        let directory = try TemporaryDirectory()
+        let keys = FileKeyProvider(path: directory.path("keys"))
+        let (before, path) = try await Self.changedTwice(in: directory, keys: keys)
+        #expect(DurableFile.exists(path + SyncDatabase.versionsSuffix))
+        var file = try Data(contentsOf: URL(fileURLWithPath: path))
+        // A page written again since the copy, from the middle of the file: its older version put back.
+        let changed = (1..<before.count / 4096).filter { page in
+            file[page * 4096..<(page + 1) * 4096] != before[page * 4096..<(page + 1) * 4096]
+        }
+        #expect(changed.count > before.count / 4096 / 2, "most pages were written again")
+        let page = changed[changed.count / 2]
+        file.replaceSubrange(page * 4096..<(page + 1) * 4096, with: before[page * 4096..<(page + 1) * 4096])
+        try file.write(to: URL(fileURLWithPath: path))
+        // The old page still authenticates: only its version gives it away.
+        let database = try SyncDatabase(path: path, configuration: Self.encrypted(keys))
+        let failure = await #expect(throws: StorageError.self) { _ = try await database.verifyPages() }
+        #expect(failure?.code == "storage.pageVersion")
+        #expect(failure?.message.contains("page \(page + 1) of \(path) is older") == true, "\(failure?.message ?? "")")
+    }
+
+    @Test func pageVersionsThatDoNotAuthenticateRefuseTheFileUntilRemoved() async throws {
+        let directory = try TemporaryDirectory()
+        let keys = FileKeyProvider(path: directory.path("keys"))
+        let (_, path) = try await Self.changedTwice(in: directory, keys: keys)
+        let versions = path + SyncDatabase.versionsSuffix
+        try Self.flip(path: versions, at: try #require(DurableFile.size(versions)) - 100)
+        let failure = #expect(throws: StorageError.self) {
+            _ = try Self.count(SyncDatabase(path: path, configuration: Self.encrypted(keys)))
+        }
+        #expect(failure?.code == "storage.pageVersion")
+        #expect(failure?.message.contains("\(versions) does not authenticate") == true, "\(failure?.message ?? "")")
+        try DurableFile.remove(versions)
+        let database = try SyncDatabase(path: path, configuration: Self.encrypted(keys))
+        #expect(try Self.count(database) == 2_000)
+        #expect(try await database.verifyPages() == [])
+    }
+
+    @Test func aFrameMovedWithinTheWALIsNamed() throws {
+        let (copy, keys) = try Self.crashedCopy(transactions: 5)
+        let wal = copy.path("a.sqlite-wal")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: wal))
+        let frame = 24 + 4096
+        #expect((bytes.count - 32) / frame >= 4)
+        // Frame 2, header and page, copied over frame 4: the same log's salts, a page that authenticates.
+        bytes.replaceSubrange(32 + 3 * frame..<32 + 4 * frame, with: bytes[32 + frame..<32 + 2 * frame])
+        try bytes.write(to: URL(fileURLWithPath: wal))
+        let failure = #expect(throws: StorageError.self) {
+            _ = try Self.count(SyncDatabase(path: copy.path("a.sqlite"), configuration: Self.encrypted(keys)))
+        }
+        #expect(failure?.code == "storage.pageAuthentication")
+        #expect(failure?.message.contains("frame 4 of \(wal) ") == true, "\(failure?.message ?? "")")
+    }
+
     /// A copy of an encrypted database and its WAL as a crash would leave them: 20 notes in the file, then
     /// `transactions` transactions of 20 more in the WAL.
     static func crashedCopy(transactions: Int) throws -> (directory: TemporaryDirectory, keys: FileKeyProvider) {

@@ -5,7 +5,9 @@
 
 /// The page format of an encrypted database file (docs/ARCHITECTURE.md, "Encryption at rest").
 #define SYNC_CIPHER_PAGE_SIZE 4096
-/// Bytes SQLite leaves free at the end of every page: nonce (12), tag (16), counter (8), zero (4).
+/// Bytes SQLite leaves free at the end of every page: nonce (12), tag (16), counter (8), zero (4). The counter is
+/// the page's version in the main file (increasing with every write of the page), the frame's number in a WAL
+/// (from 1), zero in a rollback journal.
 #define SYNC_CIPHER_RESERVE 40
 #define SYNC_CIPHER_NONCE 12
 #define SYNC_CIPHER_TAG 16
@@ -43,16 +45,29 @@ int sync_cipher_register(const char *path, void *databaseKey);
 /// close.
 void sync_cipher_unregister(const char *path);
 
+/// Why a page was refused (`sync_cipher_last_failure`).
+typedef enum SyncCipherFailure {
+    /// The page does not authenticate: damaged, from another file or position, or another key's.
+    SyncCipherFailureAuthentication = 0,
+    /// The page authenticates but is older than the version recorded for it in the file's page versions
+    /// (`<database>-versions`): a page or file restored from an older copy.
+    SyncCipherFailureOlderVersion = 1,
+    /// The page versions file of the database does not authenticate: every page of the file is refused.
+    SyncCipherFailureVersionsDamaged = 2,
+} SyncCipherFailure;
+
 /// The last page that failed authentication in the files of `path`'s database, if any: copies the failing
-/// file's name into `file` (at most `capacity` bytes, NUL-terminated) and returns its page (the frame's page
-/// for a WAL, 0 when nothing failed).
-int64_t sync_cipher_last_failure(const char *path, char *file, int capacity);
+/// file's name into `file` (at most `capacity` bytes, NUL-terminated), sets `reason`, and returns its page (the
+/// frame for a WAL, 0 when nothing failed).
+int64_t sync_cipher_last_failure(const char *path, char *file, int capacity, int *reason);
 
 /// Pages of the encrypted files opened so far, read and written, for tests (counted, never timed).
 typedef struct SyncCipherCounters {
     int64_t pagesSealed;
     int64_t pagesOpened;
     int64_t failures;
+    /// Saves of page versions files.
+    int64_t versionsSaved;
 } SyncCipherCounters;
 SyncCipherCounters sync_cipher_counters(void);
 

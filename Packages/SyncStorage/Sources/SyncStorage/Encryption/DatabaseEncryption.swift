@@ -1,3 +1,4 @@
+import CSyncCipher
 import Foundation
 import GRDB
 import GRDBSQLite
@@ -37,6 +38,33 @@ public enum DatabaseFileKind: Sendable, Equatable {
 
 extension SyncDatabase {
     static let encryptingSuffix = ".encrypting"
+    /// The page versions of an encrypted database: the lowest version each page of the file may have
+    /// (docs/ARCHITECTURE.md, "Encryption at rest").
+    static let versionsSuffix = "-versions"
+    /// The files of a database beside the main file.
+    static let companionSuffixes = ["-journal", "-wal", "-shm", versionsSuffix]
+
+    /// Removes `path` and the files beside it: journal, WAL, shared memory, page versions and the copies of
+    /// page versions a process was writing when it stopped.
+    static func removeWithCompanions(_ path: String) throws {
+        for suffix in [""] + companionSuffixes where DurableFile.exists(path + suffix) {
+            try DurableFile.remove(path + suffix)
+        }
+        try removeVersionsCopies(of: path)
+    }
+
+    /// Removes the copies of `path`'s page versions that a process stopped before renaming
+    /// (`<path>-versions.<pid>.tmp`). One that a live process is writing only makes that save fail: it is made
+    /// again later.
+    static func removeVersionsCopies(of path: String) throws {
+        let url = URL(fileURLWithPath: path)
+        let prefix = url.lastPathComponent + versionsSuffix + "."
+        let directory = url.deletingLastPathComponent().path
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        where name.hasPrefix(prefix) && name.hasSuffix(".tmp") {
+            try DurableFile.remove(directory + "/" + name)
+        }
+    }
 
     /// Whether the file at `path` is absent, plain SQLite, or not (encrypted, or not a database).
     public static func fileKind(at path: String) throws -> DatabaseFileKind {
@@ -87,12 +115,11 @@ extension SyncDatabase {
         StorageError(code: "storage.wrongKey", message: "no current key is stored for \(path)")
     }
 
-    /// Removes what an `encrypt` or `rekey` that stopped left beside `path`.
+    /// Removes what an `encrypt` or `rekey` that stopped left beside `path`, and copies of its page versions that
+    /// a process stopped before renaming.
     static func removeLeftovers(of path: String) throws {
-        let copy = path + encryptingSuffix
-        for suffix in ["", "-journal", "-wal", "-shm"] where DurableFile.exists(copy + suffix) {
-            try DurableFile.remove(copy + suffix)
-        }
+        try removeWithCompanions(path + encryptingSuffix)
+        try removeVersionsCopies(of: path)
     }
 
     /// Encrypts the plaintext database at `path` under the key of `keys` (made and stored if there is none),
@@ -136,9 +163,7 @@ extension SyncDatabase {
     public static func destroy(path: String, keys: any KeyProvider) throws {
         try keys.destroy()
         try removeLeftovers(of: path)
-        for suffix in ["", "-journal", "-wal", "-shm"] where DurableFile.exists(path + suffix) {
-            try DurableFile.remove(path + suffix)
-        }
+        try removeWithCompanions(path)
     }
 
     private static func encryptPlaintext(path: String, key: DatabaseKey, onStep: (EncryptionStep) throws -> Void)
@@ -190,6 +215,10 @@ extension SyncDatabase {
             try DurableFile.remove(path + suffix)
         }
         try DurableFile.rename(copy, to: path)
+        // The copy's page versions go with it (the old file's are another salt's: ignored if they stayed).
+        if DurableFile.exists(copy + versionsSuffix) {
+            try DurableFile.rename(copy + versionsSuffix, to: path + versionsSuffix)
+        }
         withExtendedLifetime(registration) {}
         try onStep(.renamed)
     }
@@ -215,10 +244,25 @@ extension SyncDatabase {
             let failure = CipherRegistration.lastFailure(path: path)
         else { return nil }
         let what = failure.file.hasSuffix("-wal") ? "frame" : "page"
-        return StorageError(
-            code: "storage.pageAuthentication",
-            message: "\(what) \(failure.page) of \(failure.file) fails authentication: damaged, replaced, or"
-                + " encrypted under another key", underlying: error)
+        switch failure.reason {
+        case SyncCipherFailureOlderVersion:
+            return StorageError(
+                code: "storage.pageVersion",
+                message: "page \(failure.page) of \(failure.file) is older than the version recorded for it in"
+                    + " \(path)\(versionsSuffix): the page, or the file, was restored from an older copy",
+                underlying: error)
+        case SyncCipherFailureVersionsDamaged:
+            return StorageError(
+                code: "storage.pageVersion",
+                message: "\(failure.file) does not authenticate (damaged, replaced, or another key's), so no page"
+                    + " of \(path) is read (page \(failure.page) was asked for); removing it accepts the file's"
+                    + " pages as they are", underlying: error)
+        default:
+            return StorageError(
+                code: "storage.pageAuthentication",
+                message: "\(what) \(failure.page) of \(failure.file) fails authentication: damaged, replaced, or"
+                    + " encrypted under another key", underlying: error)
+        }
     }
 
     /// Reads every page of the database (`PRAGMA integrity_check` through the cipher): SQLite's own findings,

@@ -172,11 +172,14 @@ final class CipherRegistration: Sendable {
         }
     }
 
-    /// The page that last failed authentication in this database's files: its file and page (frame for a WAL).
-    static func lastFailure(path: String) -> (file: String, page: Int)? {
+    /// The page that last failed authentication in this database's files: its file, page (frame for a WAL) and
+    /// why.
+    static func lastFailure(path: String) -> (file: String, page: Int, reason: SyncCipherFailure)? {
         var name = [CChar](repeating: 0, count: 1024)
-        let page = sync_cipher_last_failure(URL(fileURLWithPath: path).standardizedFileURL.path, &name, 1024)
+        var reason: Int32 = 0
+        let page = sync_cipher_last_failure(URL(fileURLWithPath: path).standardizedFileURL.path, &name, 1024, &reason)
         guard page > 0 else { return nil }
-        return (String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), Int(page))
+        let file = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (file, Int(page), SyncCipherFailure(rawValue: UInt32(reason)))
     }
 }
