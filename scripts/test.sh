@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: every test of every package (`swift test`, extra arguments passed on) with a throwaway
-# PostgreSQL (scripts/with-postgres.sh). Without arguments it runs in three steps on one build: every test
-# but ConsumerPackageTests, then the tests on a Citus cluster (scripts/citus-test.sh: when Citus is installed or
+# PostgreSQL (scripts/with-postgres.sh). Without arguments it runs in four steps on one build: every test
+# but ConsumerPackageTests, then the store, projection and engine suites with every database encrypted at rest,
+# then the tests on a Citus cluster (scripts/citus-test.sh: when Citus is installed or
 # CITUS_SOURCE names its source; it says so when it skips them), then ConsumerPackageTests alone (an app
 # outside the repository builds against it by URL: a build of its own, in this repository's .build so that it
 # compiles the dependencies both share only once; it runs last because it replaces the stack's compiled
@@ -78,6 +79,18 @@ run_in_two_steps() {
     tests="$("$swift" build --show-bin-path)/offline-syncPackageTests.xctest"
     timed "the main suite" watched "$swift" test --skip-build --skip ConsumerPackageTests
     local rest=$?
+    # The store, projection and engine suites again with every database encrypted at rest (as
+    # scripts/test-encrypted.sh runs them): both ways, every time.
+    local keys
+    keys="$(mktemp -d "${TMPDIR:-/tmp}/sync-test-keys.XXXXXX")"
+    timed "the store suites encrypted" watched env SYNC_STORAGE_KEY_FILE="$keys/keys" "$swift" test --skip-build \
+        --filter 'SyncStorageTests|SyncEventStoreTests|NotesDomainTests|SyncEngineTests'
+    local encrypted=$?
+    if [ "$encrypted" -eq 0 ] && [ ! -s "$keys/keys" ]; then
+        echo "make test: no database was opened encrypted (no key file at $keys/keys)"
+        encrypted=1
+    fi
+    rm -rf "$keys"
     # Not watched: a machine without Citus builds it first (scripts/citus.sh install), minutes of a quiet
     # build log.
     timed "the Citus suite" env SWIFT="$swift" scripts/citus-test.sh
@@ -92,7 +105,7 @@ run_in_two_steps() {
         timed "the consumer app" "$swift" test --skip-build --filter ConsumerPackageTests
     fi
     local consumer=$?
-    [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ] && [ "$citus" -eq 0 ]
+    [ "$consumer" -eq 0 ] && [ "$rest" -eq 0 ] && [ "$encrypted" -eq 0 ] && [ "$citus" -eq 0 ]
 }
 if [ "$#" -eq 0 ]; then
     export swift root

@@ -67,6 +67,15 @@ struct PushCommand: AsyncParsableCommand {
     @Option(help: "Seconds pgbench runs.")
     var pgbenchSeconds: Int = 5
 
+    @Option(help: "The server's process id: report its CPU time per push (Linux, from /proc).")
+    var serverPid: Int32?
+
+    @Option(
+        help:
+            "PostgreSQL's postmaster process id: report PostgreSQL's CPU time per push, and per pgbench transaction with --baseline pgbench (its processes', live and ended; Linux, from /proc)."
+    )
+    var postgresPid: Int32?
+
     @Flag(help: "Print one JSON object instead of text.")
     var json: Bool = false
 
@@ -89,6 +98,8 @@ struct PushCommand: AsyncParsableCommand {
                 connectionPool: .init(
                     idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
         let url = server.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/push"
+        let serverBefore = serverPid.map(ProcessCPU.seconds(of:))
+        let postgresBefore = postgresPid.map(ProcessCPU.seconds(ofTree:))
         let started = ContinuousClock.now
         let outcome: Outcome
         do {
@@ -99,6 +110,8 @@ struct PushCommand: AsyncParsableCommand {
             throw error
         }
         let elapsed = ContinuousClock.now - started
+        let serverCPU = serverPid.map(ProcessCPU.seconds(of:)).map { $0 - (serverBefore ?? 0) }
+        let postgresCPU = postgresPid.map(ProcessCPU.seconds(ofTree:)).map { $0 - (postgresBefore ?? 0) }
         try await http.shutdown()
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         var report = PushReport(
@@ -109,7 +122,9 @@ struct PushCommand: AsyncParsableCommand {
             p99Milliseconds: Self.percentile(outcome.latencies, 0.99),
             requestBytesRaw: bodies.reduce(0) { $0 + $1.raw },
             requestBytesWire: bodies.reduce(0) { $0 + $1.wire.readableBytes },
-            responseBytesWire: outcome.responseBytes)
+            responseBytesWire: outcome.responseBytes, pushes: bodies.count)
+        report.serverCPUMicrosecondsPerPush = serverCPU.map { $0 * 1e6 / Double(bodies.count) }
+        report.postgresCPUMicrosecondsPerPush = postgresCPU.map { $0 * 1e6 / Double(bodies.count) }
         if let databaseURL, baseline != .pgbench {
             let copy = try await PGBaselineCommand.measure(
                 databaseURL: databaseURL, rows: events, payloadBytes: payloadBytes)
@@ -117,9 +132,15 @@ struct PushCommand: AsyncParsableCommand {
             report.ratioToCopy = report.eventsPerSecond / copy.rowsPerSecond
         }
         if let databaseURL, baseline != .copy {
+            let before = postgresPid.map(ProcessCPU.seconds(ofTree:))
             let pgbench = try await PGBenchBaseline.measure(
                 databaseURL: databaseURL, clients: pgbenchClients, seconds: pgbenchSeconds, scopes: scopes,
                 payloadBytes: payloadBytes)
+            if let postgresPid, let before, pgbench.transactionsPerSecond > 0 {
+                let transactions = pgbench.transactionsPerSecond * Double(pgbench.seconds)
+                report.pgbenchPostgresCPUMicrosecondsPerTransaction =
+                    (ProcessCPU.seconds(ofTree: postgresPid) - before) * 1e6 / transactions
+            }
             report.pgbench = pgbench
             report.ratioToPGBench = report.eventsPerSecond / pgbench.transactionsPerSecond
         }
@@ -306,6 +327,12 @@ struct PushReport: Codable, Sendable {
     var requestBytesRaw: Int
     var requestBytesWire: Int
     var responseBytesWire: Int
+    var pushes: Int
+    /// CPU time per push of the server's process and of PostgreSQL's (with --server-pid, --postgres-pid).
+    var serverCPUMicrosecondsPerPush: Double?
+    var postgresCPUMicrosecondsPerPush: Double?
+    /// PostgreSQL's CPU time per transaction of the pgbench baseline (its setup included).
+    var pgbenchPostgresCPUMicrosecondsPerTransaction: Double?
     var copyRowsPerSecond: Double?
     var ratioToCopy: Double?
     var pgbench: PGBenchBaseline.Result?
@@ -323,6 +350,13 @@ struct PushReport: Codable, Sendable {
                 requestBytesRaw, requestBytesWire, Double(requestBytesRaw) / Double(max(1, requestBytesWire)),
                 responseBytesWire),
         ]
+        if serverCPUMicrosecondsPerPush != nil || postgresCPUMicrosecondsPerPush != nil {
+            lines.append(
+                "  CPU per push (\(pushes) pushes): server "
+                    + (serverCPUMicrosecondsPerPush.map { String(format: "%.0f µs", $0) } ?? "not measured")
+                    + ", PostgreSQL "
+                    + (postgresCPUMicrosecondsPerPush.map { String(format: "%.0f µs", $0) } ?? "not measured"))
+        }
         if let copyRowsPerSecond, let ratioToCopy {
             lines.append(
                 String(format: "  raw COPY baseline %.0f rows/s; server / COPY = %.2f", copyRowsPerSecond, ratioToCopy))
@@ -334,7 +368,51 @@ struct PushReport: Codable, Sendable {
                         "  pgbench baseline (%@, %d scopes) %.0f transactions/s, latency %.2f ms; server / pgbench = %.2f",
                     pgbench.command, pgbench.scopes, pgbench.transactionsPerSecond, pgbench.latencyMilliseconds ?? 0,
                     ratioToPGBench))
+            if let perTransaction = pgbenchPostgresCPUMicrosecondsPerTransaction {
+                lines.append(
+                    String(
+                        format: "  PostgreSQL CPU per pgbench transaction %.0f µs%@", perTransaction,
+                        postgresCPUMicrosecondsPerPush.map {
+                            String(format: "; per push / per transaction = %.2f", $0 / perTransaction)
+                        } ?? ""))
+            }
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// CPU time of processes, from /proc (Linux; zero elsewhere or when the process is gone).
+enum ProcessCPU {
+    /// The fields of `/proc/<pid>/stat` after the command's closing parenthesis (state is the first, field 3).
+    private static func statFields(_ pid: String) -> [Substring]? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: close)...].split(separator: " ")
+    }
+
+    private static func ticks(_ fields: [Substring], _ indexes: [Int]) -> Double {
+        indexes.reduce(0) { $0 + (fields.count > $1 ? Double(fields[$1]) ?? 0 : 0) }
+    }
+
+    private static var ticksPerSecond: Double { Double(sysconf(Int32(_SC_CLK_TCK))) }
+
+    /// User and system CPU seconds of `pid`.
+    static func seconds(of pid: Int32) -> Double {
+        guard let fields = statFields(String(pid)) else { return 0 }
+        return ticks(fields, [11, 12]) / ticksPerSecond  // utime, stime: fields 14 and 15
+    }
+
+    /// CPU seconds of `parent`, of its children that have ended (cutime, cstime) and of those still running
+    /// (PostgreSQL's postmaster: its backends, its background processes).
+    static func seconds(ofTree parent: Int32) -> Double {
+        guard let own = statFields(String(parent)) else { return 0 }
+        var total = ticks(own, [11, 12, 13, 14])
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for name in names where name.first?.isNumber == true {
+            guard let fields = statFields(name), fields.count > 1, Int32(fields[1]) == parent else { continue }
+            total += ticks(fields, [11, 12])
+        }
+        return total / ticksPerSecond
     }
 }

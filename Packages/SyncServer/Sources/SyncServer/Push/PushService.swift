@@ -45,7 +45,7 @@ struct PushService: Sendable {
         self.hub = hub
         self.metrics = metrics
         self.citus = citus
-        self.repository = EventRepository()
+        self.repository = EventRepository(prepares: citus == nil)
         self.groupLanes = max(1, groupLanes)
         self.groups = groupMaxEvents > 0 ? PushGroups(maxEvents: groupMaxEvents) : nil
     }

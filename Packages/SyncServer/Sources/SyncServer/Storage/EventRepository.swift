@@ -16,6 +16,10 @@ struct EventRepository: Sendable {
     /// scope's name, a space, its new head; see `LongPollHub.notification`).
     static let channel = "sync_events"
 
+    /// Whether the push's statements run as prepared statements (`FixedStatement`): on one PostgreSQL. On a
+    /// Citus cluster they run as unnamed statements, as the cluster routes them (docs/SCALING.md).
+    var prepares = false
+
     /// A scope's head row.
     struct ScopeHead: Sendable, Hashable {
         /// The seq of the scope's last event (0 before the first).
@@ -64,13 +68,27 @@ struct EventRepository: Sendable {
         -> [Scope: ScopeHead]
     {
         let names = scopes.map(\.name).sorted()
+        var heads: [Scope: ScopeHead] = [:]
+        if prepares {
+            var bindings = PostgresBindings()
+            try bindings.append(names)
+            for try await row in try await connection.checkedExecute(LockScopes.self, bindings, logger: logger) {
+                let (scope, head, retained) = try row.decode((String, Int64, Int64).self)
+                heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
+            }
+            return heads
+        }
         let rows = try await connection.checkedQuery(
             "SELECT scope, head, retained_from_seq FROM sync_lock_scopes(\(names)::text[])", logger: logger)
-        var heads: [Scope: ScopeHead] = [:]
         for try await (scope, head, retained) in rows.decode((String, Int64, Int64).self) {
             heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
         }
         return heads
+    }
+
+    enum LockScopes: FixedStatement {
+        static let name = "sync_lock_scopes_1"
+        static let sql = "SELECT scope, head, retained_from_seq FROM sync_lock_scopes($1::text[])"
     }
 
     /// The head rows of `names` (those that exist), with each scope's folded point, unlocked.
@@ -109,6 +127,18 @@ struct EventRepository: Sendable {
         let scopes = keys.map(\.scope.name)
         let uuids = keys.map(\.id.uuid)
         let named = Array(Set(scopes))
+        var stored: [EventKey: Int64] = [:]
+        if prepares {
+            var bindings = PostgresBindings()
+            try bindings.append(scopes)
+            try bindings.append(uuids)
+            try bindings.append(named)
+            for try await row in try await connection.checkedExecute(StoredSeqs.self, bindings, logger: logger) {
+                let (scope, id, seq) = try row.decode((String, UUID, Int64).self)
+                stored[EventKey(scope: try Scope(scope), id: EventID(uuid: id))] = seq
+            }
+            return stored
+        }
         let rows = try await connection.checkedQuery(
             """
             SELECT e.scope, e.event_id, e.seq FROM events e
@@ -116,11 +146,20 @@ struct EventRepository: Sendable {
               ON e.scope = k.scope AND e.event_id = k.event_id
             WHERE e.scope = ANY(\(named)::text[])
             """, logger: logger)
-        var stored: [EventKey: Int64] = [:]
         for try await (scope, id, seq) in rows.decode((String, UUID, Int64).self) {
             stored[EventKey(scope: try Scope(scope), id: EventID(uuid: id))] = seq
         }
         return stored
+    }
+
+    enum StoredSeqs: FixedStatement {
+        static let name = "sync_stored_seqs_1"
+        static let sql = """
+            SELECT e.scope, e.event_id, e.seq FROM events e
+            JOIN unnest($1::text[], $2::uuid[]) AS k(scope, event_id)
+              ON e.scope = k.scope AND e.event_id = k.event_id
+            WHERE e.scope = ANY($3::text[])
+            """
     }
 
     /// The current versions of the given streams (absent streams have none).
@@ -131,6 +170,18 @@ struct EventRepository: Sendable {
         let scopes = keys.map(\.scope.name)
         let streams = keys.map(\.stream)
         let named = Array(Set(scopes))
+        var versions: [PushPlan.StreamKey: Int64] = [:]
+        if prepares {
+            var bindings = PostgresBindings()
+            try bindings.append(scopes)
+            try bindings.append(streams)
+            try bindings.append(named)
+            for try await row in try await connection.checkedExecute(StreamVersions.self, bindings, logger: logger) {
+                let (scope, stream, version) = try row.decode((String, String, Int64).self)
+                versions[PushPlan.StreamKey(scope: try Scope(scope), stream: stream)] = version
+            }
+            return versions
+        }
         let rows = try await connection.checkedQuery(
             """
             SELECT s.scope, s.stream, s.version FROM streams s
@@ -138,20 +189,30 @@ struct EventRepository: Sendable {
               ON s.scope = k.scope AND s.stream = k.stream
             WHERE s.scope = ANY(\(named)::text[])
             """, logger: logger)
-        var versions: [PushPlan.StreamKey: Int64] = [:]
         for try await (scope, stream, version) in rows.decode((String, String, Int64).self) {
             versions[PushPlan.StreamKey(scope: try Scope(scope), stream: stream)] = version
         }
         return versions
     }
 
-    /// A write of one scope with at most this many events, and streams, writes them as `VALUES` rows; others
-    /// as `unnest` of arrays. On a Citus cluster, `INSERT … SELECT` runs through the coordinator on a
-    /// connection of its own, so a push written that way commits in two phases; `VALUES` rows go to their
-    /// shard on the transaction's connection, and a push of one scope commits in one (docs/SCALING.md). A
-    /// write of several scopes (a group of pushes) spans shards, and so workers, anyway. On one PostgreSQL,
-    /// `VALUES` is as fast for one push of a few rows, and arrays are faster for more: `VALUES` for every group
-    /// of up to 32 events cost one-event pushes 7% there.
+    enum StreamVersions: FixedStatement {
+        static let name = "sync_stream_versions_1"
+        static let sql = """
+            SELECT s.scope, s.stream, s.version FROM streams s
+            JOIN unnest($1::text[], $2::text[]) AS k(scope, stream)
+              ON s.scope = k.scope AND s.stream = k.stream
+            WHERE s.scope = ANY($3::text[])
+            """
+    }
+
+    /// An unprepared write (on a Citus cluster) of one scope with at most this many events, and streams, writes
+    /// them as `VALUES` rows; others as `unnest` of arrays. On a Citus cluster, `INSERT … SELECT` runs through
+    /// the coordinator on a connection of its own, so a push written that way commits in two phases; `VALUES`
+    /// rows go to their shard on the transaction's connection, and a push of one scope commits in one
+    /// (docs/SCALING.md). A write of several scopes (a group of pushes) spans shards, and so workers, anyway.
+    /// On one PostgreSQL every write is the prepared statement of arrays (`Write`): parsed and planned once
+    /// per connection, it costs a one-event push about a third less of PostgreSQL's time than `VALUES` parsed
+    /// and planned each time.
     static let valuesRowsLimit = 32
 
     /// Binds values to the `$n` parameters of a statement being written.
@@ -166,7 +227,8 @@ struct EventRepository: Sendable {
     }
 
     /// Inserts the events, moves the scope heads, stores the new stream versions and queues a NOTIFY per
-    /// scope, in one statement.
+    /// scope, in one statement: prepared (`Write`, every value an array) when `prepares`, else unnamed, with
+    /// `VALUES` rows for a few events of one scope (`valuesRowsLimit`).
     /// - Returns: how many events were inserted (fewer than given only if another transaction stored one
     ///   of the ids meanwhile, in which case the caller must roll back and retry to stay gap-free).
     func write(
@@ -175,8 +237,40 @@ struct EventRepository: Sendable {
     ) async throws -> Int {
         var bind = Binder()
         let asValues =
-            heads.count == 1 && !rows.isEmpty && rows.count <= Self.valuesRowsLimit
+            !prepares && heads.count == 1 && !rows.isEmpty && rows.count <= Self.valuesRowsLimit
             && streams.count <= Self.valuesRowsLimit
+        let sql = try Self.writeSQL(rows, heads: heads, streams: streams, asValues: asValues, &bind)
+        var inserted = 0
+        if prepares {
+            assert(sql == Write.sql, "the arrays' statement is the same text every time")
+            for try await row in try await connection.checkedExecute(Write.self, bind.bindings, logger: logger) {
+                inserted = Int(try row.decode((Int64, Int64, Int64, Int64).self).0)
+            }
+            return inserted
+        }
+        let result = try await connection.checkedQuery(
+            PostgresQuery(unsafeSQL: sql, binds: bind.bindings), logger: logger)
+        for try await (count, _, _, _) in result.decode((Int64, Int64, Int64, Int64).self) {
+            inserted = Int(count)
+        }
+        return inserted
+    }
+
+    /// `write`'s statement with every value an array: its text does not depend on the rows.
+    enum Write: FixedStatement {
+        static let name = "sync_write_1"
+        static let sql: String = {
+            var bind = Binder()
+            // Empty inputs make the same text as any others: only the bindings differ.
+            return try! EventRepository.writeSQL([], heads: [:], streams: [:], asValues: false, &bind)
+        }()
+    }
+
+    /// The text of `write`'s statement, its values bound to `bind`.
+    static func writeSQL(
+        _ rows: [NewEvent], heads: [Scope: Int64], streams: [PushPlan.StreamKey: Int64], asValues: Bool,
+        _ bind: inout Binder
+    ) throws -> String {
         let events = try asValues ? Self.eventValues(rows, &bind) : Self.eventArrays(rows, &bind)
         let versions: String
         if asValues {
@@ -203,7 +297,7 @@ struct EventRepository: Sendable {
         let headScopes = try bind(heads.keys.map(\.name))
         let headValues = try bind(heads.keys.map { heads[$0]! })
         let headSums = try bind(heads.keys.map { sums[$0] ?? 0 })
-        let sql = """
+        return """
             WITH inserted AS (
                 INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
                                     dot_replica, dot_counter, payload, checksum)
@@ -224,13 +318,6 @@ struct EventRepository: Sendable {
             SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved), (SELECT count(*) FROM versions),
                    (SELECT notified FROM woken)
             """
-        let result = try await connection.checkedQuery(
-            PostgresQuery(unsafeSQL: sql, binds: bind.bindings), logger: logger)
-        var inserted = 0
-        for try await (count, _, _, _) in result.decode((Int64, Int64, Int64, Int64).self) {
-            inserted = Int(count)
-        }
-        return inserted
     }
 
     /// Rows a statement of `writeInParts` inserts at most (12 parameters each).
