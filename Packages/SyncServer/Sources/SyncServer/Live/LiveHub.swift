@@ -24,7 +24,8 @@ final class LiveHub: Service, Sendable {
     private let database: Database
     /// On a Citus cluster, where each scope lives: a feed's tail is read on its scope's node (`routeReads`).
     private let citus = Mutex<CitusRouting?>(nil)
-    private let repository = EventRepository()
+    /// Its statements prepared on one PostgreSQL, unnamed on a Citus cluster (`EventRepository.prepares`).
+    private var repository: EventRepository { EventRepository(prepares: citus.withLock { $0 } == nil) }
     private let logger: Logger
     private let metrics: ServerMetrics
     /// Seconds between heartbeats on an idle stream (a comment line), well under proxies' read timeouts.

@@ -11,7 +11,8 @@ import Synchronization
 /// scope never skips an event that commits later, and the cursor returned moves each scope to the last seq returned.
 struct PullService: Sendable {
     let database: Database
-    let repository = EventRepository()
+    /// Its statements prepared on one PostgreSQL, unnamed on a Citus cluster (`EventRepository.prepares`).
+    var repository: EventRepository { EventRepository(prepares: citus == nil) }
     let limits: ProtocolLimits
     let hub: LongPollHub
     /// Replicas silent for longer do not hold stable points back.

@@ -16,8 +16,9 @@ struct EventRepository: Sendable {
     /// scope's name, a space, its new head; see `LongPollHub.notification`).
     static let channel = "sync_events"
 
-    /// Whether the push's statements run as prepared statements (`FixedStatement`): on one PostgreSQL. On a
-    /// Citus cluster they run as unnamed statements, as the cluster routes them (docs/SCALING.md).
+    /// Whether the hot statements (the push's, and the pages and heads that pulls and live tails read) run as
+    /// prepared statements (`FixedStatement`): on one PostgreSQL. On a Citus cluster they run as unnamed
+    /// statements, as the cluster routes them (docs/SCALING.md).
     var prepares = false
 
     /// A scope's head row.
@@ -67,20 +68,11 @@ struct EventRepository: Sendable {
     func lockScopes(_ scopes: [Scope], on connection: PostgresConnection, logger: Logger) async throws
         -> [Scope: ScopeHead]
     {
-        let names = scopes.map(\.name).sorted()
+        var bindings = PostgresBindings()
+        try bindings.append(scopes.map(\.name).sorted())
         var heads: [Scope: ScopeHead] = [:]
-        if prepares {
-            var bindings = PostgresBindings()
-            try bindings.append(names)
-            for try await row in try await connection.checkedExecute(LockScopes.self, bindings, logger: logger) {
-                let (scope, head, retained) = try row.decode((String, Int64, Int64).self)
-                heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
-            }
-            return heads
-        }
-        let rows = try await connection.checkedQuery(
-            "SELECT scope, head, retained_from_seq FROM sync_lock_scopes(\(names)::text[])", logger: logger)
-        for try await (scope, head, retained) in rows.decode((String, Int64, Int64).self) {
+        try await connection.forEachRow(LockScopes.self, bindings, prepared: prepares, logger: logger) { row in
+            let (scope, head, retained) = try row.decode((String, Int64, Int64).self)
             heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
         }
         return heads
@@ -95,22 +87,25 @@ struct EventRepository: Sendable {
     func selectHeads(_ names: [String], on connection: PostgresConnection, logger: Logger) async throws
         -> [Scope: ScopeHead]
     {
-        let rows = try await connection.checkedQuery(
-            """
-            SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0),
-                   coalesce(c.purged_checksum, 0)
-            FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
-            WHERE s.scope = ANY(\(names)::text[])
-            """,
-            logger: logger)
+        var bindings = PostgresBindings()
+        try bindings.append(names)
         var heads: [Scope: ScopeHead] = [:]
-        for try await (scope, head, retained, through, purged) in rows.decode(
-            (String, Int64, Int64, Int64, Int64).self)
-        {
+        try await connection.forEachRow(SelectHeads.self, bindings, prepared: prepares, logger: logger) { row in
+            let (scope, head, retained, through, purged) = try row.decode((String, Int64, Int64, Int64, Int64).self)
             heads[try Scope(scope)] = ScopeHead(
                 head: head, retainedFromSeq: retained, compactedThrough: through, purgedChecksum: purged)
         }
         return heads
+    }
+
+    enum SelectHeads: FixedStatement {
+        static let name = "sync_select_heads_1"
+        static let sql = """
+            SELECT s.scope, s.head, s.retained_from_seq, coalesce(c.compacted_through, 0),
+                   coalesce(c.purged_checksum, 0)
+            FROM scopes s LEFT JOIN scope_compaction c ON c.scope = s.scope
+            WHERE s.scope = ANY($1::text[])
+            """
     }
 
     /// An event's identity in the log: ids are unique within a scope (`events_scope_event_id_key`).
@@ -125,28 +120,13 @@ struct EventRepository: Sendable {
     {
         guard !keys.isEmpty else { return [:] }
         let scopes = keys.map(\.scope.name)
-        let uuids = keys.map(\.id.uuid)
-        let named = Array(Set(scopes))
+        var bindings = PostgresBindings()
+        try bindings.append(scopes)
+        try bindings.append(keys.map(\.id.uuid))
+        try bindings.append(Array(Set(scopes)))
         var stored: [EventKey: Int64] = [:]
-        if prepares {
-            var bindings = PostgresBindings()
-            try bindings.append(scopes)
-            try bindings.append(uuids)
-            try bindings.append(named)
-            for try await row in try await connection.checkedExecute(StoredSeqs.self, bindings, logger: logger) {
-                let (scope, id, seq) = try row.decode((String, UUID, Int64).self)
-                stored[EventKey(scope: try Scope(scope), id: EventID(uuid: id))] = seq
-            }
-            return stored
-        }
-        let rows = try await connection.checkedQuery(
-            """
-            SELECT e.scope, e.event_id, e.seq FROM events e
-            JOIN unnest(\(scopes)::text[], \(uuids)::uuid[]) AS k(scope, event_id)
-              ON e.scope = k.scope AND e.event_id = k.event_id
-            WHERE e.scope = ANY(\(named)::text[])
-            """, logger: logger)
-        for try await (scope, id, seq) in rows.decode((String, UUID, Int64).self) {
+        try await connection.forEachRow(StoredSeqs.self, bindings, prepared: prepares, logger: logger) { row in
+            let (scope, id, seq) = try row.decode((String, UUID, Int64).self)
             stored[EventKey(scope: try Scope(scope), id: EventID(uuid: id))] = seq
         }
         return stored
@@ -168,28 +148,13 @@ struct EventRepository: Sendable {
     {
         guard !keys.isEmpty else { return [:] }
         let scopes = keys.map(\.scope.name)
-        let streams = keys.map(\.stream)
-        let named = Array(Set(scopes))
+        var bindings = PostgresBindings()
+        try bindings.append(scopes)
+        try bindings.append(keys.map(\.stream))
+        try bindings.append(Array(Set(scopes)))
         var versions: [PushPlan.StreamKey: Int64] = [:]
-        if prepares {
-            var bindings = PostgresBindings()
-            try bindings.append(scopes)
-            try bindings.append(streams)
-            try bindings.append(named)
-            for try await row in try await connection.checkedExecute(StreamVersions.self, bindings, logger: logger) {
-                let (scope, stream, version) = try row.decode((String, String, Int64).self)
-                versions[PushPlan.StreamKey(scope: try Scope(scope), stream: stream)] = version
-            }
-            return versions
-        }
-        let rows = try await connection.checkedQuery(
-            """
-            SELECT s.scope, s.stream, s.version FROM streams s
-            JOIN unnest(\(scopes)::text[], \(streams)::text[]) AS k(scope, stream)
-              ON s.scope = k.scope AND s.stream = k.stream
-            WHERE s.scope = ANY(\(named)::text[])
-            """, logger: logger)
-        for try await (scope, stream, version) in rows.decode((String, String, Int64).self) {
+        try await connection.forEachRow(StreamVersions.self, bindings, prepared: prepares, logger: logger) { row in
+            let (scope, stream, version) = try row.decode((String, String, Int64).self)
             versions[PushPlan.StreamKey(scope: try Scope(scope), stream: stream)] = version
         }
         return versions
@@ -465,29 +430,28 @@ struct EventRepository: Sendable {
     ) async throws -> [StoredEvent] {
         // Without `excluding`, no replica id is empty: the condition holds for every row.
         let (replica, excludedThrough) = excluding ?? ("", Int64.max)
-        let rows = try await connection.checkedQuery(
-            """
-            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                   payload::text, received_at, checksum
-            FROM events WHERE scope = \(scope.name) AND seq > \(after)
-                AND (dot_replica <> \(replica) OR seq <= \(excludedThrough))
-            ORDER BY seq LIMIT \(Int64(limit))
-            """, logger: logger)
+        var bindings = PostgresBindings()
+        try bindings.append(scope.name)
+        try bindings.append(after)
+        try bindings.append(replica)
+        try bindings.append(excludedThrough)
+        try bindings.append(Int64(limit))
         var events: [StoredEvent] = []
         events.reserveCapacity(limit)
-        for try await row in rows { events.append(try StoredEvent(pulled: row, scope: scope)) }
+        try await connection.forEachRow(EventsPage.self, bindings, prepared: prepares, logger: logger) { row in
+            events.append(try StoredEvent(pulled: row, scope: scope))
+        }
         guard after < foldedThrough else { return events }
         // Folded history: at or below `compacted_through`, never left out (snapshots carry the dot of the
         // last event they fold, which may be anyone's).
-        let folded = try await connection.checkedQuery(
-            """
-            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
-                   payload, received_at, carries
-            FROM folded_events WHERE scope = \(scope.name) AND seq > \(after)
-            ORDER BY seq LIMIT \(Int64(limit))
-            """, logger: logger)
+        var folded = PostgresBindings()
+        try folded.append(scope.name)
+        try folded.append(after)
+        try folded.append(Int64(limit))
         var snapshots: [StoredEvent] = []
-        for try await row in folded { snapshots.append(try StoredEvent(folded: row, scope: scope)) }
+        try await connection.forEachRow(FoldedPage.self, folded, prepared: prepares, logger: logger) { row in
+            snapshots.append(try StoredEvent(folded: row, scope: scope))
+        }
         guard !snapshots.isEmpty else { return events }
         var merged: [StoredEvent] = []
         merged.reserveCapacity(min(limit, events.count + snapshots.count))
@@ -502,6 +466,26 @@ struct EventRepository: Sendable {
             }
         }
         return merged
+    }
+
+    enum EventsPage: FixedStatement {
+        static let name = "sync_events_page_1"
+        static let sql = """
+            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                   payload::text, received_at, checksum
+            FROM events WHERE scope = $1 AND seq > $2 AND (dot_replica <> $3 OR seq <= $4)
+            ORDER BY seq LIMIT $5
+            """
+    }
+
+    enum FoldedPage: FixedStatement {
+        static let name = "sync_folded_page_1"
+        static let sql = """
+            SELECT seq, event_id, stream, stream_version, type, schema_version, hlc, dot_replica, dot_counter,
+                   payload, received_at, carries
+            FROM folded_events WHERE scope = $1 AND seq > $2
+            ORDER BY seq LIMIT $3
+            """
     }
 
     /// How many events of `scope` are stored with a seq in `(after, through]`, in `events` and

@@ -34,4 +34,22 @@ extension PostgresConnection {
         guard !isClosed else { throw Database.connectionClosed }
         return try await execute(Prepared<Text>(bindings: bindings), logger: logger, file: file, line: line)
     }
+
+    /// Runs `text` with `bindings` and hands each row to `body`: as a prepared statement when `prepared`, else
+    /// as an unnamed one (`checkedQuery`), the same text either way.
+    func forEachRow<Text: FixedStatement>(
+        _ text: Text.Type, _ bindings: PostgresBindings, prepared: Bool, logger: Logger, file: String = #fileID,
+        line: Int = #line, _ body: (PostgresRow) throws -> Void
+    ) async throws {
+        if prepared {
+            for try await row in try await checkedExecute(text, bindings, logger: logger, file: file, line: line) {
+                try body(row)
+            }
+        } else {
+            let query = PostgresQuery(unsafeSQL: Text.sql, binds: bindings)
+            for try await row in try await checkedQuery(query, logger: logger, file: file, line: line) {
+                try body(row)
+            }
+        }
+    }
 }
