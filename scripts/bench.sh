@@ -6,8 +6,10 @@
 # results.json, a CSV per scenario and SVG charts (gnuplot), compared with Benchmarks/results/baseline.json.
 #
 # Scenarios (BENCH_SCENARIOS, space-separated; default all, in this order):
-#   throughput  events/s accepted from bulk clients (3 runs, each against a raw COPY of as many rows) and from
-#               device-like clients (sync-load devices writing as fast as they can)
+#   throughput  events/s accepted from bulk clients (3 runs, each against a raw COPY of as many rows), from
+#               one-event pushes 1 and 32 in flight (against pgbench running the same insert, with the server's
+#               and PostgreSQL's CPU time per push) and from device-like clients (sync-load devices writing as fast
+#               as they can)
 #   latency     the sync-load sweep over full replicas: push and write-to-visible p50/p99,
 #               healthy/degraded/collapsed; then thin devices on the live stream (a thousand and more) beside
 #               a few replicas
@@ -62,7 +64,7 @@ mkdir -p "$out/raw" "$work"
 
 # Sizes: the full suite takes about 25 minutes here; the quick one about 3.
 if [ "$quick" = 1 ]; then
-    push_events=20000 push_runs=2 load_devices=10 load_scopes=2 load_seconds=8
+    push_events=20000 push_runs=2 load_devices=10 load_scopes=2 load_seconds=8 one_push_events=1000 pgbench_seconds=2
     sweep="devices=4,16" sweep_seconds=8 sweep_ramp=2
     thin_sweep="devices=10" thin_replicas=1 thin_scopes=1
     rebuild_sizes="1000 5000 20000" rebuild_runs=3
@@ -71,14 +73,14 @@ if [ "$quick" = 1 ]; then
     blob_mib=16 blob_runs=1
     trace_runs=1
     if [ "$smoke" = 1 ]; then
-        push_events=5000 push_runs=2 load_seconds=4 sweep_seconds=4 sweep_ramp=1
+        push_events=5000 push_runs=2 load_seconds=4 sweep_seconds=4 sweep_ramp=1 one_push_events=300 pgbench_seconds=1
         rebuild_sizes="500 2000 5000" rebuild_runs=2
         churn_notes=200 churn_operations=3000 churn_checkpoints="750,1500,3000"
         bootstrap_events=3000 records_events=3000
         blob_mib=4
     fi
 else
-    push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30
+    push_events=200000 push_runs=3 load_devices=100 load_scopes=20 load_seconds=30 one_push_events=3000 pgbench_seconds=5
     sweep="devices=10,100,1000" sweep_seconds=45 sweep_ramp=15
     thin_sweep="devices=1000,3000" thin_replicas=10 thin_scopes=300
     rebuild_sizes="5000 100000 1000000" rebuild_runs=3
@@ -196,6 +198,20 @@ scenario_throughput() {
         progress "throughput: bulk push run $run of $push_runs ($push_events events, then a COPY of as many rows)"
         "$bin/sync-bench" push --server "$server" --token "$token_value" --events "$push_events" --batch 1000 \
             --concurrency 4 --database-url "$database_url" --json >"$out/raw/push-$run.json"
+    done
+    # One-event pushes over 100 scopes, one at a time and 32 in flight (four times as many): events/s, and the
+    # CPU time per push of the server and of PostgreSQL (from /proc, when the cluster is the throwaway one),
+    # against pgbench running the same insert with as many clients, in the same database.
+    local in_flight events
+    for in_flight in 1 32; do
+        events=$((in_flight == 1 ? one_push_events : one_push_events * 4))
+        progress "throughput: $events one-event pushes, $in_flight in flight, then pgbench with $in_flight clients"
+        # shellcheck disable=SC2046
+        "$bin/sync-bench" push --server "$server" --token "$(token "$(scope_list bench 100)")" --events "$events" \
+            --batch 1 --concurrency "$in_flight" --scopes 100 --server-pid "$server_pid" \
+            $([ -n "$postmaster" ] && echo --postgres-pid "$postmaster") --database-url "$database_url" \
+            --baseline pgbench --pgbench-clients "$in_flight" --pgbench-seconds "$pgbench_seconds" --json \
+            >"$out/raw/onepush-$in_flight.json"
     done
     progress "throughput: $load_devices sync-load devices writing as fast as they can for $load_seconds s"
     # shellcheck disable=SC2046

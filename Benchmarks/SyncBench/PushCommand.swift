@@ -327,7 +327,8 @@ struct PushReport: Codable, Sendable {
     var requestBytesRaw: Int
     var requestBytesWire: Int
     var responseBytesWire: Int
-    var pushes: Int
+    /// Pushes made (nil in reports written before it was recorded).
+    var pushes: Int?
     /// CPU time per push of the server's process and of PostgreSQL's (with --server-pid, --postgres-pid).
     var serverCPUMicrosecondsPerPush: Double?
     var postgresCPUMicrosecondsPerPush: Double?
@@ -352,7 +353,7 @@ struct PushReport: Codable, Sendable {
         ]
         if serverCPUMicrosecondsPerPush != nil || postgresCPUMicrosecondsPerPush != nil {
             lines.append(
-                "  CPU per push (\(pushes) pushes): server "
+                "  CPU per push (\(pushes ?? 0) pushes): server "
                     + (serverCPUMicrosecondsPerPush.map { String(format: "%.0f µs", $0) } ?? "not measured")
                     + ", PostgreSQL "
                     + (postgresCPUMicrosecondsPerPush.map { String(format: "%.0f µs", $0) } ?? "not measured"))

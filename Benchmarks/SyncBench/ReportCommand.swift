@@ -268,6 +268,52 @@ struct ReportBuilder {
 
     // MARK: Scenarios
 
+    /// One-event pushes, 1 and 32 in flight (`onepush-<n>.json`): events/s against pgbench's transactions/s,
+    /// and the CPU per push of PostgreSQL (against its CPU per pgbench transaction) and of the server.
+    mutating func onePushes(into lines: inout [String]) {
+        let runs = [1, 32].compactMap { n in raw.decode(PushReport.self, "onepush-\(n).json").map { (n, $0) } }
+        guard !runs.isEmpty else { return }
+        lines.append("")
+        lines.append(
+            "One-event pushes over \(runs[0].1.scopes) scopes, then pgbench running the same insert with as many clients (the ceiling of one-event pushes); CPU time per push from /proc:"
+        )
+        lines.append("")
+        lines.append(
+            "| in flight | events/s | p50 / p99 | pgbench transactions/s | server CPU per push | PostgreSQL CPU per push | per pgbench transaction |"
+        )
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
+        for (n, run) in runs {
+            let pgbench = run.pgbench?.transactionsPerSecond
+            add(
+                BenchFigure(
+                    id: "throughput.one-event.\(n)", scenario: "throughput",
+                    name: "One-event pushes, \(n) in flight: events/s accepted", value: run.eventsPerSecond,
+                    unit: "events/s", baselineName: "pgbench, the same insert", baselineValue: pgbench,
+                    ratio: run.ratioToPGBench, higherIsBetter: true, noise: 0.10))
+            if let perPush = run.postgresCPUMicrosecondsPerPush,
+                let perTransaction = run.pgbenchPostgresCPUMicrosecondsPerTransaction
+            {
+                add(
+                    BenchFigure(
+                        id: "throughput.one-event.\(n).postgres-cpu", scenario: "throughput",
+                        name: "One-event pushes, \(n) in flight: PostgreSQL CPU per push", value: perPush, unit: "µs",
+                        baselineName: "PostgreSQL CPU per pgbench transaction", baselineValue: perTransaction,
+                        ratio: perPush / perTransaction, higherIsBetter: false, noise: 0.15))
+            }
+            if let server = run.serverCPUMicrosecondsPerPush {
+                add(
+                    BenchFigure(
+                        id: "throughput.one-event.\(n).server-cpu", scenario: "throughput",
+                        name: "One-event pushes, \(n) in flight: server CPU per push", value: server, unit: "µs",
+                        higherIsBetter: false, noise: 0.15))
+            }
+            let cpu = { (value: Double?) in value.map { "\(Fmt.int($0)) µs" } ?? "–" }
+            lines.append(
+                "| \(n) | \(Fmt.int(run.eventsPerSecond)) | \(Fmt.ms(run.p50Milliseconds)) / \(Fmt.ms(run.p99Milliseconds)) ms | \(pgbench.map(Fmt.int) ?? "–") | \(cpu(run.serverCPUMicrosecondsPerPush)) | \(cpu(run.postgresCPUMicrosecondsPerPush)) | \(cpu(run.pgbenchPostgresCPUMicrosecondsPerTransaction)) |"
+            )
+        }
+    }
+
     mutating func throughput() {
         let pushes = raw.files(prefix: "push-").compactMap { raw.decode(PushReport.self, at: $0) }
         let load = raw.decode(LoadRunReport.self, "throughput-devices.json")
@@ -303,6 +349,7 @@ struct ReportBuilder {
                 )
             }
         }
+        onePushes(into: &lines)
         if let step = load?.steps.first {
             add(
                 BenchFigure(

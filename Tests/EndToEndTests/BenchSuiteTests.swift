@@ -47,6 +47,10 @@ import Testing
         for id in ["throughput.bulk", "throughput.devices"] {
             #expect(ids.contains(id), "\(id) missing from \(ids.sorted())")
         }
+        // One-event pushes, one at a time and 32 in flight, each against pgbench in the same run.
+        for id in ["throughput.one-event.1", "throughput.one-event.32"] {
+            #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
+        }
         // Figures whose size varies name it: the smoke run's 3,000 events, its churn history.
         #expect(ids.contains("bootstrap.pull.3000") && ids.contains("bootstrap.agent.3000"), "\(ids.sorted())")
         // Many records as well as many events: both shapes, each with its plain client's ratio.
