@@ -82,9 +82,7 @@ struct LogoutCommand: AsyncParsableCommand {
         if let keyFile = options.keyFile ?? ProcessInfo.processInfo.environment["SYNC_STORAGE_KEY_FILE"] {
             try SyncDatabase.destroy(path: options.db, keys: FileKeyProvider(path: keyFile))
         } else {
-            for suffix in ["", "-wal", "-shm", "-journal", "-versions"] {
-                try? FileManager.default.removeItem(atPath: options.db + suffix)
-            }
+            try SyncDatabase.removeWithCompanions(options.db)
         }
         try? FileManager.default.removeItem(atPath: options.db + ".blobs")
         try printJSON(Result(destroyed: true, discarded: pending))

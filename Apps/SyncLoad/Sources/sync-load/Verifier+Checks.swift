@@ -4,6 +4,7 @@ import NotesStore
 import SyncEngine
 import SyncEngineHTTPClient
 import SyncModels
+import SyncStorage
 
 /// What the verdict's checks found: the first findings of each kind (at most `Verifier.shown`), and how many
 /// of each.
@@ -227,9 +228,7 @@ extension Verifier {
         let directory = URL(fileURLWithPath: manifest.configuration.dataDirectory)
         for scope in Set(devices.map(\.plan.scope)).sorted() {
             let path = directory.appendingPathComponent("verify-\(scope).sqlite").path
-            for suffix in ["", "-wal", "-shm", "-versions"] {
-                try? FileManager.default.removeItem(atPath: path + suffix)
-            }
+            try SyncDatabase.removeWithCompanions(path)
             let fresh = try Device.openClient(path: path)
             let transport = HTTPClientTransport(
                 baseURL: baseURL,

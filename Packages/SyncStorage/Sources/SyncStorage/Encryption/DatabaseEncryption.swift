@@ -44,9 +44,10 @@ extension SyncDatabase {
     /// The files of a database beside the main file.
     static let companionSuffixes = ["-journal", "-wal", "-shm", versionsSuffix]
 
-    /// Removes `path` and the files beside it: journal, WAL, shared memory, page versions and the copies of
-    /// page versions a process was writing when it stopped.
-    static func removeWithCompanions(_ path: String) throws {
+    /// Removes the database at `path` and the files beside it: journal, WAL, shared memory, page versions and
+    /// the copies of page versions a process was writing when it stopped. The database must not be open. For
+    /// an encrypted database whose data must become unreadable, `destroy(path:keys:)` destroys the key first.
+    public static func removeWithCompanions(_ path: String) throws {
         for suffix in [""] + companionSuffixes where DurableFile.exists(path + suffix) {
             try DurableFile.remove(path + suffix)
         }
