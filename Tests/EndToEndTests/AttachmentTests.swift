@@ -304,6 +304,71 @@ import Testing
         #expect(try await c("export", "--state") == a("export", "--state"))
     }
 
+    /// A file attached to a note whose creation the quota then rejects: nothing refuses the attachment's event
+    /// (a rule sees only the creation), so the server accepts it, while no device shows the note (it was never
+    /// created). Once that is stable, compaction drops the note, a stream of that single event, and collection
+    /// deletes the blob nobody can read any more: the leak `sync-load`'s verdict once found after a run with a
+    /// quota. The blob must answer 404 afterwards.
+    @Test func theBlobOfANoteWhoseCreationWasRejectedIsCollected() async throws {
+        // The server folds nothing by itself: only the `compact` below does.
+        let stack = try await Stack(
+            noteQuota: 1,
+            serverEnvironment: Self.environment.merging([
+                "SYNC_BLOB_COLLECT_AFTER_SECONDS": "0", "SYNC_COMPACTION_INTERVAL_SECONDS": "0",
+            ]) { $1 })
+        let token = try await stack.token(scopes: ["team-1"])
+        let a = stack.agent("a", token: token)
+        let allowed = try await a("note", "create", "--scope", "team-1", "--title", "the one the quota allows")
+        try await a("sync")
+        // Offline: the note past the quota, and a file attached to it while its creation is pending.
+        let (file, hash) = try Self.randomFile(in: stack.directory, name: "orphan.bin", bytes: 300_000, seed: 31)
+        let rejected = try await a("note", "create", "--scope", "team-1", "--title", "past the quota")
+        #expect(try await a("note", "attach", rejected, file.path) == hash)
+        try await a("sync")
+        let status = try await a.status()
+        #expect(status.pending == 0)
+        #expect(
+            status.rejected.count == 1 && status.rejected.first?.code == "validation.failed", "the creation only")
+        let stream = "note:\(rejected)"
+        #expect(try await stack.sql("SELECT type FROM events WHERE stream = '\(stream)'") == ["note.attachmentAdded"])
+        #expect(try await a.state().keys.sorted() == [allowed], "the device hides the note it could not create")
+
+        // The HTTP status of `HEAD` (or `GET`) of the blob in team-1.
+        func blobStatus(head: Bool) async throws -> String {
+            var arguments = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"]
+            arguments += ["-H", "Authorization: Bearer \(token)"]
+            if head { arguments.append("-I") }
+            arguments.append("\(stack.serverURL)/v1/blobs/\(hash)?scope=team-1")
+            let code = try await Stack.run("/usr/bin/env", arguments)
+            return code.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try await blobStatus(head: true) == "200", "stored and referred to")
+
+        // A second sync acknowledges everything: all of it is stable.
+        try await a("sync")
+        struct Report: Decodable {
+            var collectedBlobs: Int
+        }
+        // The server reads a scope's stable point at most once a second (SYNC_STABLE_POINT_REFRESH_MS).
+        try await Task.sleep(for: .milliseconds(1100))
+        let report = try JSONDecoder().decode(
+            Report.self,
+            from: Data(try await stack.compact(environment: ["SYNC_BLOB_COLLECT_AFTER_SECONDS": "0"]).utf8))
+        #expect(report.collectedBlobs == 1, "the never-created note's blob is collected")
+        #expect(try await stack.sql("SELECT count(*) FROM blobs") == ["0"])
+        #expect(try await stack.sql("SELECT count(*) FROM blob_refs") == ["0"])
+        #expect(try await stack.sql("SELECT count(*) FROM folded_events WHERE stream = '\(stream)'") == ["0"])
+        #expect(try await stack.sql("SELECT count(*) FROM events WHERE stream = '\(stream)'") == ["0"])
+        #expect(try await blobStatus(head: true) == "404")
+        #expect(try await blobStatus(head: false) == "404")
+
+        // A fresh device reads what the first one shows: the note the quota allowed, and nothing else.
+        let c = stack.agent("c", token: token)
+        try await c("sync")
+        #expect(try await c.state().keys.sorted() == [allowed])
+        #expect(try await c("export", "--state") == a("export", "--state"))
+    }
+
     /// A 1 GiB file up and down (`sync-bench blobs`: a device uploads it in 4 MiB chunks to the default
     /// PostgreSQL store, another downloads it): neither the device's nor the server's resident memory grows by
     /// more than a few chunks. The bound is generous (the benchmark measures it exactly); holding the file

@@ -365,3 +365,65 @@ extension CompactionTests {
         }
     }
 }
+
+extension CompactionTests {
+    /// A note whose creation the quota rejected, while what its device made on it meanwhile was accepted: every
+    /// replica hides it (never created), and so does the unfolded replay. Compaction drops it as it drops a
+    /// deleted note, whether its stable history is one event (folded only because its type is not a creation)
+    /// or several, and a fresh device reads the same notes as the replay shows.
+    @Test func aNoteWhoseCreationWasRejectedIsDroppedAsTheUnfoldedReplayHidesIt() async throws {
+        try await TestServer.run(domain: NotesServerDomain(quota: 1)) { server in
+            var writer = Replica(1)
+            var random = SplitMix64(seed: 31)
+            // Every accepted event, applied in seq order: the state of the history nobody folded.
+            var oracle: [String: NoteState] = [:]
+            var made: [String: NoteState] = [:]
+            func push(_ stream: String, _ edit: NoteEdit) async throws -> PushResult.Status {
+                var state = made[stream] ?? NoteState()
+                let payload = try #require(NoteEditor.payload(edit, state: &state, replica: writer.id, using: &random))
+                let event = EventFixtures.event(
+                    scope: try Scope(Self.scope), stream: stream, type: payload.type.rawValue, payload: payload.json,
+                    replica: writer.id)
+                state.apply(payload, hlc: event.hlc, dot: event.dot)
+                made[stream] = state
+                let status = try await server.push([event], scopes: [Self.scope], replica: writer.id)[0].status
+                if status == .accepted {
+                    oracle[stream, default: NoteState()].apply(payload, hlc: event.hlc, dot: event.dot)
+                }
+                return status
+            }
+            let kept = NoteID().stream
+            let lone = NoteID().stream
+            let edited = NoteID().stream
+            #expect(try await push(kept, .create) == .accepted)
+            #expect(try await push(kept, .typing) == .accepted)
+            // The scope is full: both creations are rejected, the events after them accepted.
+            #expect(try await push(lone, .create) == .rejected)
+            #expect(try await push(lone, .pin) == .accepted)
+            #expect(try await push(edited, .create) == .rejected)
+            #expect(try await push(edited, .title) == .accepted)
+            #expect(try await push(edited, .tagAdd) == .accepted)
+            _ = try await writer.pullAll(server)
+            _ = try await writer.pullAll(server)
+            let expected = oracle.filter { $0.value.isLive }.mapValues(\.view)
+            #expect(Array(expected.keys) == [kept], "the replay shows only the created note")
+            #expect(writer.views == expected)
+
+            let report = try await Self.compact(server)
+            let head = try await server.database.integers("SELECT head FROM scopes")[0]
+            #expect(head == 5)
+            #expect(report.scopes.first?.droppedStreams == 2, "the lone event's stream and the longer one")
+            #expect(report.scopes.first?.retainedFromSeq == head + 1, "a drop purges, as a deleted note's does")
+            #expect(try await server.database.integers("SELECT count(*) FROM folded_events") == [1])
+            #expect(try await server.database.integers("SELECT count(*) FROM events") == [0])
+            for stream in [lone, edited] {
+                #expect(
+                    try await server.database.integers("SELECT count(*) FROM streams WHERE stream = \(stream)") == [0])
+            }
+            var fresh = Replica(3)
+            let events = try await fresh.pullAll(server)
+            #expect(events.map(\.stream) == [kept], "one snapshot, of the created note")
+            #expect(fresh.views == expected)
+        }
+    }
+}

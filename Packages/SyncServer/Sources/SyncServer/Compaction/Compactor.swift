@@ -13,13 +13,14 @@ import SyncProtocol
 /// folder folds gets one row in `folded_events` at or below the window's end: its events there, after its
 /// earlier row (a snapshot or a lone event), become one snapshot event of the folder's `snapshotType`, with
 /// a new id and the seq, stream version, HLC, dot and receipt time of the last event it folds; a stream's
-/// first and only event moves there as it is. The window's rows leave `events`, and the stream's row in
-/// `folded_events` is updated in place. The folder may leave tombstones out of the snapshot or drop the
-/// stream (`StreamFolder.foldStable`); then `retained_from_seq` rises past the stream's last folded event,
-/// so a replica that had not seen all of it (one silent for longer than the eviction horizon) is told to
-/// reset rather than resurrect what was purged. Then `compacted_through` moves to the window's end. A crash
-/// rolls back at most the window in flight; the next pass carries on from `compacted_through`. Pulls read
-/// both tables below `compacted_through` (`EventRepository.events`).
+/// first and only event moves there as it is (unread, unless the folder may drop it: `LoneEventFolder`). The
+/// window's rows leave `events`, and the stream's row in `folded_events` is updated in place. The folder may
+/// leave tombstones out of the snapshot or drop the stream (`StreamFolder.foldStable`); then
+/// `retained_from_seq` rises past the stream's last folded event, so a replica that had not seen all of it
+/// (one silent for longer than the eviction horizon) is told to reset rather than resurrect what was purged.
+/// Then `compacted_through` moves to the window's end. A crash rolls back at most the window in flight; the
+/// next pass carries on from `compacted_through`. Pulls read both tables below `compacted_through`
+/// (`EventRepository.events`).
 ///
 /// **Space.** `events` holds the tail not folded yet, and `folded_events` one row per live stream, its
 /// payload deflated (`FoldedPayload`). After each window that changed `folded_events`, the pass vacuums it
@@ -82,7 +83,8 @@ public struct Compactor: Sendable {
         /// place.
         public var foldedEvents: Int
         public var snapshots: Int
-        /// Streams dropped altogether (`FoldResult.drop`, a deleted note).
+        /// Streams dropped altogether (`FoldResult.drop`, a deleted note or one never created), a single
+        /// event's too (`LoneEventFolder`).
         public var droppedStreams: Int
         /// Streams whose history did not fold (the folder threw): left as they were.
         public var unfoldable: Int
@@ -301,6 +303,8 @@ public struct Compactor: Sendable {
     struct WindowFold {
         let scope: String
         let folder: any StreamFolder
+        /// `folder`, when it may drop a stream of a single event.
+        let loneFolder: (any LoneEventFolder)?
         /// The blobs an event refers to (`Compactor.references`).
         let references: @Sendable (Event) -> [BlobReference]
         /// Of the window's rows and their streams' folded rows, those some blob reference names.
@@ -334,6 +338,7 @@ public struct Compactor: Sendable {
         ) {
             self.scope = scope
             self.folder = folder
+            self.loneFolder = folder as? any LoneEventFolder
             self.references = references
             self.referencing = referencing
             self.logger = logger
@@ -347,7 +352,12 @@ public struct Compactor: Sendable {
             if let base { history.insert(base, at: 0) }
             let newest = history[history.count - 1]
             guard history.count >= 2 else {
-                // A stream's first and only event: its folded row as it is.
+                // A stream's first and only event: its folded row as it is, unless the folder ends the stream
+                // there.
+                if dropsLone(newest) {
+                    drop(stream, history: history, events: events)
+                    return
+                }
                 rows.append(
                     EventRepository.NewEvent(
                         event: try newest.event(scope: scope), seq: newest.seq, payloadJSON: newest.payloadJSON,
@@ -359,12 +369,7 @@ public struct Compactor: Sendable {
             do {
                 switch try folder.foldStable(try history.map { try $0.event(scope: scope) }) {
                 case .drop:
-                    released += history.map(\.id).filter { referencing.contains($0) }
-                    purgedChecksum += history.reduce(0) { $0 + ($1.checksum ?? 0) }
-                    deleted += events.map(\.seq)
-                    folded += history.count
-                    dropped.append(stream)
-                    purgedThrough = max(purgedThrough, newest.seq)
+                    drop(stream, history: history, events: events)
                     return
                 case .snapshot(let value, let purged):
                     payload = value
@@ -400,6 +405,28 @@ public struct Compactor: Sendable {
                 EventRepository.NewEvent(
                     event: snapshot, seq: newest.seq,
                     payloadJSON: String(decoding: payload.canonicalData(), as: UTF8.self), checksum: carries))
+        }
+
+        /// Whether the folder drops a stream whose whole stable history is `event`. Asked only when its type
+        /// may (`LoneEventFolder.mayDropLoneEvent(ofType:)`), so that a lone event of any other type, most of
+        /// the streams a window starts, is never read; one the folder cannot read stays as it is.
+        func dropsLone(_ event: StoredEvent) -> Bool {
+            guard let lone = loneFolder, lone.mayDropLoneEvent(ofType: event.type),
+                let history = try? [event.event(scope: scope)], let result = try? lone.foldStable(history)
+            else { return false }
+            return result == .drop
+        }
+
+        /// Ends `stream` (`FoldResult.drop`): its `history` (the window's `events` after its earlier folded row,
+        /// if any) leaves both tables with nothing in its place, its blob references are released, what it
+        /// carried goes to the purged checksum, and cursors below its last event must reset.
+        mutating func drop(_ stream: String, history: [StoredEvent], events: [StoredEvent]) {
+            released += history.map(\.id).filter { referencing.contains($0) }
+            purgedChecksum += history.reduce(0) { $0 + ($1.checksum ?? 0) }
+            deleted += events.map(\.seq)
+            folded += history.count
+            dropped.append(stream)
+            purgedThrough = max(purgedThrough, history[history.count - 1].seq)
         }
     }
 
@@ -562,4 +589,19 @@ extension StoredEvent {
             dot: Dot(replica: try ReplicaID(dotReplica), counter: UInt64(bitPattern: dotCounter)),
             payload: try JSONValue(parsing: Data(payloadJSON.utf8)), seq: seq, receivedAt: receivedAt)
     }
+}
+
+/// A `StreamFolder` whose `foldStable(_:)` may drop a stream whose whole stable history is a single event
+/// (one whose first event a rule rejected, say, so that what followed it describes nothing anybody shows).
+///
+/// Compaction moves a stream's first and only event into `folded_events` as it is, without reading it: most
+/// streams of a window are new ones with a single event, and reading each would cost a decode of its
+/// payload for nothing. A folder that conforms is asked, by the event's type alone, whether such an event
+/// may end its stream; only when it may does compaction fold it, and drops the stream when `foldStable(_:)`
+/// says so, exactly as it drops a longer history (its blob references released, its checksum purged, and
+/// `retained_from_seq` raised past it). Any other answer keeps the event as it is.
+public protocol LoneEventFolder: StreamFolder {
+    /// Whether `foldStable(_:)` could drop a stream whose whole stable history is one event of `type`: false
+    /// keeps such an event as it is, unread. Cheap, as it is asked for every stream a window starts.
+    func mayDropLoneEvent(ofType type: String) -> Bool
 }
