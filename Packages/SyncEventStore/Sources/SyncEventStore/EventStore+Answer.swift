@@ -265,11 +265,15 @@ extension EventStore {
             if done { break }
         }
         // Then the versions, in transactions sized on their own: sized by the records' limit they made the
-        // next records' flush too long.
+        // next records' flush too long. Until a flush says it is done, and never on after one that wrote
+        // nothing: looping on the flag alone once spun on empty transactions, thousands a second, when
+        // another process had removed `streams_through` (see `flushDeferredVersions(limit:_:)`).
         while hasDeferredVersions {
             let start = ContinuousClock.now
-            _ = try await flushDeferredVersions(limit: budget.versions.value)
+            let before = deferredVersions.withLock { $0.versions.count }
+            let done = try await flushDeferredVersions(limit: budget.versions.value)
             budget.versions.record(took: ContinuousClock.now - start, budget: budget.transaction)
+            if done || deferredVersions.withLock({ $0.versions.count }) >= before { break }
         }
         budget.bufferedSince = nil
     }

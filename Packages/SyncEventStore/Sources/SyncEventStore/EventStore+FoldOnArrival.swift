@@ -137,7 +137,7 @@ extension EventStore {
     }
 
     /// On open: a process that ended with folded events in memory lost them; the cursor goes back to before
-    /// them.
+    /// them. By the first opener only (`EventStore.openedFirst`): a store still open elsewhere may hold them.
     func rewindFoldedAtOpen(_ db: Database) throws {
         guard let marker = try Self.foldedCursor(db) else { return }
         try rewindFolded(to: marker.cursor, db)

@@ -137,18 +137,30 @@ extension EventStore {
         try settleFoldedCursor(db)
     }
 
-    /// On open: rebuild projections never built or whose version changed; catch up the rest.
-    func catchUpProjections(_ db: Database) throws {
+    /// On open: rebuild projections never built or whose version changed; catch up the rest (unless
+    /// `catchingUp` is false: another store has the file open, and a checkpoint behind the log may be its
+    /// records held in memory, which it writes; this store's own writes catch the table up, see
+    /// `applyToProjections`).
+    func catchUpProjections(_ db: Database, catchingUp: Bool = true) throws {
         let last = try Self.lastPosition(db)
         for projection in projections {
             let checkpoint = try Self.checkpoint(projection.name, db)
             if checkpoint == nil || checkpoint?.version != projection.version {
                 try rebuild(projection, db)
-            } else if let checkpoint, checkpoint.position < last {
+            } else if catchingUp, let checkpoint, checkpoint.position < last {
                 try catchUp(projection, from: checkpoint.position, db)
                 try Self.setCheckpoint(projection, position: last, db)
             }
         }
+    }
+
+    /// Whether some projection was never built or has another version than its checkpoint's.
+    func hasProjectionsToBuild(_ db: Database) throws -> Bool {
+        for projection in projections {
+            guard let checkpoint = try Self.checkpoint(projection.name, db), checkpoint.version == projection.version
+            else { return true }
+        }
+        return false
     }
 
     /// Applies every non-rejected event after `position`, in log order.

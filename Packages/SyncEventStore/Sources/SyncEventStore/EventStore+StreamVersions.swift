@@ -17,7 +17,14 @@ import SyncModels
 /// are in memory (`DeferredVersions`); when memory does not have them all (a transaction rolled back, or a
 /// process ended with the key set), they are read back from the log above the key. A local append reads a
 /// stream's version from `streams` and from memory; a prune and a reset write or drop the deferred versions
-/// before they touch `streams`; opening the store writes those a crash left.
+/// before they touch `streams`; opening the store writes those a crash left (only when no other store has the
+/// file open, `EventStore.openedFirst`).
+///
+/// **Another store on the file** (another process) may find the key set by this one: memory does not hold
+/// those versions there, so it reads them from the log (and removes the key) before it appends, prunes or
+/// defers its own. This store then finds the key gone with versions still in memory: it writes them anyway
+/// (raising never lowers a version, and memory also holds the versions of events folded on arrival, which
+/// no log holds) and clears memory, rather than looking for a key that will not come back.
 struct DeferredVersions: Sendable {
     /// Per stream, the highest version deferred and its scope (`""` once a stream has events in two scopes).
     var versions: [String: (version: Int64, scope: String)] = [:]
@@ -90,11 +97,23 @@ extension EventStore {
                 deferredVersions.withLock { state in
                     state.inFlight -= 1
                     if !marked {
-                        state.versions = versions
+                        if state.marked && state.complete {
+                            // The key went while memory held versions (another store on the file wrote them
+                            // from the log): kept, for those of folded events, which no log holds.
+                            for (stream, held) in versions { state.merge(stream, held.version, held.scope) }
+                        } else {
+                            state.versions = versions
+                            state.complete = true
+                        }
                         state.marked = true
-                        state.complete = true
-                    } else if state.complete {
+                    } else if state.marked && state.complete {
                         for (stream, held) in versions { state.merge(stream, held.version, held.scope) }
+                    } else {
+                        // The key is another store's (another process's): memory never held what it covers.
+                        // Taken as this store's, known incomplete: the flush reads the versions from the log
+                        // above it, as after a rollback.
+                        state.marked = true
+                        state.complete = false
                     }
                 }
             },
@@ -131,33 +150,47 @@ extension EventStore {
     /// The version `stream` has in memory above what `streams` holds (0 when none), for a local append.
     func deferredVersion(of stream: String, _ db: Database) throws -> Int64 {
         let (marked, usable, held) = deferredVersions.withLock { ($0.marked, $0.usable, $0.versions[stream]) }
-        guard marked || !usable else { return 0 }
-        if usable { return held?.version ?? 0 }
-        // Memory lost track (a rollback): write them all from the log, then `streams` has this one too.
+        if usable {
+            if marked { return held?.version ?? 0 }
+            // Nothing deferred here; another store on the file (another process) may have deferred versions.
+            guard try Self.meta(Self.deferredVersionsKey, db) != nil else { return 0 }
+        }
+        // Memory lost track (a rollback), or does not hold another store's versions: write them all from the
+        // log, then `streams` has this one too.
         _ = try flushDeferredVersions(limit: .max, db)
         return 0
     }
 
     /// Writes up to `limit` deferred versions to `streams`, inside the caller's transaction; returns whether
-    /// none is left (then `streams_through` is removed).
+    /// none is left (then `streams_through` is removed, and memory is cleared once the transaction commits).
     func flushDeferredVersions(limit: Int, _ db: Database) throws -> Bool {
-        guard let marker = try Self.meta(Self.deferredVersionsKey, db).flatMap(Int64.init) else { return true }
+        let marker = try Self.meta(Self.deferredVersionsKey, db).flatMap(Int64.init)
         let state = deferredVersions.withLock { $0 }
-        guard state.usable else {
-            // Versions of folded events are in no log: those pages are pulled again.
+        // Nothing deferred, in the file or here.
+        if marker == nil && !state.marked && state.complete { return true }
+        guard state.usable, state.marked else {
+            // Memory lost track (a rollback), or the key is another store's (another process's) and memory
+            // never held what it covers: the versions are read from the log. Versions of folded events are in
+            // no log: those pages are pulled again.
             try rewindIfFoldedLost(db)
-            try Self.raiseVersions(fromLogAfter: marker, db)
-            try Self.removeMeta(Self.deferredVersionsKey, db)
+            if let marker {
+                try Self.raiseVersions(fromLogAfter: marker, db)
+                try Self.removeMeta(Self.deferredVersionsKey, db)
+            }
             db.afterNextTransaction(
                 onCommit: { [self] _ in deferredVersions.withLock { $0.clear() } }, onRollback: { _ in })
             return true
         }
+        // With the key gone (another store on the file wrote the versions from the log and removed it), the
+        // versions in memory are written all the same, then memory is cleared: raising never lowers a version,
+        // and memory also holds those of events folded on arrival, which no log holds. Looking for the key
+        // instead would never end (`flushWriteBehind` flushed until memory was clear).
         let written = deferredVersions.withLock { $0.next(max(1, limit)) }
         let raise = try StreamVersionRaise(db)
         for (stream, held) in written { try raise(stream, in: held.scope, to: held.version) }
         let done = written.count == state.versions.count
         if done {
-            try Self.removeMeta(Self.deferredVersionsKey, db)
+            if marker != nil { try Self.removeMeta(Self.deferredVersionsKey, db) }
             try settleFoldedCursor(db)
         }
         db.afterNextTransaction(
@@ -174,7 +207,8 @@ extension EventStore {
         return done
     }
 
-    /// Versions a process left deferred when it ended: written from the log, at open.
+    /// Versions a process left deferred when it ended: written from the log, at open (by the first opener
+    /// only: the key of a store still open elsewhere is not a leftover, see `EventStore.openedFirst`).
     func catchUpDeferredVersions(_ db: Database) throws {
         guard let marker = try Self.meta(Self.deferredVersionsKey, db).flatMap(Int64.init) else { return }
         try Self.raiseVersions(fromLogAfter: marker, db)

@@ -26,18 +26,34 @@ public final class EventStore: Sendable {
     let broadcaster = ChangeBroadcaster()
     /// Versions of pulled pages not yet in `streams` (see `DeferredVersions`).
     let deferredVersions = Mutex(DeferredVersions())
+    /// Whether no other store (in another process, or another `EventStore` of this one) had the file open when
+    /// this one opened it, so that it ran the crash recovery: the streams' versions a process left deferred
+    /// written from the log, projections caught up from their checkpoints, the cursor moved back before
+    /// folded events a process lost. A later opener skips those steps (what they would repair may be what
+    /// the first one holds in memory) and only builds projections it finds unbuilt or of another version.
+    /// Always true for a database without a file of its own. See `StoreOpenLock`.
+    public let openedFirst: Bool
+    /// The lock on the file's `SyncDatabase.lockSuffix` companion, held for the store's lifetime (nil: no file).
+    let openLock: StoreOpenLock?
 
     /// The canonical order as SQL.
     static let canonicalOrder = "seq IS NULL, scope, seq, position"
 
     /// Opens the store on `database`: applies the store's and the projections' migrations, loads (or creates)
-    /// the replica id and clock, rebuilds projections whose version changed, and catches the others up from
-    /// their checkpoints.
+    /// the replica id and clock, and rebuilds projections never built or whose version changed. When no other
+    /// store has the file open (`openedFirst`), also recovers from a process that ended: writes the streams'
+    /// versions it deferred, catches the projections up from their checkpoints, and moves the cursor back
+    /// before folded events it held in memory.
+    /// - Throws: `EventStoreError` `store.lock` when the lock file beside the database cannot be opened or
+    ///   locked, or what the migrations and the recovery throw.
     public init(
         database: SyncDatabase, projections: [any Projection] = [], validators: [any EventValidator] = [],
         wallClock: @escaping @Sendable () -> UInt64 = HybridLogicalClock.systemMilliseconds
     ) throws {
         precondition(Set(projections.map(\.name)).count == projections.count, "projection names must be unique")
+        // Before anything touches the file: a later opener waits here while a first one recovers.
+        let openLock = try StoreOpenLock.acquire(databasePath: database.path)
+        let openedFirst = openLock?.exclusive ?? true
         var migrations = SchemaMigrations()
         EventStoreSchema.register(into: &migrations)
         for projection in projections { projection.registerMigrations(into: &migrations) }
@@ -60,11 +76,22 @@ public final class EventStore: Sendable {
         self.validators = validators
         self.wallClock = wallClock
         self.clock = HybridLogicalClock(replica: replica, resumingAfter: lastHLC, wallClock: wallClock)
-        try database.writer.write { db in
-            try self.catchUpDeferredVersions(db)
-            try self.catchUpProjections(db)
-            try self.rewindFoldedAtOpen(db)
+        self.openLock = openLock
+        self.openedFirst = openedFirst
+        if openedFirst {
+            try database.writer.write { db in
+                try self.catchUpDeferredVersions(db)
+                try self.catchUpProjections(db)
+                try self.rewindFoldedAtOpen(db)
+            }
+        } else if try database.writer.read({ db in try self.hasProjectionsToBuild(db) }) {
+            // Another store has the file open: what recovery would repair may be what it holds in memory (the
+            // deferred versions of its pull, the records and folded events it has not written yet, and the
+            // cursor before them). Only projections it cannot be keeping are built: never built, or of another
+            // version, which this store could not read.
+            try database.writer.write { db in try self.catchUpProjections(db, catchingUp: false) }
         }
+        try openLock?.share()
     }
 
     /// Opens (creating if needed) a store on the SQLite file at `path`.

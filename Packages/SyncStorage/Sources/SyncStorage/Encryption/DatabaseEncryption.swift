@@ -41,11 +41,18 @@ extension SyncDatabase {
     /// The page versions of an encrypted database: the lowest version each page of the file may have
     /// (docs/ARCHITECTURE.md, "Encryption at rest").
     static let versionsSuffix = "-versions"
+    /// The empty file beside the database whose advisory lock (`flock`) the stores opened on it hold for
+    /// their lifetime: the first opener alone runs crash recovery (`EventStore.openedFirst`). Not the database
+    /// file itself, whose descriptors must stay SQLite's own (closing any descriptor of a file drops every
+    /// POSIX lock the process holds on it). No name SQLite uses (`-journal`, `-wal`, `-shm`, `-mj…`; the
+    /// dot-file locking VFS's `.lock`).
+    public static let lockSuffix = "-lock"
     /// The files of a database beside the main file.
-    static let companionSuffixes = ["-journal", "-wal", "-shm", versionsSuffix]
+    static let companionSuffixes = ["-journal", "-wal", "-shm", versionsSuffix, lockSuffix]
 
-    /// Removes the database at `path` and the files beside it: journal, WAL, shared memory, page versions and
-    /// the copies of page versions a process was writing when it stopped. The database must not be open. For
+    /// Removes the database at `path` and the files beside it: journal, WAL, shared memory, page versions, the
+    /// openers' lock file and the copies of page versions a process was writing when it stopped. The database
+    /// must not be open. For
     /// an encrypted database whose data must become unreadable, `destroy(path:keys:)` destroys the key first.
     public static func removeWithCompanions(_ path: String) throws {
         for suffix in [""] + companionSuffixes where DurableFile.exists(path + suffix) {
