@@ -43,6 +43,14 @@ struct FanoutCommand: AsyncParsableCommand {
     @Flag(help: "Push into every push scope at the top of each second, instead of spread over the second.")
     var together = false
     @Option(help: "Seconds to give the devices to be waiting before pushing anyway.") var connectTimeout: Int = 120
+    @Option(
+        name: .customLong("also-server"),
+        help: """
+            Another server on the same database (repeatable): the long-polling devices are spread over --server \
+            and these in turn, while the pushes go to --server, so that the others learn of them from the \
+            database's notifications; the report gives those devices' latencies apart.
+            """)
+    var alsoServers: [String] = []
     @Option(help: "The server's process id, to report its memory and CPU.") var serverPid: Int32?
     @Flag(help: "Each device holds one live stream (GET /v1/live) instead of long-polling.") var stream = false
     @Option(help: "With --stream: streams opened at a time, each batch subscribed before the next.")
@@ -55,6 +63,9 @@ struct FanoutCommand: AsyncParsableCommand {
     static let devicesPerClient = 256
 
     func validate() throws {
+        guard alsoServers.isEmpty || !stream else {
+            throw ValidationError("--also-server spreads long-polling devices; it does not apply to --stream")
+        }
         guard devices > 0, scopes > 0, wait > 0, duration >= 0, pushScopes > 0, connectBatch > 0,
             duration == 0 || pushScopes <= scopes
         else {
@@ -69,6 +80,7 @@ struct FanoutCommand: AsyncParsableCommand {
         // A waiting device holds a socket.
         FileLimit.raiseToHardLimit()
         let base = server.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        let bases = [base] + alsoServers.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
         let prefix = scopePrefix ?? "fanout-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
         let scopeList = try (0..<scopes).map { try Scope("\(prefix)-\($0)") }
         let verifier = await TokenVerifier(secret: secret)
@@ -117,19 +129,25 @@ struct FanoutCommand: AsyncParsableCommand {
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<devices {
+                // Device i on server i mod servers; a client's connections all go to one server.
+                let server = (index / Self.devicesPerClient) % bases.count
                 let transport = HTTPClientTransport(
-                    baseURL: URL(string: base)!, token: tokens[index], client: clients[index / Self.devicesPerClient],
-                    timeout: .seconds(Int64(wait) + 60))
+                    baseURL: URL(string: bases[server])!, token: tokens[index],
+                    client: clients[index / Self.devicesPerClient], timeout: .seconds(Int64(wait) + 60))
                 let scope = scopeList[index % scopes]
                 group.addTask {
                     await Self.waitLoop(
-                        transport: transport, scope: scope, wait: wait, record: record)
+                        transport: transport, scope: scope, wait: wait, record: record, remote: server > 0)
                 }
             }
             // Everyone waiting: the server's gauge, read from /metrics.
             var waiting = 0
             while ContinuousClock.now - started < .seconds(connectTimeout) {
-                waiting = (try? await Self.longPollsActive(base: base, http: control)) ?? waiting
+                var counted = 0
+                for server in bases {
+                    counted += (try? await Self.longPollsActive(base: server, http: control)) ?? 0
+                }
+                waiting = max(waiting, counted)
                 if waiting >= devices { break }
                 // A refusal no retry can mend (a wait past the server's limit, a bad token): stop here.
                 if let refusal = record.refusal {
@@ -168,15 +186,16 @@ struct FanoutCommand: AsyncParsableCommand {
     }
 
     /// One device: long-polls from the scope's start, recording every event it gets and every failure.
+    /// `remote`: the device waits on another server than the one pushed to.
     static func waitLoop(
-        transport: HTTPClientTransport, scope: Scope, wait: Int, record: FanoutRecord
+        transport: HTTPClientTransport, scope: Scope, wait: Int, record: FanoutRecord, remote: Bool = false
     ) async {
         var cursor = ScopeCursor()
         while !Task.isCancelled, !record.stopped {
             do {
                 let page = try await transport.pull(PullRequest(cursor: cursor, scopes: [scope], wait: wait))
                 let received = ContinuousClock.now
-                record.received(page.events.map(\.id), at: received)
+                record.received(page.events.map(\.id), at: received, remote: remote)
                 cursor = (try? ScopeCursor(encoded: page.cursor)) ?? cursor
             } catch {
                 if record.stopped || Task.isCancelled { return }
@@ -272,6 +291,8 @@ final class FanoutRecord: Sendable {
     private struct State {
         var pushedAt: [EventID: ContinuousClock.Instant] = [:]
         var latencies: [Double] = []
+        /// Those of devices on another server than the one pushed to (`--also-server`).
+        var remoteLatencies: [Double] = []
         var unexpected = 0
         var errors: [String: Int] = [:]
         var refusal: String?
@@ -287,7 +308,7 @@ final class FanoutRecord: Sendable {
         state.withLock { $0.pushedAt[id] = instant }
     }
 
-    func received(_ ids: [EventID], at instant: ContinuousClock.Instant) {
+    func received(_ ids: [EventID], at instant: ContinuousClock.Instant, remote: Bool = false) {
         guard !ids.isEmpty else { return }
         state.withLock { state in
             for id in ids {
@@ -296,8 +317,10 @@ final class FanoutRecord: Sendable {
                     continue
                 }
                 let elapsed = instant - sent
-                state.latencies.append(
-                    Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
+                let milliseconds =
+                    Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+                state.latencies.append(milliseconds)
+                if remote { state.remoteLatencies.append(milliseconds) }
             }
         }
     }
@@ -339,6 +362,12 @@ final class FanoutRecord: Sendable {
                 p50Milliseconds: PushCommand.percentile(sorted, 0.5),
                 p99Milliseconds: PushCommand.percentile(sorted, 0.99), maxMilliseconds: sorted.last ?? 0,
                 errors: state.errors, clientPushCPUSeconds: clientCPUSeconds)
+            if !state.remoteLatencies.isEmpty {
+                let remote = state.remoteLatencies.sorted()
+                report.otherServersDelivered = remote.count
+                report.otherServersP50Milliseconds = PushCommand.percentile(remote, 0.5)
+                report.otherServersP99Milliseconds = PushCommand.percentile(remote, 0.99)
+            }
             if let before = server.before, let waitingSample = server.waiting {
                 report.serverRSSBeforeBytes = before.rss
                 report.serverRSSWaitingBytes = waitingSample.rss
@@ -374,6 +403,10 @@ struct FanoutReport: Codable, Sendable {
     var serverCPUSeconds: Double?
     /// The server's CPU from the first push to the end (answering the waiters).
     var serverPushCPUSeconds: Double?
+    /// With `--also-server`: the deliveries to devices on the other servers, and their latencies.
+    var otherServersDelivered: Int?
+    var otherServersP50Milliseconds: Double?
+    var otherServersP99Milliseconds: Double?
 
     var text: String {
         var lines = [
@@ -383,8 +416,14 @@ struct FanoutReport: Codable, Sendable {
             String(
                 format: "  push → answer: p50 %.1f ms, p99 %.1f ms, max %.1f ms", p50Milliseconds, p99Milliseconds,
                 maxMilliseconds),
+            otherServersDelivered.map {
+                String(
+                    format: "  of which on the other servers: %d, p50 %.1f ms, p99 %.1f ms", $0,
+                    otherServersP50Milliseconds ?? 0, otherServersP99Milliseconds ?? 0)
+            } ?? "",
             "  errors: \(errors.isEmpty ? "none" : errors.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))",
         ]
+        lines.removeAll { $0.isEmpty }
         if let before = serverRSSBeforeBytes, let waiting = serverRSSWaitingBytes, let per = serverRSSPerWaiterBytes {
             lines.append(
                 String(

@@ -80,6 +80,41 @@ import Testing
         #expect(result.outbox?.events == 600)
     }
 
+    struct FanoutResult: Decodable {
+        var expectedDeliveries: Int
+        var delivered: Int
+        var unexpected: Int
+        var otherServersDelivered: Int?
+    }
+
+    /// `sync-bench fanout --also-server`: the long-polls spread over two servers on one database, the pushes
+    /// sent to the first; the second's devices hear of them through PostgreSQL's notifications, and the report
+    /// counts their deliveries apart. Both servers run their tasks on NIO's event loops
+    /// (`SYNC_TASKS_ON_EVENT_LOOPS`), the knob's end-to-end run.
+    @Test func fanoutSpreadsItsDevicesOverServersAndReportsTheOthersApart() async throws {
+        let stack = try await Stack(serverEnvironment: ["SYNC_TASKS_ON_EVENT_LOOPS": "true"])
+        let other = try await stack.startAnotherServer()
+        defer { kill(other.process.processIdentifier, SIGKILL) }
+        let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
+        // 600 devices: clients of 256 connections each go to the servers in turn, so the second gets 256.
+        let output = try await Stack.run(
+            bench,
+            [
+                "fanout", "--server", stack.serverURL, "--also-server", other.url, "--jwt-secret", Stack.secret,
+                "--devices", "600", "--scopes", "4", "--duration", "2", "--push-scopes", "4", "--wait", "10",
+                "--json",
+            ])
+        kill(other.process.processIdentifier, SIGKILL)
+        await other.process.exited()
+        let line = try #require(output.split(separator: "\n").last)
+        let result = try JSONDecoder().decode(FanoutResult.self, from: Data(line.utf8))
+        #expect(result.expectedDeliveries == 1200)
+        #expect(result.delivered == result.expectedDeliveries && result.unexpected == 0)
+        #expect(result.otherServersDelivered == 512)
+        let log = try String(contentsOf: stack.directory.appendingPathComponent("server.log"), encoding: .utf8)
+        #expect(log.contains("NIO's event loops run the process's tasks"))
+    }
+
     struct ChurnResult: Decodable {
         struct Checkpoint: Decodable {
             var operations: Int

@@ -112,6 +112,31 @@ final class Stack: @unchecked Sendable {
         try await waitUntilReady()
     }
 
+    /// Starts another `sync-server` on the same database, on a port of its own, as a second server of a
+    /// deployment is; the caller stops it (`kill` and `exited()`). Returns its base URL and process.
+    func startAnotherServer() async throws -> (url: String, process: ChildProcess.Running) {
+        var environment = ProcessInfo.processInfo.environment
+        environment["SYNC_DATABASE_URL"] = databaseURL
+        environment["SYNC_JWT_SECRET"] = Self.secret
+        environment.merge(serverEnvironment) { $1 }
+        let port = try Self.freePort()
+        let process = try ChildProcess.start(
+            Self.productsDirectory.appendingPathComponent("sync-server").path,
+            ["--port", String(port), "--note-quota", String(noteQuota)], environment: environment,
+            output: directory.appendingPathComponent("server-\(port).log").path)
+        let url = "http://127.0.0.1:\(port)"
+        for _ in 0..<300 {
+            if (try? await Self.run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", "\(url)/readyz"])) != nil {
+                return (url, process)
+            }
+            guard process.isRunning else { throw StackError("the other sync-server exited before it was ready") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        kill(process.processIdentifier, SIGKILL)
+        await process.exited()
+        throw StackError("the other sync-server did not become ready on port \(port)")
+    }
+
     /// The server's process id (nil when it is not running).
     var serverProcessIdentifier: pid_t? { server?.processIdentifier }
 

@@ -8,7 +8,6 @@ import SyncServer
 /// coordinator (`distribute`), gives events stored before checksums theirs (`backfill-checksums`), mints a
 /// development token
 /// (`token`) or prints the JWKS of a private key that signs such tokens (`jwks`).
-@main
 struct SyncServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync-server",
@@ -18,6 +17,16 @@ struct SyncServerCommand: AsyncParsableCommand {
             TokenCommand.self, JWKSCommand.self,
         ],
         defaultSubcommand: ServeCommand.self)
+}
+
+/// The process's entry point: NIO's event loops run its tasks if `SYNC_TASKS_ON_EVENT_LOOPS` is `true`
+/// (`SyncServerApp.runTasksOnEventLoops`), then the command runs.
+@main
+enum SyncServerMain {
+    static func main() async {
+        SyncServerApp.runTasksOnEventLoops()
+        await SyncServerCommand.main()
+    }
 }
 
 /// `sync-server [serve] [--port N] [--note-quota N] …`: runs until SIGINT or SIGTERM, then shuts down

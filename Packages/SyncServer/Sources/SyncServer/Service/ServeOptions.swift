@@ -139,6 +139,9 @@ extension SyncServerApp {
         // Every waiting long-poll holds a socket: take all the descriptors the process may have.
         let files = FileLimit.raiseToHardLimit()
         logger.info("open-file limit", metadata: ["sync.files.limit": "\(files)"])
+        if runsTasksOnEventLoops {
+            logger.info("NIO's event loops run the process's tasks (SYNC_TASKS_ON_EVENT_LOOPS)")
+        }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let app = try await SyncServerApp(

@@ -2,10 +2,12 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
+import NIOPosix
 import PostgresNIO
 import Prometheus
 import ServiceLifecycle
 import SyncProtocol
+import Synchronization
 
 /// Builds the sync server: the PostgreSQL pool, the long-poll hub and the HTTP application, run as
 /// services of one `ServiceGroup` (the application's), with migrations applied before the server listens.
@@ -212,4 +214,30 @@ public struct SyncServerApp: Sendable {
             }
         }
     }
+}
+
+extension SyncServerApp {
+    /// When `SYNC_TASKS_ON_EVENT_LOOPS` is `true`, makes NIO's event loops (`MultiThreadedEventLoopGroup.singleton`,
+    /// which the HTTP server and the PostgreSQL pools use) Swift Concurrency's global executor: a request's
+    /// tasks then run on the loops that carry its I/O instead of hopping to the concurrency pool's threads and
+    /// back for every read, statement and answer. Off by default, measured both ways (Benchmarks/HISTORY.md,
+    /// "The server's threads"): one push at a time costs the server about a fifth less CPU, but a push woken
+    /// to thousands of waiters answers them later (their answers are written from the same loops that run
+    /// the work), and at 32 pushes in flight it saves nothing. Call it first thing in an executable's `main`,
+    /// from the main thread, once; nothing in the server blocks a thread on a future (`wait()`), which an
+    /// event loop must never do.
+    /// - Returns: whether the loops now run the process's tasks.
+    @discardableResult
+    public static func runTasksOnEventLoops(environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> Bool
+    {
+        guard environment["SYNC_TASKS_ON_EVENT_LOOPS"]?.lowercased() == "true" else { return false }
+        let installed = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        tasksOnEventLoops.withLock { $0 = installed }
+        return installed
+    }
+
+    /// Whether `runTasksOnEventLoops` made the loops run the process's tasks (`serve` logs it).
+    public static var runsTasksOnEventLoops: Bool { tasksOnEventLoops.withLock { $0 } }
+    private static let tasksOnEventLoops = Mutex(false)
 }
