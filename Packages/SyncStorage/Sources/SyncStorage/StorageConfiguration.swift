@@ -41,6 +41,9 @@ public struct StorageConfiguration: Sendable {
         let cacheSize = max(1, cacheSizeKiB)
         let encrypted = encryption != nil
         configuration.prepareDatabase { db in
+            // First: a file another process is creating (or switching to WAL) is locked for a moment, and
+            // the statements below would otherwise fail at once with SQLITE_BUSY instead of waiting.
+            try db.execute(sql: "PRAGMA busy_timeout = \(busyMilliseconds)")
             if encrypted {
                 // A new file gets the cipher's page size and room for each page's nonce and tag; temporary
                 // tables and sorts never reach the disk.
@@ -49,7 +52,6 @@ public struct StorageConfiguration: Sendable {
                 try db.execute(sql: "PRAGMA temp_store = MEMORY")
             }
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            try db.execute(sql: "PRAGMA busy_timeout = \(busyMilliseconds)")
             try db.execute(sql: "PRAGMA cache_size = -\(cacheSize)")
             if let checkpointer, !db.configuration.readonly { checkpointer.install(on: db) }
         }

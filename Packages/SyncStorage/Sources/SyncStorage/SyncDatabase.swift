@@ -41,17 +41,36 @@ public final class SyncDatabase: Sendable {
         self.checkpointer = checkpointer
         self.readGate = AsyncGate(permits: max(1, configuration.maximumReaderCount))
         do {
-            self.writer = try DatabasePool(
-                path: path, configuration: configuration.grdbConfiguration(checkpointer: checkpointer))
-            try writer.writeWithoutTransaction { db in
-                let tables = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") ?? 0
-                if tables == 0 {
-                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
-                    try db.execute(sql: "VACUUM")
-                }
-            }
+            self.writer = try Self.openPool(
+                path: path, configuration: configuration.grdbConfiguration(checkpointer: checkpointer),
+                patience: .seconds(configuration.busyTimeoutSeconds))
         } catch {
             throw Self.authenticationFailure(error, path: path) ?? error
+        }
+    }
+
+    /// The pool on `path`, a new file set up for incremental vacuum. Tried again while SQLite answers
+    /// SQLITE_BUSY, for up to `patience`: when two processes open a file that does not exist yet at the same
+    /// moment, one's switch to WAL or its `VACUUM` needs the lock the other holds, and SQLite refuses such a
+    /// change at once rather than through the busy timeout (`sync-agent sync` and `status` started together
+    /// on a new file did that, one run in eight).
+    static func openPool(path: String, configuration: GRDB.Configuration, patience: Duration) throws -> DatabasePool {
+        let deadline = ContinuousClock.now + patience
+        while true {
+            do {
+                let pool = try DatabasePool(path: path, configuration: configuration)
+                try pool.writeWithoutTransaction { db in
+                    let tables = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") ?? 0
+                    if tables == 0 {
+                        try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                        try db.execute(sql: "VACUUM")
+                    }
+                }
+                return pool
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline
+            {
+                usleep(20_000)
+            }
         }
     }
 

@@ -23,6 +23,30 @@ import Testing
         }
     }
 
+    /// Two openers of a file that does not exist yet, at the same moment (as `sync-agent sync` and `status`
+    /// started together): each waits for the other's switch to WAL and first `VACUUM` instead of failing with
+    /// SQLITE_BUSY, which SQLite answers at once to such a change.
+    @Test func twoOpenersOfANewFileAtOnceBothOpenIt() async throws {
+        let directory = try TemporaryDirectory()
+        for round in 0..<40 {
+            let path = directory.path("new-\(round).sqlite")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        let database = try SyncDatabase(path: path)
+                        try await database.writer.write { db in
+                            try db.execute(sql: "CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+                            try db.execute(sql: "INSERT INTO t VALUES (1)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let database = try SyncDatabase(path: path)
+            #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") } == 2)
+        }
+    }
+
     @Test func reopeningKeepsDataAndSettings() throws {
         let directory = try TemporaryDirectory()
         var migrations = SchemaMigrations()
