@@ -5,7 +5,8 @@
 #   small  sync-bench push: 5,000 one-event pushes, 32 in flight, 16 scopes (and over 100 scopes: small100)
 #   load   sync-load: 200 thin devices and 8 replicas in 20 scopes for 20 s, no faults, with its verdict
 # alternating PostgreSQL and Citus, three rounds. Prints one line per measurement, then the medians and the
-# ratios Citus / PostgreSQL. Needs release builds of sync-server, sync-bench and sync-load (BENCH_BIN, default
+# ratios Citus / PostgreSQL. The small pushes also report the server's CPU per push and PostgreSQL's (the
+# postmaster and its processes; on Citus the coordinator's and both workers' together). Needs release builds of sync-server, sync-bench and sync-load (BENCH_BIN, default
 # .build/release) and Citus (scripts/citus.sh; CITUS_SOURCE to build it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,12 +46,19 @@ for round in $(seq 1 "$rounds"); do
         server=$!
         for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
         base="http://127.0.0.1:$port"
+        # The postmasters whose CPU counts: one PostgreSQL's, or every node of the cluster.
+        pids=()
+        if [ "$target" = citus ]; then
+            for node in coordinator worker1 worker2; do pids+=(--postgres-pid "$(head -1 "$SYNC_CITUS_DIR/$node/data/postmaster.pid")"); done
+        else
+            pids+=(--postgres-pid "$(head -1 "$SYNC_POSTGRES_DIR/data/postmaster.pid")")
+        fi
         bulk=$("$bin/sync-bench" push --server "$base" --token "$token" --events 50000 --batch 500 --concurrency 8 \
             --scopes 16 --json 2>/dev/null | tail -1)
         small=$("$bin/sync-bench" push --server "$base" --token "$token" --events 5000 --batch 1 --concurrency 32 \
-            --scopes 16 --json 2>/dev/null | tail -1)
+            --scopes 16 --server-pid "$server" "${pids[@]}" --json 2>/dev/null | tail -1)
         small100=$("$bin/sync-bench" push --server "$base" --token "$token" --events 5000 --batch 1 --concurrency 32 \
-            --scopes 100 --json 2>/dev/null | tail -1)
+            --scopes 100 --server-pid "$server" "${pids[@]}" --json 2>/dev/null | tail -1)
         rm -rf "$run/load" "$run/devices"
         "$bin/sync-load" run --server "$base" --jwt-secret "$SYNC_JWT_SECRET" --devices 200 --replicas 8 --scopes 20 \
             --duration 20 --ramp-up 2 --rate 2 --faults 0 --offline 0 --crash-interval 0 --out "$run/load" \
@@ -66,9 +74,11 @@ try:
         "pass" if step["verdict"]["passed"] else "FAIL")
 except Exception as error:
     load_text = "load failed (%s)" % error
-print("%s round %s: bulk %.0f ev/s p99 %.0f ms · small %.0f ev/s p50 %.1f p99 %.1f ms · small100 %.0f ev/s p99 %.1f ms · %s" % (
+cpu = lambda r: "server %.0f us, postgres %.0f us a push" % (
+    r.get("serverCPUMicrosecondsPerPush") or 0, r.get("postgresCPUMicrosecondsPerPush") or 0)
+print("%s round %s: bulk %.0f ev/s p99 %.0f ms · small %.0f ev/s p50 %.1f p99 %.1f ms (%s) · small100 %.0f ev/s p99 %.1f ms (%s) · %s" % (
     target, round_, b["eventsPerSecond"], b["p99Milliseconds"], s["eventsPerSecond"], s["p50Milliseconds"],
-    s["p99Milliseconds"], h["eventsPerSecond"], h["p99Milliseconds"], load_text))
+    s["p99Milliseconds"], cpu(s), h["eventsPerSecond"], h["p99Milliseconds"], cpu(h), load_text))
 EOF
         kill -TERM "$server" 2>/dev/null
         wait "$server" 2>/dev/null || true
@@ -82,6 +92,7 @@ for line in open(sys.argv[1]):
     target = line.split()[0]
     numbers = dict(bulk=r"bulk (\d+) ev/s", small=r"small (\d+) ev/s", small_p99=r"small \d+ .*? p99 ([\d.]+) ms",
                    small100=r"small100 (\d+) ev/s", small100_p99=r"small100 \d+ ev/s p99 ([\d.]+) ms",
+                   small_server=r"small \d+ .*?\(server (\d+) us", small_postgres=r"small \d+ .*?postgres (\d+) us",
                    load=r"load (\d+) ev/s", visible_p99=r"write-to-visible p50 \d+ p99 (\d+)")
     for key, pattern in numbers.items():
         match = re.search(pattern, line)
@@ -91,7 +102,7 @@ print("medians:")
 for target, values in rows.items():
     print("  %s: %s" % (target, ", ".join("%s %.1f" % (k, statistics.median(v)) for k, v in values.items())))
 if "postgres" in rows and "citus" in rows:
-    for key in ("bulk", "small", "small100", "load"):
+    for key in ("bulk", "small", "small100", "load", "small_server", "small_postgres"):
         if key in rows["postgres"] and key in rows["citus"]:
             print("  citus / postgres, %s: %.2fx" % (
                 key, statistics.median(rows["citus"][key]) / statistics.median(rows["postgres"][key])))

@@ -72,9 +72,9 @@ struct PushCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "PostgreSQL's postmaster process id: report PostgreSQL's CPU time per push, and per pgbench transaction with --baseline pgbench (its processes', live and ended; Linux, from /proc)."
+            "PostgreSQL's postmaster process id: report PostgreSQL's CPU time per push, and per pgbench transaction with --baseline pgbench (its processes', live and ended; Linux, from /proc). Repeat it for a cluster (a Citus coordinator and its workers): their sum."
     )
-    var postgresPid: Int32?
+    var postgresPid: [Int32] = []
 
     @Flag(help: "Print one JSON object instead of text.")
     var json: Bool = false
@@ -99,7 +99,7 @@ struct PushCommand: AsyncParsableCommand {
                     idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
         let url = server.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/push"
         let serverBefore = serverPid.map(ProcessCPU.seconds(of:))
-        let postgresBefore = postgresPid.map(ProcessCPU.seconds(ofTree:))
+        let postgresBefore = ProcessCPU.seconds(ofTrees: postgresPid)
         let started = ContinuousClock.now
         let outcome: Outcome
         do {
@@ -111,7 +111,7 @@ struct PushCommand: AsyncParsableCommand {
         }
         let elapsed = ContinuousClock.now - started
         let serverCPU = serverPid.map(ProcessCPU.seconds(of:)).map { $0 - (serverBefore ?? 0) }
-        let postgresCPU = postgresPid.map(ProcessCPU.seconds(ofTree:)).map { $0 - (postgresBefore ?? 0) }
+        let postgresCPU = ProcessCPU.seconds(ofTrees: postgresPid).map { $0 - (postgresBefore ?? 0) }
         try await http.shutdown()
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         var report = PushReport(
@@ -132,14 +132,13 @@ struct PushCommand: AsyncParsableCommand {
             report.ratioToCopy = report.eventsPerSecond / copy.rowsPerSecond
         }
         if let databaseURL, baseline != .copy {
-            let before = postgresPid.map(ProcessCPU.seconds(ofTree:))
+            let before = ProcessCPU.seconds(ofTrees: postgresPid)
             let pgbench = try await PGBenchBaseline.measure(
                 databaseURL: databaseURL, clients: pgbenchClients, seconds: pgbenchSeconds, scopes: scopes,
                 payloadBytes: payloadBytes)
-            if let postgresPid, let before, pgbench.transactionsPerSecond > 0 {
+            if let before, let after = ProcessCPU.seconds(ofTrees: postgresPid), pgbench.transactionsPerSecond > 0 {
                 let transactions = pgbench.transactionsPerSecond * Double(pgbench.seconds)
-                report.pgbenchPostgresCPUMicrosecondsPerTransaction =
-                    (ProcessCPU.seconds(ofTree: postgresPid) - before) * 1e6 / transactions
+                report.pgbenchPostgresCPUMicrosecondsPerTransaction = (after - before) * 1e6 / transactions
             }
             report.pgbench = pgbench
             report.ratioToPGBench = report.eventsPerSecond / pgbench.transactionsPerSecond
@@ -402,6 +401,11 @@ enum ProcessCPU {
     static func seconds(of pid: Int32) -> Double {
         guard let fields = statFields(String(pid)) else { return 0 }
         return ticks(fields, [11, 12]) / ticksPerSecond  // utime, stime: fields 14 and 15
+    }
+
+    /// The sum of `seconds(ofTree:)` over `parents` (nil when there are none): the postmasters of a cluster.
+    static func seconds(ofTrees parents: [Int32]) -> Double? {
+        parents.isEmpty ? nil : parents.reduce(0) { $0 + seconds(ofTree: $1) }
     }
 
     /// CPU seconds of `parent`, of its children that have ended (cutime, cstime) and of those still running
