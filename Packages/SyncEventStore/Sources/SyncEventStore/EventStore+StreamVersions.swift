@@ -147,18 +147,24 @@ extension EventStore {
         return try await database.writer.write { db in try self.flushDeferredVersions(limit: limit, db) }
     }
 
-    /// The version `stream` has in memory above what `streams` holds (0 when none), for a local append.
+    /// The version `stream` has in memory above what `streams` holds (0 when none), for a local append (after
+    /// `catchUpOthersDeferredVersions`, once per transaction).
     func deferredVersion(of stream: String, _ db: Database) throws -> Int64 {
         let (marked, usable, held) = deferredVersions.withLock { ($0.marked, $0.usable, $0.versions[stream]) }
-        if usable {
-            if marked { return held?.version ?? 0 }
-            // Nothing deferred here; another store on the file (another process) may have deferred versions.
-            guard try Self.meta(Self.deferredVersionsKey, db) != nil else { return 0 }
-        }
-        // Memory lost track (a rollback), or does not hold another store's versions: write them all from the
-        // log, then `streams` has this one too.
+        guard marked || !usable else { return 0 }
+        if usable { return held?.version ?? 0 }
+        // Memory lost track (a rollback): write them all from the log, then `streams` has this one too.
         _ = try flushDeferredVersions(limit: .max, db)
         return 0
+    }
+
+    /// Before a local append's lookups, once per transaction: with nothing deferred here, another store on
+    /// the file (another process) may have deferred versions, which memory does not hold; they are written
+    /// from the log first, so that `streams` has them.
+    func catchUpOthersDeferredVersions(_ db: Database) throws {
+        let (marked, usable) = deferredVersions.withLock { ($0.marked, $0.usable) }
+        guard usable, !marked, try Self.meta(Self.deferredVersionsKey, db) != nil else { return }
+        _ = try flushDeferredVersions(limit: .max, db)
     }
 
     /// Writes up to `limit` deferred versions to `streams`, inside the caller's transaction; returns whether

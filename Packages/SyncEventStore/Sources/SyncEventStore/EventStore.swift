@@ -143,6 +143,7 @@ public final class EventStore: Sendable {
         guard !drafts.isEmpty else { return [] }
         let positionBefore = try Self.lastPosition(db)
         var dotCounter = try Self.meta("dot", db).flatMap { UInt64($0) } ?? 0
+        try catchUpOthersDeferredVersions(db)
         var versions: [String: Int64] = [:]
         var stored: [StoredEvent] = []
         stored.reserveCapacity(drafts.count)
