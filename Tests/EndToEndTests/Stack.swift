@@ -101,40 +101,43 @@ final class Stack: @unchecked Sendable {
     // MARK: - Server
 
     func startServer() async throws {
-        var environment = ProcessInfo.processInfo.environment
-        environment["SYNC_DATABASE_URL"] = databaseURL
-        environment["SYNC_JWT_SECRET"] = Self.secret
-        environment.merge(serverEnvironment) { $1 }
-        server = try ChildProcess.start(
-            Self.productsDirectory.appendingPathComponent("sync-server").path,
-            ["--port", String(port), "--note-quota", String(noteQuota)], environment: environment,
-            output: directory.appendingPathComponent("server.log").path)
-        try await waitUntilReady()
+        server = try await launchServer(port: port, log: "server.log")
     }
 
     /// Starts another `sync-server` on the same database, on a port of its own, as a second server of a
     /// deployment is; the caller stops it (`kill` and `exited()`). Returns its base URL and process.
     func startAnotherServer() async throws -> (url: String, process: ChildProcess.Running) {
+        let port = try Self.freePort()
+        return ("http://127.0.0.1:\(port)", try await launchServer(port: port, log: "server-\(port).log"))
+    }
+
+    /// A `sync-server` on this stack's database at `port`, its output in `log` (in `directory`), once it
+    /// answers `/readyz`; killed if it does not within 30 s.
+    private func launchServer(port: Int, log: String) async throws -> ChildProcess.Running {
         var environment = ProcessInfo.processInfo.environment
         environment["SYNC_DATABASE_URL"] = databaseURL
         environment["SYNC_JWT_SECRET"] = Self.secret
         environment.merge(serverEnvironment) { $1 }
-        let port = try Self.freePort()
         let process = try ChildProcess.start(
             Self.productsDirectory.appendingPathComponent("sync-server").path,
             ["--port", String(port), "--note-quota", String(noteQuota)], environment: environment,
-            output: directory.appendingPathComponent("server-\(port).log").path)
-        let url = "http://127.0.0.1:\(port)"
+            output: directory.appendingPathComponent(log).path)
         for _ in 0..<300 {
-            if (try? await Self.run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", "\(url)/readyz"])) != nil {
-                return (url, process)
+            if (try? await Self.run(
+                "/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:\(port)/readyz"]))
+                != nil
+            {
+                return process
             }
-            guard process.isRunning else { throw StackError("the other sync-server exited before it was ready") }
+            if !process.isRunning {
+                let output = (try? String(contentsOf: directory.appendingPathComponent(log), encoding: .utf8)) ?? ""
+                throw StackError("sync-server exited: \(output.suffix(2000))")
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
         kill(process.processIdentifier, SIGKILL)
         await process.exited()
-        throw StackError("the other sync-server did not become ready on port \(port)")
+        throw StackError("sync-server did not become ready on port \(port)")
     }
 
     /// The server's process id (nil when it is not running).
@@ -146,23 +149,6 @@ final class Stack: @unchecked Sendable {
         kill(server.processIdentifier, SIGKILL)
         await server.exited()
         self.server = nil
-    }
-
-    private func waitUntilReady() async throws {
-        for _ in 0..<300 {
-            if let url = URL(string: "\(serverURL)/readyz"),
-                (try? await Self.run("/usr/bin/env", ["curl", "-sf", "-o", "/dev/null", url.absoluteString])) != nil
-            {
-                return
-            }
-            if let server, !server.isRunning {
-                let log =
-                    (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
-                throw StackError("sync-server exited: \(log.suffix(2000))")
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        throw StackError("sync-server did not become ready on port \(port)")
     }
 
     /// `sync-server compact` on this stack's database, started without waiting (its output is discarded).
