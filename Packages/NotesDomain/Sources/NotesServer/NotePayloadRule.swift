@@ -26,6 +26,11 @@ public struct NotePayloadRule: EventRule {
         RuleDecision(rejections: Self.rejections(events), effects: { _ in [] })
     }
 
+    /// The rule reads no table: it decides from the payloads alone.
+    public func rejectionsFromEventsAlone(_ events: [Event]) -> [Int: EventRejection]? {
+        Self.rejections(events)
+    }
+
     /// The pure part: rejections by position.
     static func rejections(_ events: [Event]) -> [Int: EventRejection] {
         var rejections: [Int: EventRejection] = [:]

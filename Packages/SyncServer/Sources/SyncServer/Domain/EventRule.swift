@@ -27,6 +27,12 @@ public protocol EventRule: Sendable {
     /// - Returns: the rejections by position in `events`, and the writes that record the accepted ones.
     /// - Throws: database errors, which fail the whole push with 503.
     func evaluate(_ events: [Event], connection: PostgresConnection, logger: Logger) async throws -> RuleDecision
+    /// For a rule that decides from the events alone (it reads no table, and its decisions have no effects):
+    /// its rejections by position in `events`, as `evaluate` would make them; nil (the default) for a rule that
+    /// reads the database. Pushes whose events concern only such rules, and that they reject none of, are
+    /// appended in one statement, without a transaction of steps (docs/ARCHITECTURE.md, "A push in one
+    /// statement").
+    func rejectionsFromEventsAlone(_ events: [Event]) -> [Int: EventRejection]?
 }
 
 /// What a rule decided for one batch.
@@ -46,4 +52,7 @@ public struct RuleDecision: Sendable {
 extension EventRule {
     /// A rule keeps no tables unless it says so.
     public var migrations: [Migration] { [] }
+
+    /// A rule reads the database unless it says otherwise.
+    public func rejectionsFromEventsAlone(_ events: [Event]) -> [Int: EventRejection]? { nil }
 }

@@ -29,15 +29,20 @@ struct PushService: Sendable {
     let citus: CitusRouting?
     /// The blobs an event refers to (`SyncDomain.blobReferences(in:)`), checked by `BlobReferenceCheck`.
     let blobReferences: @Sendable (Event) -> [BlobReference]
+    /// Whether pushes that need nothing decided between statements are appended in one (`OneStatementAppend`);
+    /// off, every push runs a transaction of steps (tests compare the two).
+    let appendsInOneStatement: Bool
 
     init(
         database: Database, rules: [any EventRule], limits: ProtocolLimits,
         isCommutative: @escaping @Sendable (String) -> Bool, hub: LongPollHub, metrics: ServerMetrics,
         groupLanes: Int = 2, groupMaxEvents: Int = 256,
         citus: CitusRouting? = nil,
-        blobReferences: @escaping @Sendable (Event) -> [BlobReference] = { _ in [] }
+        blobReferences: @escaping @Sendable (Event) -> [BlobReference] = { _ in [] },
+        appendsInOneStatement: Bool = true
     ) {
         self.blobReferences = blobReferences
+        self.appendsInOneStatement = appendsInOneStatement
         self.database = database
         self.rules = rules
         self.limits = limits
@@ -70,6 +75,9 @@ struct PushService: Sendable {
         var logger: Logger
         /// The blobs the pending events refer to, by index; only events that refer to some.
         var references: [Int: [BlobReference]] = [:]
+        /// The scopes in which the replica's sighting is due (`ReplicaSightings`): recorded by the push's own
+        /// statement or transaction.
+        var sighted: [Scope] = []
     }
 
     /// How often a push is retried after a deadlock, serialization failure or id race before giving up.
@@ -81,13 +89,12 @@ struct PushService: Sendable {
     func push(_ events: [Event], replica: ReplicaID, identity: TokenIdentity, logger: Logger) async throws
         -> [PushResult]
     {
-        let pending = try prepare(events, replica: replica, scopes: identity.scopes, logger: logger)
+        var pending = try prepare(events, replica: replica, scopes: identity.scopes, logger: logger)
         var plan = pending.plan
         if !plan.pendingIndexes.isEmpty {
+            pending.sighted = sightings.due(replica: replica, scopes: plan.pendingScopes)
             plan = try await commit(pending)
             hub.signal(heads: plan.acceptedHeads)
-            let scopes = plan.acceptedScopes
-            try await recordSighting(of: replica, in: scopes, on: await route(of: scopes).database, logger: logger)
         }
         let results = plan.results
         metrics.recordPush(results)
@@ -177,11 +184,17 @@ struct PushService: Sendable {
         }.value
     }
 
-    /// One transaction for the whole group, optimistic then careful; any other error is the caller's.
+    /// The whole group in one statement (`OneStatementAppend`) when it applies, else in one transaction of steps,
+    /// optimistic then careful; any other error is the caller's.
     private func appendTogether(_ pushes: [PendingPush], on database: Database, logger: Logger) async throws
         -> [PushPlan]
     {
         var careful = false
+        do {
+            if let plans = try await appendInOneStatement(pushes, on: database, logger: logger) { return plans }
+        } catch  where Self.needsCareful(error) {
+            careful = true
+        }
         while true {
             do {
                 return try await database.withConnection { [self, careful] connection in
@@ -196,8 +209,8 @@ struct PushService: Sendable {
         }
     }
 
-    /// Runs one push's transaction, first optimistically, then carefully if needed, retrying deadlocks and
-    /// serialization failures.
+    /// Runs one push in one statement (`OneStatementAppend`) when that applies, else in a transaction of steps,
+    /// first optimistically, then carefully if needed, retrying deadlocks and serialization failures.
     ///
     /// The optimistic attempt skips looking up which ids are already stored: retries are rare, and the
     /// insert's `ON CONFLICT (scope, event_id) DO NOTHING` count tells whether any was. If one was, or if any event
@@ -206,9 +219,16 @@ struct PushService: Sendable {
     private func append(_ push: PendingPush, on database: Database) async throws -> PushPlan {
         var attempt = 1
         var careful = false
+        var oneStatement = true
         let logger = push.logger
         while true {
             do {
+                if oneStatement {
+                    oneStatement = false
+                    if let plans = try await appendInOneStatement([push], on: database, logger: logger) {
+                        return plans[0]
+                    }
+                }
                 return try await database.withConnection { [self, careful] connection in
                     database.pushTransactions.increment()
                     return try await connection.transaction(logger: logger) { connection in
@@ -223,21 +243,6 @@ struct PushService: Sendable {
             } catch {
                 throw Database.classify(error)
             }
-        }
-    }
-
-    /// Marks `replica` as active in `scopes` (for compaction's stable point), at most once a minute per
-    /// replica and scope, outside the push transaction, on `database` (on Citus, the node of the scopes:
-    /// through the coordinator, its `INSERT … SELECT` commits in two phases).
-    private func recordSighting(of replica: ReplicaID, in scopes: [Scope], on database: Database, logger: Logger)
-        async throws
-    {
-        let due = sightings.due(replica: replica, scopes: scopes)
-        guard !due.isEmpty else { return }
-        try await database.withConnection { [repository] connection in
-            try await repository.recordProgress(
-                replica: replica, positions: Dictionary(uniqueKeysWithValues: due.map { ($0, 0) }), on: connection,
-                logger: logger)
         }
     }
 
@@ -265,6 +270,33 @@ struct PushService: Sendable {
                 )
             }
         }
+    }
+
+    /// Appends `pushes` by one call of `sync_append` (`OneStatementAppend`); nil when that does not apply to them.
+    /// - Throws: `NeedsCarefulAppend` when the database refused them (a stale version, a stored id, a replica
+    ///   behind a purge: nothing was written); database errors.
+    private func appendInOneStatement(_ pushes: [PendingPush], on database: Database, logger: Logger) async throws
+        -> [PushPlan]?
+    {
+        guard appendsInOneStatement,
+            let call = OneStatementAppend(pushes, rules: rules, isCommutative: isCommutative)
+        else { return nil }
+        let heads: [Scope: Int64]
+        do {
+            heads = try await database.withConnection { [repository] connection in
+                database.pushTransactions.increment()
+                return try await call.run(on: connection, prepared: repository.prepares, logger: logger)
+            }
+        } catch  where Self.needsCareful(error) {
+            metrics.recordOneStatement(refused: true)
+            throw error
+        }
+        guard !heads.isEmpty else {
+            metrics.recordOneStatement(refused: true)
+            throw NeedsCarefulAppend()
+        }
+        metrics.recordOneStatement(refused: false)
+        return OneStatementAppend.accepted(pushes, heads: heads)
     }
 
     static func needsCareful(_ error: any Error) -> Bool {
@@ -301,6 +333,7 @@ struct PushService: Sendable {
         for (slot, push) in pushes.enumerated() {
             try await decide(push, &plans[slot], into: &group, careful: careful, on: connection, logger: logger)
         }
+        try await recordSightings(of: pushes, on: connection, logger: logger)
         guard !group.rows.isEmpty else { return plans }
 
         // On Citus, one statement for the parts of a single scope's bulk write (its `VALUES` rows would cost
@@ -425,6 +458,20 @@ struct PushService: Sendable {
         }
     }
 
+    /// Records the sightings due of `pushes`' replicas (for compaction's stable point), in their transaction.
+    private func recordSightings(of pushes: [PendingPush], on connection: PostgresConnection, logger: Logger)
+        async throws
+    {
+        var due: [(replica: ReplicaID, scope: Scope)] = []
+        var seen: Set<String> = []
+        for push in pushes {
+            for scope in push.sighted where seen.insert("\(push.replica) \(scope)").inserted {
+                due.append((push.replica, scope))
+            }
+        }
+        try await repository.recordSightings(due, on: connection, logger: logger)
+    }
+
     /// Runs each rule on the pending events of `plan` it applies to, after the queued `effects` (run first, so
     /// that the rule reads tables they updated), and marks its rejections; returns each rule's decision with
     /// the indexes it was made on, for its effects once the accepted events are known.
@@ -457,11 +504,6 @@ struct PushService: Sendable {
 struct NeedsCarefulAppend: Error {}
 
 extension PushPlan {
-    /// The scopes that received accepted events.
-    var acceptedScopes: [Scope] {
-        Array(Set(acceptedIndexes.map { events[$0].scope })).sorted()
-    }
-
     /// Each scope that received accepted events, with the highest seq accepted into it.
     var acceptedHeads: [Scope: Int64] {
         var heads: [Scope: Int64] = [:]

@@ -13,6 +13,8 @@ final class ServerMetrics: Sendable {
     private let groupSize: Recorder
     private let groupsCommitted: Counter
     private let groupsSplit: Counter
+    private let oneStatementAppended: Counter
+    private let oneStatementRefused: Counter
     private let pulled: Counter
     private let requestRaw: Counter
     private let requestWire: Counter
@@ -79,6 +81,10 @@ final class ServerMetrics: Sendable {
         groupsCommitted = Counter(
             label: "sync_push_groups_total", dimensions: [("outcome", "committed")], factory: factory)
         groupsSplit = Counter(label: "sync_push_groups_total", dimensions: [("outcome", "split")], factory: factory)
+        oneStatementAppended = Counter(
+            label: "sync_push_one_statement_total", dimensions: [("outcome", "appended")], factory: factory)
+        oneStatementRefused = Counter(
+            label: "sync_push_one_statement_total", dimensions: [("outcome", "refused")], factory: factory)
         pulled = Counter(label: "sync_events_pulled_total", factory: factory)
         requestRaw = Counter(
             label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "raw")], factory: factory)
@@ -149,6 +155,12 @@ final class ServerMetrics: Sendable {
     func recordBlobBytes(received: Int = 0, sent: Int = 0) {
         if received > 0 { blobBytesIn.increment(by: received) }
         if sent > 0 { blobBytesOut.increment(by: sent) }
+    }
+
+    /// A push, or a group, tried in one statement (`OneStatementAppend`): appended, or `refused` (a stale version,
+    /// a stored id, a replica behind a purge: decided again by a transaction of steps).
+    func recordOneStatement(refused: Bool) {
+        (refused ? oneStatementRefused : oneStatementAppended).increment()
     }
 
     /// A transaction that ran several pushes together (group commit): committed, or `split` (it failed, and its

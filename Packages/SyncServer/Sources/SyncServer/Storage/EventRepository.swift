@@ -574,6 +574,28 @@ struct EventRepository: Sendable {
             """, logger: logger)
     }
 
+    /// Records each replica as seen now in its scope (`ReplicaSightings`), inside a push's transaction: as
+    /// `recordProgress` with position 0 (no position moves), as `VALUES` rows, which a Citus cluster writes to
+    /// their shards on the transaction's connection.
+    func recordSightings(
+        _ sightings: [(replica: ReplicaID, scope: Scope)], on connection: PostgresConnection, logger: Logger
+    )
+        async throws
+    {
+        guard !sightings.isEmpty else { return }
+        var bind = Binder()
+        let rows = try sightings.map {
+            "(\(try bind($0.replica.description)), \(try bind($0.scope.name)), 0, now(), 0)"
+        }
+        try await connection.checkedQuery(
+            PostgresQuery(
+                unsafeSQL: """
+                    INSERT INTO replica_progress (replica, scope, acknowledged_seq, seen_at, based_on_retained)
+                    VALUES \(rows.joined(separator: ", "))
+                    ON CONFLICT (replica, scope) DO UPDATE SET seen_at = EXCLUDED.seen_at
+                    """, binds: bind.bindings), logger: logger)
+    }
+
     /// Per scope, `replica`'s acknowledged position and the purge level its state is based on (scopes it
     /// was never seen in are left out).
     func progress(replica: ReplicaID, in scopes: [String], on connection: PostgresConnection, logger: Logger)

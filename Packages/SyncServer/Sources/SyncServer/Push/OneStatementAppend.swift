@@ -1,0 +1,154 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SyncModels
+import SyncProtocol
+
+/// A push, or a group of pushes, appended by one statement in one round trip that commits on its own: a call
+/// of `sync_append` (migration `0012-append-function`; docs/ARCHITECTURE.md, "A push in one statement"), where
+/// the transaction of steps (`PushService.decide`) takes `BEGIN`, the head locks, the stream versions, the
+/// write and `COMMIT`, each a round trip.
+///
+/// It applies when nothing has to be decided between the statements: no event refers to a blob, every rule
+/// that concerns an event decides from the events alone (`EventRule.rejectionsFromEventsAlone`) and rejects
+/// none, no id comes twice among the pushes, and the checked versions of each stream rise in queue order. Then
+/// every pending event is accepted unless the database holds otherwise: a stream at or past the first version
+/// given, a stored id (a retry), a replica behind a purge. The function then writes nothing, and the pushes are
+/// decided by the transaction of steps, carefully, which rejects, marks or refuses them one by one.
+struct OneStatementAppend {
+    /// The call: the events' columns, the checked streams with their first and last versions, each push's
+    /// replica with its scopes and whether its sighting is due.
+    enum Call: FixedStatement {
+        static let name = "sync_append_1"
+        static let sql = """
+            SELECT appended_scope, head_before FROM sync_append(
+                $1::text[], $2::int8[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[], $8::text[],
+                $9::text[], $10::int8[], $11::text[], $12::int8[], $13::text[], $14::text[], $15::int8[],
+                $16::int8[], $17::text[], $18::text[], $19::bool[])
+            """
+    }
+
+    /// The SQLSTATE `sync_append` raises when an event's id is already stored.
+    static let storedIDState = "SY001"
+
+    private var bindings = PostgresBindings()
+
+    /// The call for `pushes`, in queue order, or nil when one of them needs the transaction of steps.
+    init?(_ pushes: [PushService.PendingPush], rules: [any EventRule], isCommutative: (String) -> Bool) {
+        var scopes: [String] = []
+        var ordinals: [Int64] = []
+        var ids: [UUID] = []
+        var streams: [String] = []
+        var versions: [Int64] = []
+        var types: [String] = []
+        var schemaVersions: [Int32] = []
+        var hlcs: [String] = []
+        var dotReplicas: [String] = []
+        var dotCounters: [Int64] = []
+        var payloads: [String] = []
+        var checksums: [Int64] = []
+        var replicas: [String] = []
+        var replicaScopes: [String] = []
+        var sighted: [Bool] = []
+        var seen: Set<EventRepository.EventKey> = []
+        var checked: [PushPlan.StreamKey: (first: Int64, last: Int64)] = [:]
+        var checkedOrder: [PushPlan.StreamKey] = []
+        var placed: [Scope: Int64] = [:]
+        for push in pushes {
+            guard push.references.isEmpty else { return nil }
+            let plan = push.plan
+            let pending = plan.pendingIndexes
+            for rule in rules {
+                let concerned = pending.filter { rule.applies(to: plan.events[$0].type) }
+                guard !concerned.isEmpty else { continue }
+                guard let rejections = rule.rejectionsFromEventsAlone(concerned.map { plan.events[$0] }),
+                    rejections.isEmpty
+                else { return nil }
+            }
+            for index in pending {
+                let event = plan.events[index]
+                guard seen.insert(EventRepository.EventKey(scope: event.scope, id: event.id)).inserted else {
+                    return nil
+                }
+                if !isCommutative(event.type) {
+                    let key = PushPlan.StreamKey(scope: event.scope, stream: event.stream)
+                    if let versions = checked[key] {
+                        guard event.streamVersion > versions.last else { return nil }
+                        checked[key]!.last = event.streamVersion
+                    } else {
+                        checked[key] = (event.streamVersion, event.streamVersion)
+                        checkedOrder.append(key)
+                    }
+                }
+                let ordinal = placed[event.scope, default: 0] + 1
+                placed[event.scope] = ordinal
+                let row = EventRepository.NewEvent(event: event, seq: ordinal, payloadJSON: push.payloads[index]!)
+                scopes.append(event.scope.name)
+                ordinals.append(ordinal)
+                ids.append(event.id.uuid)
+                streams.append(event.stream)
+                versions.append(event.streamVersion)
+                types.append(event.type)
+                schemaVersions.append(Int32(clamping: event.schemaVersion))
+                hlcs.append(event.hlc.description)
+                dotReplicas.append(event.dot.replica.description)
+                dotCounters.append(Int64(bitPattern: event.dot.counter))
+                payloads.append(row.payloadJSON)
+                checksums.append(row.checksum ?? 0)
+            }
+            for scope in plan.pendingScopes {
+                replicas.append(push.replica.description)
+                replicaScopes.append(scope.name)
+                sighted.append(push.sighted.contains(scope))
+            }
+        }
+        guard !scopes.isEmpty else { return nil }
+        bindings.append(scopes)
+        bindings.append(ordinals)
+        bindings.append(ids)
+        bindings.append(streams)
+        bindings.append(versions)
+        bindings.append(types)
+        bindings.append(schemaVersions)
+        bindings.append(hlcs)
+        bindings.append(dotReplicas)
+        bindings.append(dotCounters)
+        bindings.append(payloads)
+        bindings.append(checksums)
+        bindings.append(checkedOrder.map(\.scope.name))
+        bindings.append(checkedOrder.map(\.stream))
+        bindings.append(checkedOrder.map { checked[$0]!.first })
+        bindings.append(checkedOrder.map { checked[$0]!.last })
+        bindings.append(replicas)
+        bindings.append(replicaScopes)
+        bindings.append(sighted)
+    }
+
+    /// Runs the call on `connection` outside a transaction (it commits on its own): as a prepared statement when
+    /// `prepared`.
+    /// - Returns: each scope's head before the call; empty when the database refused the pushes.
+    /// - Throws: `NeedsCarefulAppend` when an id was stored already (the call undid everything); database errors.
+    func run(on connection: PostgresConnection, prepared: Bool, logger: Logger) async throws -> [Scope: Int64] {
+        var heads: [Scope: Int64] = [:]
+        do {
+            try await connection.forEachRow(Call.self, bindings, prepared: prepared, logger: logger) { row in
+                let (scope, head) = try row.decode((String, Int64).self)
+                heads[try Scope(scope)] = head
+            }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == Self.storedIDState {
+            throw NeedsCarefulAppend()
+        }
+        return heads
+    }
+
+    /// The plans of `pushes` once appended on `heads` (each scope's head before the call): every pending event
+    /// accepted, with the seq the call gave it.
+    static func accepted(_ pushes: [PushService.PendingPush], heads: [Scope: Int64]) -> [PushPlan] {
+        var running = heads
+        return pushes.map { push in
+            var plan = push.plan
+            running.merge(plan.assignSeqs(heads: running)) { $1 }
+            return plan
+        }
+    }
+}

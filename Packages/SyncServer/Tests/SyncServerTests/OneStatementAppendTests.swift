@@ -1,0 +1,281 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Prometheus
+import SyncModels
+import SyncProtocol
+import SyncServerTesting
+import SyncTestSupport
+import Synchronization
+import Testing
+
+@testable import SyncServer
+
+/// A push in one statement (`OneStatementAppend`, `sync_append`) on real PostgreSQL: what it appends is what the
+/// transaction of steps appends, event for event, head for head, checksum for checksum; what it cannot decide
+/// alone (a stored id, a stale version, a replica behind a purge, a rule that reads the database) is refused
+/// whole and decided by the steps.
+@Suite struct OneStatementAppendTests {
+    /// A rule that decides from the events alone: it rejects `order.bad`.
+    struct PureRule: EventRule {
+        static let message = "a bad order"
+        var name: String { "pure" }
+        func applies(to type: String) -> Bool { type.hasPrefix("order.") }
+        func evaluate(_ events: [Event], connection: PostgresConnection, logger: Logger) async throws -> RuleDecision {
+            RuleDecision(rejections: rejectionsFromEventsAlone(events)!, effects: { _ in [] })
+        }
+        func rejectionsFromEventsAlone(_ events: [Event]) -> [Int: EventRejection]? {
+            var rejections: [Int: EventRejection] = [:]
+            for (index, event) in events.enumerated() where event.type == "order.bad" {
+                rejections[index] = EventRejection(.validationFailed, Self.message)
+            }
+            return rejections
+        }
+    }
+
+    static let alice = ReplicaID(high: 0xA1, low: 1)
+    static let bob = ReplicaID(high: 0xB0, low: 2)
+
+    /// A push service (one statement allowed or not) on a fresh, migrated database, and its metrics.
+    static func withService(
+        oneStatement: Bool = true,
+        _ body: @Sendable (PushService, TestDatabase, PrometheusCollectorRegistry) async throws -> Void
+    ) async throws {
+        try await TestDatabase.with { database in
+            try await TestServer.withClient(database) { client in
+                let migrator = Migrator(migrations: Migration.generic + TestRule().migrations)
+                _ = try await migrator.migrate(client, logger: TestDatabase.logger)
+                let registry = PrometheusCollectorRegistry()
+                let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+                let service = PushService(
+                    database: Database(client: client, queueLimit: 64, acquireTimeout: .seconds(20), metrics: metrics),
+                    rules: [TestRule(), PureRule()], limits: .standard, isCommutative: TestDomain().isCommutative,
+                    hub: LongPollHub(client: client, logger: TestDatabase.logger, metrics: metrics), metrics: metrics,
+                    appendsInOneStatement: oneStatement)
+                try await body(service, database, registry)
+            }
+        }
+    }
+
+    /// A prepared push whose replica's sighting is due in each of its scopes, as `PushService.push` makes it.
+    static func pending(_ service: PushService, _ events: [Event], replica: ReplicaID = alice) throws
+        -> PushService.PendingPush
+    {
+        var push = try service.prepare(
+            events, replica: replica, scopes: Set(events.map(\.scope)), logger: TestDatabase.logger)
+        push.sighted = push.plan.pendingScopes
+        return push
+    }
+
+    /// Everything a push writes, as text: the log with checksums, heads and scope checksums, stream versions,
+    /// the rule's counts, the replicas seen.
+    static func contents(_ database: TestDatabase) async throws -> [String] {
+        try await database.connection { connection in
+            var lines: [String] = []
+            for query: PostgresQuery in [
+                """
+                SELECT scope || ' ' || seq || ' ' || event_id || ' ' || type || ' ' || stream_version || ' '
+                       || checksum || ' ' || payload::text FROM events ORDER BY scope, seq
+                """,
+                "SELECT scope || ' ' || head || ' ' || checksum FROM scopes ORDER BY scope",
+                "SELECT scope || ' ' || stream || ' ' || version FROM streams ORDER BY scope, stream",
+                "SELECT scope || ' ' || n FROM test_counts ORDER BY scope",
+                "SELECT replica || ' ' || scope || ' ' || acknowledged_seq FROM replica_progress ORDER BY 1",
+            ] {
+                for try await line in try await connection.query(query, logger: TestDatabase.logger).decode(String.self)
+                {
+                    lines.append(line)
+                }
+            }
+            return lines
+        }
+    }
+
+    static func metric(_ registry: PrometheusCollectorRegistry, _ name: String) -> Int {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Int(Double(line.split(separator: " ").last!) ?? 0)
+        }
+        return 0
+    }
+
+    static let appended = #"sync_push_one_statement_total{outcome="appended"}"#
+    static let refused = #"sync_push_one_statement_total{outcome="refused"}"#
+
+    /// Runs `groups` of pushes (each group one `append(group:)`) on a fresh database.
+    static func run(_ groups: [[([Event], ReplicaID)]], oneStatement: Bool) async throws -> (
+        results: [[PushResult]], contents: [String], appended: Int, refused: Int
+    ) {
+        let outcome = Mutex<([[PushResult]], [String], Int, Int)>(([], [], 0, 0))
+        try await withService(oneStatement: oneStatement) { service, database, registry in
+            var results: [[PushResult]] = []
+            for group in groups {
+                let pushes = try group.map { try Self.pending(service, $0.0, replica: $0.1) }
+                for answer in await service.append(group: pushes) { results.append(try answer.get().results) }
+            }
+            let contents = try await Self.contents(database)
+            outcome.withLock {
+                $0 = (results, contents, Self.metric(registry, Self.appended), Self.metric(registry, Self.refused))
+            }
+        }
+        return outcome.withLock { $0 }
+    }
+
+    /// The oracle: 300 random pushes in random groups, with what the one statement must refuse mixed in (retried
+    /// events, stale and repeated versions, rejections by a rule from the events alone and by one that reads the
+    /// database, ids repeated within a push and across a group), give the same answers and leave the same rows
+    /// as the transaction of steps alone.
+    @Test func oneStatementAppendsWhatTheStepsAppend() async throws {
+        var random = SplitMix64(seed: 0x5EED_0001)
+        let scopes: [Scope] = ["o1", "o2", "o3"]
+        let streams = (0..<6).map { "order:\($0)" }
+        var versions: [String: Int64] = [:]
+        var sent: [Event] = []
+        var groups: [[([Event], ReplicaID)]] = []
+        while groups.map(\.count).reduce(0, +) < 300 {
+            var group: [([Event], ReplicaID)] = []
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                var events: [Event] = []
+                let replica = Bool.random(using: &random) ? Self.alice : Self.bob
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    let scope = scopes.randomElement(using: &random)!
+                    let roll = Int.random(in: 0..<100, using: &random)
+                    let event: Event
+                    if roll < 8, let old = sent.randomElement(using: &random) {
+                        event = old  // a retry
+                    } else if roll < 45 {
+                        let stream = streams.randomElement(using: &random)!
+                        let key = "\(scope.name) \(stream)"
+                        // Mostly the next version; sometimes stale, sometimes a jump.
+                        let next = (versions[key] ?? 0) + Int64([1, 1, 1, 1, 0, -1, 3].randomElement(using: &random)!)
+                        versions[key] = max(versions[key] ?? 0, next)
+                        event = EventFixtures.event(
+                            scope: scope, stream: stream, version: max(1, next), type: "order.placed", replica: replica)
+                    } else if roll < 50 {
+                        event = EventFixtures.event(scope: scope, type: "order.bad", replica: replica)
+                    } else if roll < 56 {
+                        event = EventFixtures.event(scope: scope, type: "doc.counted", replica: replica)
+                    } else {
+                        event = EventFixtures.event(
+                            scope: scope, stream: EventFixtures.stream(), type: "doc.edited",
+                            payload: .object(["n": .int(Int64(roll))]), replica: replica)
+                    }
+                    events.append(event)
+                    if Int.random(in: 0..<40, using: &random) == 0 { events.append(event) }  // twice in one push
+                }
+                sent += events
+                group.append((events, replica))
+            }
+            groups.append(group)
+        }
+
+        let fast = try await Self.run(groups, oneStatement: true)
+        let steps = try await Self.run(groups, oneStatement: false)
+        #expect(fast.results == steps.results)
+        #expect(fast.contents == steps.contents)
+        #expect(steps.appended == 0 && steps.refused == 0)
+        // Both paths ran: most groups in one statement, some refused by the database, others never tried.
+        #expect(fast.appended > groups.count / 4, "appended \(fast.appended) of \(groups.count) groups")
+        #expect(fast.refused > 0, "refused \(fast.refused)")
+        #expect(fast.appended + fast.refused < groups.count, "some groups needed the steps from the start")
+    }
+
+    /// What only the database can tell, each refused whole and decided by the steps: a retried id is a
+    /// duplicate with its seq and the new event beside it is appended without a gap (what the call inserted
+    /// before it met the stored id was undone); a stale version is `conflict.version` with the current one; a
+    /// replica behind a purge must reset.
+    @Test func whatTheStatementCannotDecideIsDecidedByTheSteps() async throws {
+        try await Self.withService { service, database, registry in
+            let first = EventFixtures.event(scope: "r", stream: "order:1", version: 1, type: "order.placed")
+            #expect(
+                try await service.append(group: [Self.pending(service, [first])])[0].get().results == [
+                    .accepted(first.id, seq: 1)
+                ])
+            #expect(Self.metric(registry, Self.appended) == 1)
+
+            let edited = EventFixtures.event(scope: "r")
+            #expect(
+                try await service.append(group: [Self.pending(service, [edited])])[0].get().results == [
+                    .accepted(edited.id, seq: 2)
+                ])
+            // The call inserts `fresh` at seq 3, meets `edited` stored, and undoes it all; the steps append it.
+            let fresh = EventFixtures.event(scope: "r")
+            let retried = try await service.append(group: [Self.pending(service, [fresh, edited])])[0].get().results
+            #expect(retried == [.accepted(fresh.id, seq: 3), .duplicate(edited.id, seq: 2)])
+            #expect(Self.metric(registry, Self.appended) == 2 && Self.metric(registry, Self.refused) == 1)
+
+            let stale = EventFixtures.event(scope: "r", stream: "order:1", version: 1, type: "order.placed")
+            let results = try await service.append(group: [Self.pending(service, [stale])])[0].get().results
+            #expect(results[0].code == .conflictVersion && results[0].currentVersion == 1)
+            #expect(Self.metric(registry, Self.refused) == 2)
+
+            // Compaction purged below seq 2. Bob has acknowledged nothing in the scope: he passes.
+            try await database.execute("UPDATE scopes SET retained_from_seq = 2 WHERE scope = 'r'")
+            let bobs = EventFixtures.event(scope: "r", replica: Self.bob)
+            let bobsResults = try await service.append(group: [Self.pending(service, [bobs], replica: Self.bob)])[0]
+                .get().results
+            #expect(bobsResults == [.accepted(bobs.id, seq: 4)])
+            #expect(Self.metric(registry, Self.appended) == 3)
+            // Now he has read seq 1 of a history purged below seq 4: he must reset.
+            try await database.execute("UPDATE scopes SET retained_from_seq = 4 WHERE scope = 'r'")
+            try await database.execute(
+                "UPDATE replica_progress SET acknowledged_seq = 1 WHERE replica = \(Self.bob.description)")
+            let behind = EventFixtures.event(scope: "r", replica: Self.bob)
+            let answer = await service.append(group: [try Self.pending(service, [behind], replica: Self.bob)])[0]
+            #expect(throws: SyncProtocolError.self) { try answer.get() }
+            if case .failure(let error as SyncProtocolError) = answer { #expect(error.code == .resetRequired) }
+            #expect(Self.metric(registry, Self.refused) == 3)
+
+            #expect(
+                try await database.integers("SELECT seq FROM events WHERE scope = 'r' ORDER BY seq") == [1, 2, 3, 4])
+            #expect(
+                try await database.integers(
+                    "SELECT ((SELECT sum(checksum) FROM events WHERE scope = 'r') - checksum)::int8 FROM scopes WHERE scope = 'r'"
+                )
+                    == [0])
+            #expect(
+                try await database.integers("SELECT version FROM streams WHERE scope = 'r' AND stream = 'order:1'")
+                    == [1])
+        }
+    }
+
+    /// A push that concerns a rule reading the database, or refers to a blob, never tries the one statement.
+    @Test func aRuleThatReadsTheDatabaseTakesTheSteps() async throws {
+        try await Self.withService { service, database, registry in
+            let counted = EventFixtures.event(scope: "c", type: "doc.counted")
+            let results = try await service.append(group: [Self.pending(service, [counted])])[0].get().results
+            #expect(results == [.accepted(counted.id, seq: 1)])
+            #expect(Self.metric(registry, Self.appended) == 0 && Self.metric(registry, Self.refused) == 0)
+            let counts = try await database.integers("SELECT n FROM test_counts WHERE scope = 'c'")
+            #expect(counts == [1])
+        }
+    }
+
+    /// The statement queues one notification per scope with its new head, as the steps do (`LongPollHub` wakes
+    /// long-polls with it), and records the replica's sighting.
+    @Test func theStatementNotifiesEachScopeAndRecordsTheSighting() async throws {
+        try await Self.withService { service, database, _ in
+            let notifications = try await database.connection { listener in
+                try await listener.listen(on: EventRepository.channel) { notifications in
+                    let events = [
+                        EventFixtures.event(scope: "n1"), EventFixtures.event(scope: "n2"),
+                        EventFixtures.event(scope: "n1"),
+                    ]
+                    _ = try await service.append(group: [Self.pending(service, events)])[0].get()
+                    var payloads: [String] = []
+                    for try await notification in notifications {
+                        payloads.append(notification.payload)
+                        if payloads.count == 2 { break }
+                    }
+                    return payloads.sorted()
+                }
+            }
+            #expect(notifications == ["n1 2", "n2 1"])
+            #expect(
+                try await database.integers(
+                    "SELECT count(*) FROM replica_progress WHERE replica = \(Self.alice.description) AND seen_at > now() - interval '1 minute'"
+                ) == [2])
+        }
+    }
+}
