@@ -298,9 +298,14 @@ struct CitusTests {
 
     /// `sync_push_transactions_total` by node, from the server's `/metrics`.
     static func pushTransactions(_ stack: Stack) async throws -> [String: Double] {
+        try await counters("sync_push_transactions_total", stack)
+    }
+
+    /// A counter of the server's `/metrics` by the value of its one dimension.
+    static func counters(_ name: String, _ stack: Stack) async throws -> [String: Double] {
         let text = try await Stack.run("/usr/bin/env", ["curl", "-sf", "\(stack.serverURL)/metrics"])
         var counts: [String: Double] = [:]
-        for line in text.split(separator: "\n") where line.hasPrefix("sync_push_transactions_total{") {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") {
             // sync_push_transactions_total{node="group 1"} 12
             guard let open = line.firstIndex(of: "\""), let close = line.lastIndex(of: "\""), open < close,
                 let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...])
@@ -311,8 +316,8 @@ struct CitusTests {
     }
 
     /// One-event pushes of scopes on both workers, 16 in flight (`sync-bench push`): once the server knows
-    /// where the scopes are, each push group runs its transaction on the worker of its scopes, not through
-    /// the coordinator, and no node records a two-phase commit; every event is stored once.
+    /// where the scopes are, each push group runs on the worker of its scopes, not through the coordinator, as
+    /// one call of `sync_append`; no node records a two-phase commit; every event is stored once.
     @Test func pushesRunOnTheWorkerOfTheirScopesAndCommitInOnePhase() async throws {
         let stack = try await Self.stack()
         let scopes = (0..<8).map { "bench-\($0)" }
@@ -340,8 +345,16 @@ struct CitusTests {
         } while warmed < 400
         let before = try await Self.twoPhaseCommits(stack)
         let counted = try await Self.pushTransactions(stack)
+        let oneStatement = try await Self.counters("sync_push_one_statement_total", stack)
         try await push(800, concurrency: 16)
         let after = try await Self.pushTransactions(stack)
+        // Each push, or group, ran as one call of `sync_append` on its node (docs/ARCHITECTURE.md, "A push in one
+        // statement"), none refused.
+        let calls = try await Self.counters("sync_push_one_statement_total", stack)
+        let transactions = after.values.reduce(0, +) - counted.values.reduce(0, +)
+        #expect(
+            (calls["appended"] ?? 0) - (oneStatement["appended"] ?? 0) == transactions
+                && calls["refused"] == oneStatement["refused"], "\(calls), \(transactions) transactions")
         #expect(after["database"] == counted["database"], "no push went through the coordinator: \(after)")
         let onNodes = after.filter { $0.key.hasPrefix("group ") }
         #expect(onNodes.count == 2 && onNodes.allSatisfy { $0.value > counted[$0.key] ?? 0 }, "\(after)")

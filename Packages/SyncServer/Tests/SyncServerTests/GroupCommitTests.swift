@@ -29,8 +29,10 @@ import Testing
     static let alice = ReplicaID(high: 0xA1, low: 1)
     static let bob = ReplicaID(high: 0xB0, low: 2)
 
-    /// A push service on a fresh, migrated database (no HTTP), and its metrics.
+    /// A push service on a fresh, migrated database (no HTTP), and its metrics; with `rules` (`TestRule` and
+    /// `FailingRule` by default), appending in one statement when it applies unless `oneStatement` is false.
     static func withService(
+        rules: [any EventRule] = [TestRule(), FailingRule()], oneStatement: Bool = true,
         _ body: @Sendable (PushService, TestDatabase, PrometheusCollectorRegistry) async throws -> Void
     ) async throws {
         try await TestDatabase.with { database in
@@ -41,8 +43,9 @@ import Testing
                 let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
                 let service = PushService(
                     database: Database(client: client, queueLimit: 64, acquireTimeout: .seconds(20), metrics: metrics),
-                    rules: [TestRule(), FailingRule()], limits: .standard, isCommutative: TestDomain().isCommutative,
-                    hub: LongPollHub(client: client, logger: TestDatabase.logger, metrics: metrics), metrics: metrics)
+                    rules: rules, limits: .standard, isCommutative: TestDomain().isCommutative,
+                    hub: LongPollHub(client: client, logger: TestDatabase.logger, metrics: metrics), metrics: metrics,
+                    appendsInOneStatement: oneStatement)
                 try await body(service, database, registry)
             }
         }
@@ -55,15 +58,20 @@ import Testing
             events, replica: replica, scopes: Set(events.map(\.scope)), logger: TestDatabase.logger)
     }
 
-    /// What a database holds of the log, the stream versions and the rule's counts, as text.
+    /// Everything a push writes, as text: the log with checksums and payloads, heads and scope checksums, stream
+    /// versions, the rule's counts, the replicas seen.
     static func contents(_ database: TestDatabase) async throws -> [String] {
         try await database.connection { connection in
             var lines: [String] = []
             for query: PostgresQuery in [
-                "SELECT scope || ' ' || seq || ' ' || event_id || ' ' || type FROM events ORDER BY scope, seq",
-                "SELECT scope || ' ' || head FROM scopes ORDER BY scope",
+                """
+                SELECT scope || ' ' || seq || ' ' || event_id || ' ' || type || ' ' || stream_version || ' '
+                       || checksum || ' ' || payload::text FROM events ORDER BY scope, seq
+                """,
+                "SELECT scope || ' ' || head || ' ' || checksum FROM scopes ORDER BY scope",
                 "SELECT scope || ' ' || stream || ' ' || version FROM streams ORDER BY scope, stream",
                 "SELECT scope || ' ' || n FROM test_counts ORDER BY scope",
+                "SELECT replica || ' ' || scope || ' ' || acknowledged_seq FROM replica_progress ORDER BY 1",
             ] {
                 for try await line in try await connection.query(query, logger: TestDatabase.logger).decode(String.self)
                 {

@@ -36,25 +36,12 @@ import Testing
     static let alice = ReplicaID(high: 0xA1, low: 1)
     static let bob = ReplicaID(high: 0xB0, low: 2)
 
-    /// A push service (one statement allowed or not) on a fresh, migrated database, and its metrics.
+    /// A push service with `TestRule` and `PureRule` (`GroupCommitTests.withService`).
     static func withService(
         oneStatement: Bool = true,
         _ body: @Sendable (PushService, TestDatabase, PrometheusCollectorRegistry) async throws -> Void
     ) async throws {
-        try await TestDatabase.with { database in
-            try await TestServer.withClient(database) { client in
-                let migrator = Migrator(migrations: Migration.generic + TestRule().migrations)
-                _ = try await migrator.migrate(client, logger: TestDatabase.logger)
-                let registry = PrometheusCollectorRegistry()
-                let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
-                let service = PushService(
-                    database: Database(client: client, queueLimit: 64, acquireTimeout: .seconds(20), metrics: metrics),
-                    rules: [TestRule(), PureRule()], limits: .standard, isCommutative: TestDomain().isCommutative,
-                    hub: LongPollHub(client: client, logger: TestDatabase.logger, metrics: metrics), metrics: metrics,
-                    appendsInOneStatement: oneStatement)
-                try await body(service, database, registry)
-            }
-        }
+        try await GroupCommitTests.withService(rules: [TestRule(), PureRule()], oneStatement: oneStatement, body)
     }
 
     /// A prepared push whose replica's sighting is due in each of its scopes, as `PushService.push` makes it.
@@ -65,30 +52,6 @@ import Testing
             events, replica: replica, scopes: Set(events.map(\.scope)), logger: TestDatabase.logger)
         push.sighted = push.plan.pendingScopes
         return push
-    }
-
-    /// Everything a push writes, as text: the log with checksums, heads and scope checksums, stream versions,
-    /// the rule's counts, the replicas seen.
-    static func contents(_ database: TestDatabase) async throws -> [String] {
-        try await database.connection { connection in
-            var lines: [String] = []
-            for query: PostgresQuery in [
-                """
-                SELECT scope || ' ' || seq || ' ' || event_id || ' ' || type || ' ' || stream_version || ' '
-                       || checksum || ' ' || payload::text FROM events ORDER BY scope, seq
-                """,
-                "SELECT scope || ' ' || head || ' ' || checksum FROM scopes ORDER BY scope",
-                "SELECT scope || ' ' || stream || ' ' || version FROM streams ORDER BY scope, stream",
-                "SELECT scope || ' ' || n FROM test_counts ORDER BY scope",
-                "SELECT replica || ' ' || scope || ' ' || acknowledged_seq FROM replica_progress ORDER BY 1",
-            ] {
-                for try await line in try await connection.query(query, logger: TestDatabase.logger).decode(String.self)
-                {
-                    lines.append(line)
-                }
-            }
-            return lines
-        }
     }
 
     static func metric(_ registry: PrometheusCollectorRegistry, _ name: String) -> Int {
@@ -114,7 +77,7 @@ import Testing
                 let pushes = try group.map { try Self.pending(service, $0.0, replica: $0.1) }
                 for answer in await service.append(group: pushes) { results.append(try answer.get().results) }
             }
-            let contents = try await Self.contents(database)
+            let contents = try await GroupCommitTests.contents(database)
             outcome.withLock {
                 $0 = (results, contents, Self.metric(registry, Self.appended), Self.metric(registry, Self.refused))
             }

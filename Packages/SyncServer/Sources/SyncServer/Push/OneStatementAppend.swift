@@ -28,6 +28,11 @@ struct OneStatementAppend {
             """
     }
 
+    /// The most events a call takes. The function writes a row at a time, which costs a bulk push more than the
+    /// transaction of steps' one statement for all its rows saves (and on Citus, each row is a statement Citus
+    /// plans); a larger push, like one larger than a group, runs the steps.
+    static let maxEvents = 256
+
     /// The SQLSTATE `sync_append` raises when an event's id is already stored.
     static let storedIDState = "SY001"
 

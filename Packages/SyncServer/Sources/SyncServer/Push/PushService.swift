@@ -132,7 +132,9 @@ struct PushService: Sendable {
         let events = push.plan.pendingIndexes.count
         let (lane, database) = await route(of: push.plan.pendingScopes)
         guard let groups, events <= groups.maxEvents, let lane else {
-            return try await append(push, on: database)
+            // Not in one statement through a Citus coordinator (no lane): there each of the function's statements,
+            // a row at a time, would be a round trip to a worker, with the scopes' locks held.
+            return try await append(push, on: database, oneStatement: lane != nil)
         }
         let answer = await groups.submit(push, events: events, lane: lane) { pushes in
             await self.append(group: pushes, on: database)
@@ -216,10 +218,12 @@ struct PushService: Sendable {
     /// insert's `ON CONFLICT (scope, event_id) DO NOTHING` count tells whether any was. If one was, or if any event
     /// was rejected (a retried event could look like a stale version or a second creation before it is
     /// recognised as a duplicate), the attempt is rolled back and the careful attempt looks them up first.
-    private func append(_ push: PendingPush, on database: Database) async throws -> PushPlan {
+    private func append(_ push: PendingPush, on database: Database, oneStatement: Bool = true) async throws
+        -> PushPlan
+    {
         var attempt = 1
         var careful = false
-        var oneStatement = true
+        var oneStatement = oneStatement
         let logger = push.logger
         while true {
             do {
@@ -279,6 +283,7 @@ struct PushService: Sendable {
         -> [PushPlan]?
     {
         guard appendsInOneStatement,
+            pushes.map(\.plan.pendingIndexes.count).reduce(0, +) <= OneStatementAppend.maxEvents,
             let call = OneStatementAppend(pushes, rules: rules, isCommutative: isCommutative)
         else { return nil }
         let heads: [Scope: Int64]
