@@ -92,7 +92,7 @@ import Testing
     @Test func oneStatementAppendsWhatTheStepsAppend() async throws {
         var random = SplitMix64(seed: 0x5EED_0001)
         let scopes: [Scope] = ["o1", "o2", "o3"]
-        let streams = (0..<6).map { "order:\($0)" }
+        let streams = (0..<2).map { "order:\($0)" }
         var versions: [String: Int64] = [:]
         var sent: [Event] = []
         var groups: [[([Event], ReplicaID)]] = []
@@ -101,7 +101,7 @@ import Testing
             for _ in 0..<Int.random(in: 1...4, using: &random) {
                 var events: [Event] = []
                 let replica = Bool.random(using: &random) ? Self.alice : Self.bob
-                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                for _ in 0..<Int.random(in: 1...4, using: &random) {
                     let scope = scopes.randomElement(using: &random)!
                     let roll = Int.random(in: 0..<100, using: &random)
                     let event: Event
@@ -138,8 +138,8 @@ import Testing
         #expect(fast.results == steps.results)
         #expect(fast.contents == steps.contents)
         #expect(steps.appended == 0 && steps.refused == 0)
-        // Both paths ran: most groups in one statement, some refused by the database, others never tried.
-        #expect(fast.appended > groups.count / 4, "appended \(fast.appended) of \(groups.count) groups")
+        // Both paths ran: many groups in one statement, some refused by the database, others never tried.
+        #expect(fast.appended > groups.count / 6, "appended \(fast.appended) of \(groups.count) groups")
         #expect(fast.refused > 0, "refused \(fast.refused)")
         #expect(fast.appended + fast.refused < groups.count, "some groups needed the steps from the start")
     }

@@ -13,8 +13,8 @@ import SyncProtocol
 /// that concerns an event decides from the events alone (`EventRule.rejectionsFromEventsAlone`) and rejects
 /// none, no id comes twice among the pushes, and the checked versions of each stream rise in queue order. Then
 /// every pending event is accepted unless the database holds otherwise: a stream at or past the first version
-/// given, a stored id (a retry), a replica behind a purge. The function then writes nothing, and the pushes are
-/// decided by the transaction of steps, carefully, which rejects, marks or refuses them one by one.
+/// given, a stored id (a retry), a replica behind a purge. The function then undoes all it did, and the pushes
+/// are decided by the transaction of steps, carefully, which rejects, marks or refuses them one by one.
 struct OneStatementAppend {
     /// The call: the events' columns, the checked streams with their first and last versions, each push's
     /// replica with its scopes and whether its sighting is due.
@@ -33,8 +33,9 @@ struct OneStatementAppend {
     /// plans); a larger push, like one larger than a group, runs the steps.
     static let maxEvents = 256
 
-    /// The SQLSTATE `sync_append` raises when an event's id is already stored.
-    static let storedIDState = "SY001"
+    /// The SQLSTATEs `sync_append` raises, undoing everything, when an event's id is already stored, and when a
+    /// stream is at or past a version given or a replica is behind a purge.
+    static let refusals: Set<String> = ["SY001", "SY002"]
 
     private var bindings = PostgresBindings()
 
@@ -131,8 +132,9 @@ struct OneStatementAppend {
 
     /// Runs the call on `connection` outside a transaction (it commits on its own): as a prepared statement when
     /// `prepared`.
-    /// - Returns: each scope's head before the call; empty when the database refused the pushes.
-    /// - Throws: `NeedsCarefulAppend` when an id was stored already (the call undid everything); database errors.
+    /// - Returns: each scope's head before the call.
+    /// - Throws: `NeedsCarefulAppend` when the database refused the pushes (the call undid everything);
+    ///   database errors.
     func run(on connection: PostgresConnection, prepared: Bool, logger: Logger) async throws -> [Scope: Int64] {
         var heads: [Scope: Int64] = [:]
         do {
@@ -140,7 +142,7 @@ struct OneStatementAppend {
                 let (scope, head) = try row.decode((String, Int64).self)
                 heads[try Scope(scope)] = head
             }
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == Self.storedIDState {
+        } catch let error as PSQLError where Self.refusals.contains(error.serverInfo?[.sqlState] ?? "") {
             throw NeedsCarefulAppend()
         }
         return heads

@@ -278,7 +278,7 @@ struct PushService: Sendable {
 
     /// Appends `pushes` by one call of `sync_append` (`OneStatementAppend`); nil when that does not apply to them.
     /// - Throws: `NeedsCarefulAppend` when the database refused them (a stale version, a stored id, a replica
-    ///   behind a purge: nothing was written); database errors.
+    ///   behind a purge: the call undid everything); database errors.
     private func appendInOneStatement(_ pushes: [PendingPush], on database: Database, logger: Logger) async throws
         -> [PushPlan]?
     {
@@ -295,10 +295,6 @@ struct PushService: Sendable {
         } catch  where Self.needsCareful(error) {
             metrics.recordOneStatement(refused: true)
             throw error
-        }
-        guard !heads.isEmpty else {
-            metrics.recordOneStatement(refused: true)
-            throw NeedsCarefulAppend()
         }
         metrics.recordOneStatement(refused: false)
         return OneStatementAppend.accepted(pushes, heads: heads)

@@ -1,21 +1,23 @@
 extension Migration {
     /// `sync_append(…)`: a push, or a group of pushes, that needs nothing decided between its statements, in one
     /// statement and one round trip, committed on its own (`OneStatementAppend`; docs/ARCHITECTURE.md, "A push
-    /// in one statement"). It locks the head rows of the events' scopes (`sync_lock_scopes`, sorted), and then:
+    /// in one statement"). It locks the head row of each of the events' scopes, in sorted order, by moving it
+    /// past the scope's events (creating a missing one first), and queues a `NOTIFY` with the new head; then:
     ///
-    /// - returns no rows, having written nothing but missing head rows, when a replica that pushed is behind a
-    ///   purge in one of its scopes (the test of `PushService.refuseIfBehindPurge`), or when a checked stream
-    ///   already holds a version at least as high as the first one the events give it: the caller decides
-    ///   those pushes in the transaction of steps, which rejects or refuses them one by one;
-    /// - raises SQLSTATE `SY001`, undoing everything, when an event's id is already stored in its scope (a
-    ///   retry), for the same reason;
+    /// - raises SQLSTATE `SY002`, undoing everything, when a replica that pushed is behind a purge in one of its
+    ///   scopes (the test of `PushService.refuseIfBehindPurge`), or when a checked stream already holds a version
+    ///   at least as high as the first one the events give it;
+    /// - raises SQLSTATE `SY001`, undoing everything, when an event's id is already stored in its scope (a retry);
+    ///
+    ///   in both cases the caller decides the pushes in the transaction of steps, which rejects or refuses them
+    ///   one by one;
     /// - otherwise inserts each event with seq `head + ordinal` (its place among the scope's events of the call),
-    ///   moves each head and scope checksum, raises the stream versions, records the replicas' sightings, queues a
-    ///   `NOTIFY` per scope, and returns each scope with its head before the call.
+    ///   raises the stream versions, records the replicas' sightings, and returns each scope with its head before
+    ///   the call.
     ///
-    /// Every statement inside names one scope (a row at a time), so on a Citus cluster each runs on its shard on
-    /// the node the function is called on, as `sync_lock_scopes` does; plain PostgreSQL runs the same code, its
-    /// statements planned once per session.
+    /// Every statement inside names one scope, by a variable, and one row, so on a Citus cluster each runs on its
+    /// shard on the node the function is called on; plain PostgreSQL runs the same code, its statements planned
+    /// once per session.
     static let appendFunction = Migration(
         id: "0012-append-function",
         statements: [
@@ -31,66 +33,82 @@ extension Migration {
             DECLARE
                 names text[] := ARRAY(SELECT DISTINCT s FROM unnest(p_scope) AS s ORDER BY 1);
                 heads int8[] := '{}';
-                added int8[] := '{}';
-                counts int8[] := '{}';
-                locked scopes;
+                added int8[] := array_fill(0::int8, ARRAY[coalesce(array_length(names, 1), 0)]);
+                counts int8[] := array_fill(0::int8, ARRAY[coalesce(array_length(names, 1), 0)]);
                 at int;
                 slot int;
+                one_scope text;
+                one_stream text;
+                one_replica text;
+                before int8;
+                retained int8;
                 stored int8;
             BEGIN
-                FOR locked IN SELECT * FROM sync_lock_scopes(names) LOOP
-                    heads := heads || locked.head;
-                    added := added || 0::int8;
-                    counts := counts || 0::int8;
-                    IF locked.retained_from_seq > 1 THEN
-                        FOR at IN 1 .. coalesce(array_length(r_scope, 1), 0) LOOP
-                            CONTINUE WHEN r_scope[at] <> locked.scope;
+                FOR at IN 1 .. coalesce(array_length(p_scope, 1), 0) LOOP
+                    slot := array_position(names, p_scope[at]);
+                    counts[slot] := counts[slot] + 1;
+                    added[slot] := added[slot] + p_checksum[at];
+                END LOOP;
+                -- Each head row locked by moving it, in sorted order.
+                FOR at IN 1 .. coalesce(array_length(names, 1), 0) LOOP
+                    one_scope := names[at];
+                    UPDATE scopes SET head = scopes.head + counts[at], checksum = scopes.checksum + added[at]
+                    WHERE scopes.scope = one_scope
+                    RETURNING scopes.head - counts[at], scopes.retained_from_seq INTO before, retained;
+                    IF NOT FOUND THEN
+                        INSERT INTO scopes (scope) VALUES (one_scope) ON CONFLICT DO NOTHING;
+                        UPDATE scopes SET head = scopes.head + counts[at], checksum = scopes.checksum + added[at]
+                        WHERE scopes.scope = one_scope
+                        RETURNING scopes.head - counts[at], scopes.retained_from_seq INTO before, retained;
+                    END IF;
+                    heads := heads || before;
+                    IF retained > 1 THEN
+                        FOR slot IN 1 .. coalesce(array_length(r_scope, 1), 0) LOOP
+                            CONTINUE WHEN r_scope[slot] <> one_scope;
+                            one_replica := r_replica[slot];
                             IF EXISTS (SELECT 1 FROM replica_progress rp
-                                       WHERE rp.scope = locked.scope AND rp.replica = r_replica[at]
-                                         AND rp.acknowledged_seq > 0
-                                         AND rp.acknowledged_seq < locked.retained_from_seq - 1
-                                         AND rp.based_on_retained <> locked.retained_from_seq) THEN
-                                RETURN;
+                                       WHERE rp.scope = one_scope AND rp.replica = one_replica
+                                         AND rp.acknowledged_seq > 0 AND rp.acknowledged_seq < retained - 1
+                                         AND rp.based_on_retained <> retained) THEN
+                                RAISE EXCEPTION 'replica % is behind a purge of scope %', one_replica, one_scope
+                                    USING ERRCODE = 'SY002';
                             END IF;
                         END LOOP;
                     END IF;
+                    PERFORM pg_notify('sync_events', one_scope || ' ' || (before + counts[at]));
                 END LOOP;
                 FOR at IN 1 .. coalesce(array_length(v_scope, 1), 0) LOOP
-                    SELECT st.version INTO stored FROM streams st
-                    WHERE st.scope = v_scope[at] AND st.stream = v_stream[at];
+                    one_scope := v_scope[at];
+                    one_stream := v_stream[at];
+                    SELECT st.version INTO stored FROM streams st WHERE st.scope = one_scope AND st.stream = one_stream;
                     IF FOUND AND stored >= v_first[at] THEN
-                        RETURN;
+                        RAISE EXCEPTION 'stream % of scope % is at version %', one_stream, one_scope, stored
+                            USING ERRCODE = 'SY002';
                     END IF;
                 END LOOP;
                 FOR at IN 1 .. coalesce(array_length(p_scope, 1), 0) LOOP
-                    slot := array_position(names, p_scope[at]);
+                    one_scope := p_scope[at];
                     INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version, hlc,
                                         dot_replica, dot_counter, payload, checksum)
-                    VALUES (p_scope[at], heads[slot] + p_ordinal[at], p_id[at], p_stream[at], p_version[at],
-                            p_type[at], p_schema[at], p_hlc[at], p_dot_replica[at], p_dot_counter[at],
-                            p_payload[at]::json, p_checksum[at])
+                    VALUES (one_scope, heads[array_position(names, one_scope)] + p_ordinal[at], p_id[at],
+                            p_stream[at], p_version[at], p_type[at], p_schema[at], p_hlc[at], p_dot_replica[at],
+                            p_dot_counter[at], p_payload[at]::json, p_checksum[at])
                     ON CONFLICT (scope, event_id) DO NOTHING;
                     IF NOT FOUND THEN
-                        RAISE EXCEPTION 'event % is already stored in scope %', p_id[at], p_scope[at]
+                        RAISE EXCEPTION 'event % is already stored in scope %', p_id[at], one_scope
                             USING ERRCODE = 'SY001';
                     END IF;
-                    added[slot] := added[slot] + p_checksum[at];
-                    counts[slot] := counts[slot] + 1;
-                END LOOP;
-                FOR at IN 1 .. coalesce(array_length(names, 1), 0) LOOP
-                    CONTINUE WHEN counts[at] = 0;
-                    UPDATE scopes SET head = heads[at] + counts[at], checksum = scopes.checksum + added[at]
-                    WHERE scopes.scope = names[at];
-                    PERFORM pg_notify('sync_events', names[at] || ' ' || (heads[at] + counts[at]));
                 END LOOP;
                 FOR at IN 1 .. coalesce(array_length(v_scope, 1), 0) LOOP
-                    INSERT INTO streams (scope, stream, version) VALUES (v_scope[at], v_stream[at], v_last[at])
+                    one_scope := v_scope[at];
+                    INSERT INTO streams (scope, stream, version) VALUES (one_scope, v_stream[at], v_last[at])
                     ON CONFLICT (scope, stream) DO UPDATE SET version = GREATEST(streams.version, EXCLUDED.version);
                 END LOOP;
                 FOR at IN 1 .. coalesce(array_length(r_scope, 1), 0) LOOP
                     CONTINUE WHEN NOT r_sighted[at];
+                    one_scope := r_scope[at];
                     INSERT INTO replica_progress (replica, scope, acknowledged_seq, seen_at, based_on_retained)
-                    VALUES (r_replica[at], r_scope[at], 0, now(), 0)
+                    VALUES (r_replica[at], one_scope, 0, now(), 0)
                     ON CONFLICT (replica, scope) DO UPDATE SET seen_at = EXCLUDED.seen_at;
                 END LOOP;
                 RETURN QUERY SELECT n, h FROM unnest(names, heads) AS x(n, h);
