@@ -16,19 +16,26 @@ public enum OpenAPIDocument {
     /// The methods a path is served with (from `operations`), or nil for a path the API does not have: a
     /// request to a known path with another method is answered 405 with these in `Allow`. A path parameter
     /// (`{id}`) matches any one non-empty segment.
+    /// Every request asks (the server's `ErrorMiddleware`), so the templates are split once, not per request.
     public static func allowedMethods(path: String) -> [String]? {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        let methods = operations.compactMap { operation -> String? in
-            let parts = operation.split(separator: " ", maxSplits: 1)
-            let template = parts[1].split(separator: "/", omittingEmptySubsequences: false)
-            guard template.count == segments.count else { return nil }
-            for (expected, actual) in zip(template, segments) {
-                let isParameter = expected.first == "{" && expected.last == "}"
-                guard isParameter ? !actual.isEmpty : expected == actual else { return nil }
+        var methods: [String] = []
+        for operation in parsedOperations where operation.segments.count == segments.count {
+            let matches = zip(operation.segments, segments).allSatisfy { expected, actual in
+                expected == nil ? !actual.isEmpty : expected! == actual
             }
-            return String(parts[0])
+            if matches { methods.append(operation.method) }
         }
         return methods.isEmpty ? nil : methods
+    }
+
+    /// `operations` split into their method and path segments, a parameter (`{id}`) as nil.
+    private static let parsedOperations: [(method: String, segments: [Substring?])] = operations.map { operation in
+        let parts = operation.split(separator: " ", maxSplits: 1)
+        let segments = parts[1].split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            segment.first == "{" && segment.last == "}" ? nil : segment
+        }
+        return (String(parts[0]), segments)
     }
 
     /// The document as JSON text.
