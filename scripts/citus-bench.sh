@@ -26,6 +26,20 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 token=$("$bin/sync-server" token --sub bench --scopes "$(seq -s, -f 'bench-%g' 0 99)" --ttl 86400)
 results="$run/results.txt"
 : >"$results"
+# Lets the next target run on a quiet machine: this one's tables vacuumed and its dirty pages written now, not
+# by its autovacuum and checkpointer during the next target's measurements (both PostgreSQL instances share
+# the cores).
+settle() {
+    psql "$2" -qc "VACUUM ANALYZE" >/dev/null 2>&1 || true
+    if [ "$1" = citus ]; then
+        for node in coordinator worker1 worker2; do
+            port="$(sed -n 4p "$SYNC_CITUS_DIR/$node/data/postmaster.pid")"
+            psql "postgres://sync@127.0.0.1:$port/postgres" -qc CHECKPOINT >/dev/null 2>&1 || true
+        done
+    else
+        psql "$admin" -qc CHECKPOINT >/dev/null 2>&1 || true
+    fi
+}
 
 for round in $(seq 1 "$rounds"); do
     for target in postgres citus; do
@@ -82,6 +96,7 @@ print("%s round %s: bulk %.0f ev/s p99 %.0f ms · small %.0f ev/s p50 %.1f p99 %
 EOF
         kill -TERM "$server" 2>/dev/null
         wait "$server" 2>/dev/null || true
+        settle "$target" "$url"
     done
 done
 
