@@ -172,6 +172,122 @@ import Testing
         #expect(feeds.feeds["a"] == nil)
     }
 
+    /// A commit of this server's own, handed over: its frames go to the subscribers with no read, and its
+    /// notification, coming back before its answer, waits for it instead of reading.
+    @Test func anExpectedCommitIsHandedOverWithoutARead() {
+        var feeds = Feeds()
+        let id = Self.subscribed(at: 5, head: 5, feeds: &feeds)
+        _ = feeds.start(id)
+        guard case .wait = feeds.next(id, waiter: 1) else {
+            Issue.record("nothing should be ready")
+            return
+        }
+        let expected = feeds.expect(["a", "b"])
+        #expect(expected.map(\.scope) == ["a"], "no feed of b: nothing to expect")
+        #expect(feeds.signal("a", head: 6) == nil, "the commit's own notification waits")
+        let (waiters, read, dropped) = feeds.appended(expected[0], frames: [Self.frame(5, 6)])
+        #expect(waiters == [1] && read == nil && dropped == 0)
+        guard case .frames(let frames) = feeds.next(id, waiter: 2) else {
+            Issue.record("the commit's frame")
+            return
+        }
+        #expect(frames == ["5-6"])
+        #expect(feeds.signal("a", head: 6) == nil, "a notification after the answer: the feed has that head")
+        #expect(feeds.signal("a", head: 7) == Feeds.Read(scope: "a", after: 6), "nothing expected: signals read")
+    }
+
+    /// Two commits whose answers come in the other order: the later one's frame waits for the earlier one's,
+    /// and both go out in order, with no read.
+    @Test func answersInTheOtherOrderAreAppendedInOrder() {
+        var feeds = Feeds()
+        let id = Self.subscribed(at: 5, head: 5, feeds: &feeds)
+        _ = feeds.start(id)
+        let first = feeds.expect(["a"])[0]
+        let second = feeds.expect(["a"])[0]
+        #expect(feeds.signal("a", head: 7) == nil)
+        let early = feeds.appended(second, frames: [Self.frame(6, 7)])
+        #expect(early.waiters.isEmpty && early.read == nil)
+        #expect(feeds.feeds["a"]?.head == 5)
+        let (_, read, _) = feeds.appended(first, frames: [Self.frame(5, 6)])
+        #expect(read == nil)
+        guard case .frames(let frames) = feeds.next(id, waiter: 1) else {
+            Issue.record("both frames")
+            return
+        }
+        #expect(frames == ["5-6", "6-7"])
+        #expect(feeds.feeds["a"]?.early.isEmpty == true)
+    }
+
+    /// What the commits did not hand over is read: another server's commit signalled meanwhile, a frame
+    /// whose predecessor never came, a commit that failed.
+    @Test func whatWasNotHandedOverIsRead() {
+        var feeds = Feeds()
+        let id = Self.subscribed(at: 5, head: 5, feeds: &feeds)
+        _ = feeds.start(id)
+        // Another server's commit (head 9) while this one's (5, 6] runs: read after 6 once it is in.
+        var expected = feeds.expect(["a"])[0]
+        #expect(feeds.signal("a", head: 9) == nil)
+        #expect(feeds.appended(expected, frames: [Self.frame(5, 6)]).read == Feeds.Read(scope: "a", after: 6))
+        _ = feeds.readEnded(.init(scope: "a", after: 6), frames: [Self.frame(6, 9)])
+        // A frame past the head whose predecessor was not this server's (no expectation of it): read.
+        expected = feeds.expect(["a"])[0]
+        #expect(feeds.appended(expected, frames: [Self.frame(10, 11)]).read == Feeds.Read(scope: "a", after: 9))
+        _ = feeds.readEnded(.init(scope: "a", after: 9), frames: [Self.frame(9, 11)])
+        // A commit that failed, with a signal meanwhile (its own would not come; another's did).
+        expected = feeds.expect(["a"])[0]
+        #expect(feeds.signal("a", head: 12) == nil)
+        #expect(feeds.appended(expected, frames: nil).read == Feeds.Read(scope: "a", after: 11))
+        _ = feeds.readEnded(.init(scope: "a", after: 11), frames: [Self.frame(11, 12)])
+        // A failed commit with no signal meanwhile: nothing to read.
+        expected = feeds.expect(["a"])[0]
+        #expect(feeds.appended(expected, frames: nil).read == nil)
+        guard case .frames(let frames) = feeds.next(id, waiter: 1) else {
+            Issue.record("frames")
+            return
+        }
+        #expect(frames == ["5-6", "6-9", "9-11", "11-12"])
+    }
+
+    /// A commit handed over while a read runs: its frames go out at once, and the read's, no longer on the
+    /// head, are dropped; when they reached past what was handed over, a read after it finds the rest.
+    @Test func aCommitHandedOverWhileAReadRuns() {
+        var feeds = Feeds()
+        let id = Self.subscribed(at: 5, head: 5, feeds: &feeds)
+        _ = feeds.start(id)
+        #expect(feeds.signal("a", head: 8) == Feeds.Read(scope: "a", after: 5))
+        var expected = feeds.expect(["a"])[0]
+        #expect(feeds.appended(expected, frames: [Self.frame(5, 6)]).read == nil)
+        var (_, next, _) = feeds.readEnded(.init(scope: "a", after: 5), frames: [Self.frame(5, 8)])
+        #expect(next == Feeds.Read(scope: "a", after: 6))
+        _ = feeds.readEnded(.init(scope: "a", after: 6), frames: [Self.frame(6, 8)])
+        // A read that found no more than what was handed over meanwhile ends there.
+        #expect(feeds.signal("a", head: 9) == Feeds.Read(scope: "a", after: 8))
+        expected = feeds.expect(["a"])[0]
+        #expect(feeds.appended(expected, frames: [Self.frame(8, 9)]).read == nil)
+        (_, next, _) = feeds.readEnded(.init(scope: "a", after: 8), frames: [Self.frame(8, 9)])
+        #expect(next == nil)
+        #expect(feeds.feeds["a"]?.reading == false)
+        guard case .frames(let frames) = feeds.next(id, waiter: 1) else {
+            Issue.record("frames")
+            return
+        }
+        #expect(frames == ["5-6", "6-8", "8-9"])
+    }
+
+    /// An expectation outlives its feed (the last subscriber left, another came): it ends nothing of the new
+    /// feed, whose signals read at once.
+    @Test func anExpectationOfAFeedThatWentEndsNothing() {
+        var feeds = Feeds()
+        let first = Self.subscribed(at: 5, head: 5, feeds: &feeds)
+        let expected = feeds.expect(["a"])[0]
+        _ = feeds.unsubscribe(first)
+        let second = Self.subscribed(at: 5, head: 5, feeds: &feeds)
+        _ = feeds.start(second)
+        #expect(feeds.appended(expected, frames: [Self.frame(5, 6)]) == ([], nil, 0))
+        #expect(feeds.feeds["a"]?.head == 5)
+        #expect(feeds.signal("a", head: 6) == Feeds.Read(scope: "a", after: 5))
+    }
+
     /// One read of many commits is cut into frames of at most the byte bound (and at least one event each),
     /// in order, without gaps: a ring then never holds more than its bound plus one such frame.
     @Test func aLargeReadIsCutIntoFramesOfBoundedSize() {

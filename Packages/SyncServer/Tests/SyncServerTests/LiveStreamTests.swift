@@ -135,6 +135,84 @@ import Testing
         }
     }
 
+    /// This server's own commits are handed to the live stream rather than read back (`LiveHub.expect`): their
+    /// frames carry exactly what a pull reads, `receivedAt` included, and one pusher's commits make no tail
+    /// read. Then four pushers, some of whose pushes take the transaction of steps (a retried event makes the
+    /// one statement refuse), and another server's commits, which are read: every event still arrives once,
+    /// in order, as a pull reads it.
+    @Test func framesOfThisServersCommitsAreWhatAPullReads() async throws {
+        try await LiveTests.withLiveClient(scopes: ["hv"]) { client, server in
+            var cursor = ScopeCursor()
+            let subscriber = try await Subscriber.open(client, cursor: cursor)
+            defer { subscriber.close() }
+            func reads() async throws -> Double {
+                try await FanoutTests.metric("sync_live_reads_total", http: client.http, base: client.base)
+            }
+            let readsBefore = try await reads()
+            var head: Int64 = 0
+            for batch in 0..<20 {
+                let events = (0...(batch % 3)).map { index in
+                    EventFixtures.event(
+                        scope: "hv", stream: "doc:\(index)", version: Int64(batch + 1),
+                        payload: .object([
+                            "title": .string("é \(batch) \"q\""), "n": .int(Int64(batch)), "x": .double(0.5),
+                        ]))
+                }
+                #expect(try await client.push(events).allSatisfy { $0.status == .accepted })
+                head += Int64(events.count)
+            }
+            var (live, _) = try await Self.collect(subscriber, from: &cursor, until: ["hv": head])
+            #expect(try await reads() == readsBefore, "one pusher's commits are handed over, not read")
+
+            let retried = live
+            let counts = try await withThrowingTaskGroup(of: Int64.self) { group in
+                for pusher in 0..<4 {
+                    group.addTask {
+                        var count: Int64 = 0
+                        for batch in 0..<15 {
+                            var events = [EventFixtures.event(scope: "hv", stream: "p\(pusher):\(batch)")]
+                            if batch % 4 == pusher % 4 { events.append(retried[(pusher * 7 + batch) % retried.count]) }
+                            let results = try await client.push(events)
+                            #expect(results[0].status == .accepted)
+                            count += 1
+                        }
+                        return count
+                    }
+                }
+                group.addTask {
+                    // Another server's commits: a row and its head straight into the database, then the NOTIFY.
+                    for index in 0..<10 {
+                        let event = EventFixtures.event(scope: "hv", stream: "other:\(index)")
+                        try await server.database.execute(
+                            """
+                            WITH s AS (UPDATE scopes SET head = head + 1 WHERE scope = 'hv' RETURNING head)
+                            INSERT INTO events (scope, seq, event_id, stream, stream_version, type, schema_version,
+                                                hlc, dot_replica, dot_counter, payload)
+                            SELECT 'hv', s.head, \(event.id.uuid), \(event.stream), 1, 'doc.edited', 1,
+                                   \(event.hlc.description), \(event.dot.replica.description),
+                                   \(Int64(event.dot.counter)), '{}' FROM s
+                            """)
+                        try await server.database.execute(
+                            "SELECT pg_notify('sync_events', 'hv ' || head) FROM scopes WHERE scope = 'hv'")
+                    }
+                    return 10
+                }
+                return try await group.reduce(0, +)
+            }
+            head += counts
+            let (more, _) = try await Self.collect(subscriber, from: &cursor, until: ["hv": head])
+            live += more
+            #expect(try await reads() > readsBefore, "another server's commits are read")
+            let (pulled, _) = try await client.pull(
+                PullRequest(cursor: ScopeCursor(), scopes: ["hv"], limit: 1_000, wait: 0))
+            #expect(pulled.events.count == Int(head) && live.count == Int(head))
+            let differing = zip(live, pulled.events).first { $0 != $1 }
+            #expect(
+                differing == nil,
+                "the live stream's events are the pull's, field for field: \(String(describing: differing))")
+        }
+    }
+
     @Test func reconnectingWithTheCursorMissesNothingAndRepeatsNothing() async throws {
         try await LiveTests.withLiveClient(scopes: ["rc"]) { client, _ in
             var cursor = ScopeCursor()

@@ -33,6 +33,17 @@ struct LiveFeeds<Waiter, Bytes> {
         var reading = false
         /// A signal came while it ran: read again after it.
         var dirty = false
+        /// Tells this feed from an earlier one of the same scope (gone with its last subscriber) in an
+        /// `Expectation`.
+        var generation = 0
+        /// Commits of this server's own in flight whose events it will be handed (`expect`, `appended`).
+        var expected = 0
+        /// The highest head signalled while commits were expected (`Int64.max` when a signal carried none):
+        /// signals wait for the expected events rather than read, and read afterwards only past them.
+        var signalledWhileExpected: Int64?
+        /// Frames handed over before the ones they follow (an expected commit whose answer came first),
+        /// by `after`.
+        var early: [Int64: [Frame]] = [:]
 
         var ring: ArraySlice<Frame> { frames[start...] }
 
@@ -86,6 +97,7 @@ struct LiveFeeds<Waiter, Bytes> {
     private(set) var feeds: [Scope: Feed] = [:]
     private(set) var subscribers: [Int: Subscriber] = [:]
     private var nextID = 0
+    private var nextGeneration = 0
     private(set) var closed = false
     /// The ring's bounds, per scope.
     let maxFrames: Int
@@ -111,7 +123,8 @@ struct LiveFeeds<Waiter, Bytes> {
         for scope in positions.keys.sorted() {
             if feeds[scope] == nil {
                 // Reading its head: signals meanwhile make it read again once the head is known.
-                feeds[scope] = Feed(reading: true)
+                nextGeneration += 1
+                feeds[scope] = Feed(reading: true, generation: nextGeneration)
                 newFeeds.append(scope)
             }
             feeds[scope]?.subscribers.insert(id)
@@ -235,6 +248,10 @@ struct LiveFeeds<Waiter, Bytes> {
         guard var feed = feeds[scope] else { return nil }
         if let head, let known = feed.head, head <= known { return nil }
         defer { feeds[scope] = feed }
+        if feed.expected > 0 {
+            feed.signalledWhileExpected = max(feed.signalledWhileExpected ?? 0, head ?? .max)
+            return nil
+        }
         if feed.reading || feed.head == nil {
             feed.dirty = true
             return nil
@@ -257,37 +274,10 @@ struct LiveFeeds<Waiter, Bytes> {
         var waiters: [Waiter] = []
         var dropped = 0
         if let first = new.first, first.after == feed.head {
-            for frame in new {
-                feed.frames.append(frame)
-                feed.bytes += frame.size
-            }
-            feed.head = new.last!.head
-            // Trim to the bounds, then compact the storage now and then.
-            while feed.frames.count - feed.start > maxFrames
-                || (feed.bytes > maxBytes && feed.frames.count - feed.start > 1)
-            {
-                feed.bytes -= feed.frames[feed.start].size
-                feed.start += 1
-            }
-            if feed.start > 64 && feed.start * 2 > feed.frames.count {
-                feed.frames.removeFirst(feed.start)
-                feed.start = 0
-            }
-            let oldest = feed.ring.first?.after ?? feed.head!
-            for id in feed.subscribers {
-                guard let index = subscribers.index(forKey: id),
-                    let position = subscribers.values[index].positions[read.scope]
-                else { continue }
-                if position < oldest, subscribers.values[index].outcome == nil {
-                    subscribers.values[index].outcome = .behind
-                    dropped += 1
-                }
-                subscribers.values[index].ready = true
-                if let waiter = subscribers.values[index].waiter {
-                    subscribers.values[index].waiter = nil
-                    waiters.append(waiter)
-                }
-            }
+            append(new, to: &feed, of: read.scope, waiters: &waiters, dropped: &dropped)
+        } else if let last = new.last, let head = feed.head, last.head > head {
+            // Commits handed over meanwhile (`appended`) moved the head, and the read found more past it.
+            feed.dirty = true
         }
         var next: Read?
         if feed.dirty {
@@ -298,6 +288,116 @@ struct LiveFeeds<Waiter, Bytes> {
         }
         feeds[read.scope] = feed
         return (waiters, next, dropped)
+    }
+
+    /// Appends contiguous `new` frames (the first one's `after` is the feed's head), then the early ones they
+    /// reach; trims the ring, ends subscribers left behind it, and collects the waiters to resume.
+    private mutating func append(
+        _ new: [Frame], to feed: inout Feed, of scope: Scope, waiters: inout [Waiter], dropped: inout Int
+    ) {
+        for frame in new {
+            feed.frames.append(frame)
+            feed.bytes += frame.size
+        }
+        feed.head = new.last!.head
+        while let next = feed.early.removeValue(forKey: feed.head!) {
+            for frame in next {
+                feed.frames.append(frame)
+                feed.bytes += frame.size
+            }
+            feed.head = next.last!.head
+        }
+        for (after, frames) in feed.early where after < feed.head! {
+            // Reached by a read meanwhile; should it reach past the head, what is past it is read.
+            feed.early[after] = nil
+            if frames.last!.head > feed.head! {
+                feed.signalledWhileExpected = max(feed.signalledWhileExpected ?? 0, frames.last!.head)
+            }
+        }
+        // Trim to the bounds, then compact the storage now and then.
+        while feed.frames.count - feed.start > maxFrames
+            || (feed.bytes > maxBytes && feed.frames.count - feed.start > 1)
+        {
+            feed.bytes -= feed.frames[feed.start].size
+            feed.start += 1
+        }
+        if feed.start > 64 && feed.start * 2 > feed.frames.count {
+            feed.frames.removeFirst(feed.start)
+            feed.start = 0
+        }
+        let oldest = feed.ring.first?.after ?? feed.head!
+        for id in feed.subscribers {
+            guard let index = subscribers.index(forKey: id),
+                let position = subscribers.values[index].positions[scope]
+            else { continue }
+            if position < oldest, subscribers.values[index].outcome == nil {
+                subscribers.values[index].outcome = .behind
+                dropped += 1
+            }
+            subscribers.values[index].ready = true
+            if let waiter = subscribers.values[index].waiter {
+                subscribers.values[index].waiter = nil
+                waiters.append(waiter)
+            }
+        }
+    }
+
+    // MARK: This server's own commits
+
+    /// A commit of this server's own expected in a scope's current feed.
+    struct Expectation: Equatable {
+        var scope: Scope
+        var generation: Int
+    }
+
+    /// This server is about to commit events in `scopes` and will hand them over (`appended`), so that a feed
+    /// need not read them back from the database. Until it does, signals for those feeds (above all the
+    /// commit's own notification, which may come back before the commit's answer) wait instead of reading.
+    /// Returns an expectation per scope with a feed whose head is known; each must be ended by `appended`.
+    mutating func expect(_ scopes: some Sequence<Scope>) -> [Expectation] {
+        var expectations: [Expectation] = []
+        for scope in scopes {
+            guard let index = feeds.index(forKey: scope), feeds.values[index].head != nil else { continue }
+            feeds.values[index].expected += 1
+            expectations.append(Expectation(scope: scope, generation: feeds.values[index].generation))
+        }
+        return expectations
+    }
+
+    /// An expected commit ended: `frames` are its events in the scope (contiguous, from the head before it),
+    /// or nil when it did not commit. Frames that follow the feed's head are appended at once (a read running
+    /// meanwhile then ends off the head, and reads again only if it found more than they brought); frames
+    /// past the head wait for the expected ones before them. Once no commit is expected, a signal that came
+    /// meanwhile for a head the feed does not reach makes the read it would have made.
+    mutating func appended(_ expectation: Expectation, frames new: [Frame]?) -> (
+        waiters: [Waiter], read: Read?, dropped: Int
+    ) {
+        let scope = expectation.scope
+        guard var feed = feeds[scope], feed.generation == expectation.generation, feed.expected > 0 else {
+            return ([], nil, 0)
+        }
+        feed.expected -= 1
+        var waiters: [Waiter] = []
+        var dropped = 0
+        if let new, let first = new.first, let head = feed.head {
+            if first.after == head {
+                append(new, to: &feed, of: scope, waiters: &waiters, dropped: &dropped)
+            } else if first.after > head {
+                feed.early[first.after] = new
+            }
+        }
+        guard feed.expected == 0 else {
+            feeds[scope] = feed
+            return (waiters, nil, dropped)
+        }
+        // Nothing expected any more: early frames not reached go, and their heads are read.
+        var signalled = feed.signalledWhileExpected
+        for frames in feed.early.values { signalled = max(signalled ?? 0, frames.last!.head) }
+        feed.early = [:]
+        feed.signalledWhileExpected = nil
+        feeds[scope] = feed
+        guard let signalled else { return (waiters, nil, dropped) }
+        return (waiters, signal(scope, head: signalled == .max ? nil : signalled), dropped)
     }
 
     /// A read failed: reading again is left to the next signal (and to `tick`, which retries scopes whose

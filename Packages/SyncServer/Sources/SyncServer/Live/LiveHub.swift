@@ -174,11 +174,58 @@ final class LiveHub: Service, Sendable {
         for read in state.withLock({ $0.signalAll() }) { perform(read) }
     }
 
+    // MARK: This server's own commits
+
+    /// The events a commit of this server's own appended to a scope: those of `(after, events.last.seq]`, in
+    /// order, as a read would find them.
+    struct Appended: Sendable {
+        var after: Int64
+        var events: [StoredEvent]
+    }
+
+    /// This server is about to commit events in `scopes` and will hand them over (`appended`): feeds of those
+    /// scopes then get them without reading them back, and signals for them wait until then (the commit's own
+    /// notification may come back first). Every expectation returned must be ended by `appended`.
+    func expect(_ scopes: some Sequence<Scope>) -> [Feeds.Expectation] {
+        state.withLock { $0.expect(scopes) }
+    }
+
+    /// Ends `expectations`: `events` are what the commit appended, per scope, or nil when it did not commit.
+    /// Feeds on the head get frames encoded from them; any other (a commit before these is not in the feed
+    /// yet, or the scope got none) reads as on a signal.
+    func appended(_ expectations: [Feeds.Expectation], events: [Scope: Appended]?) {
+        guard !expectations.isEmpty else { return }
+        var frames: [Scope: [Feeds.Frame]] = [:]
+        for expectation in expectations {
+            guard let run = events?[expectation.scope], let last = run.events.last else { continue }
+            frames[expectation.scope] = Self.frames(
+                of: expectation.scope, after: run.after, head: last.seq, events: run.events, maxBytes: frameBytes)
+        }
+        let (waiters, reads, dropped, buffered) = state.withLock { state in
+            var waiters: [LiveWaiter] = []
+            var reads: [Feeds.Read] = []
+            var dropped = 0
+            for expectation in expectations {
+                let ended = state.appended(expectation, frames: frames[expectation.scope])
+                waiters += ended.waiters
+                if let read = ended.read { reads.append(read) }
+                dropped += ended.dropped
+            }
+            return (waiters, reads, dropped, state.bufferedBytes)
+        }
+        metrics.recordLiveFrames(frames.values.reduce(0) { $0 + $1.count })
+        metrics.liveBuffered.record(buffered)
+        for _ in 0..<dropped { metrics.recordLiveDropped() }
+        Self.resume(waiters)
+        for read in reads { perform(read) }
+    }
+
     /// Runs a tail read, then the next one signals asked for meanwhile, until none is asked for.
     private func perform(_ read: Feeds.Read) {
         Task {
             var read: Feeds.Read? = read
             while let current = read {
+                metrics.liveReads.increment()
                 do {
                     let frames = try await self.read(current.scope, after: current.after, through: nil)
                     metrics.recordLiveFrames(frames.count)
@@ -227,20 +274,28 @@ final class LiveHub: Service, Sendable {
         // purge may have dropped the last ones): the last frame then reaches the head itself.
         let reachesHead = events.count < limit
         let readHead = reachesHead ? head : events.last!.seq
+        let frames = Self.frames(of: scope, after: after, head: readHead, events: events, maxBytes: frameBytes)
+        return frames + (reachesHead ? [] : try await self.read(scope, after: readHead, through: through))
+    }
+
+    /// The frames of `events`, the events of `(after, head]` in order: runs of at most `maxBytes` of payload,
+    /// the last one reaching `head`; one without events when there are none (every row was purged).
+    static func frames(of scope: Scope, after: Int64, head: Int64, events: [StoredEvent], maxBytes: Int)
+        -> [Feeds.Frame]
+    {
         var frames: [Feeds.Frame] = []
         var frameAfter = after
-        for chunk in Self.chunks(events, maxBytes: frameBytes) {
-            let frameHead = chunk.endIndex == events.endIndex ? readHead : chunk.last!.seq
-            let bytes = Self.encode(scope: scope, after: frameAfter, head: frameHead, events: Array(chunk))
+        for chunk in chunks(events, maxBytes: maxBytes) {
+            let frameHead = chunk.endIndex == events.endIndex ? head : chunk.last!.seq
+            let bytes = encode(scope: scope, after: frameAfter, head: frameHead, events: Array(chunk))
             frames.append(Feeds.Frame(after: frameAfter, head: frameHead, bytes: bytes, size: bytes.readableBytes))
             frameAfter = frameHead
         }
         if frames.isEmpty {
-            // Every row up to the head was purged: a frame without events moves subscribers to it.
-            let bytes = Self.encode(scope: scope, after: after, head: readHead, events: [])
-            frames.append(Feeds.Frame(after: after, head: readHead, bytes: bytes, size: bytes.readableBytes))
+            let bytes = encode(scope: scope, after: after, head: head, events: [])
+            frames.append(Feeds.Frame(after: after, head: head, bytes: bytes, size: bytes.readableBytes))
         }
-        return frames + (reachesHead ? [] : try await self.read(scope, after: readHead, through: through))
+        return frames
     }
 
     /// `events` cut into runs of at most `maxBytes` of payload (and at least one event each), so that one

@@ -17,11 +17,12 @@ import SyncProtocol
 /// are decided by the transaction of steps, carefully, which rejects, marks or refuses them one by one.
 struct OneStatementAppend {
     /// The call: the events' columns, the checked streams with their first and last versions, each push's
-    /// replica with its scopes and whether its sighting is due.
+    /// replica with its scopes and whether its sighting is due. `now()` is the time the rows were received at
+    /// (their `received_at` defaults to it, the same within the call's transaction).
     enum Call: FixedStatement {
-        static let name = "sync_append_1"
+        static let name = "sync_append_2"
         static let sql = """
-            SELECT appended_scope, head_before FROM sync_append(
+            SELECT appended_scope, head_before, now() FROM sync_append(
                 $1::text[], $2::int8[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[], $8::text[],
                 $9::text[], $10::int8[], $11::text[], $12::int8[], $13::text[], $14::text[], $15::int8[],
                 $16::int8[], $17::text[], $18::text[], $19::bool[])
@@ -132,20 +133,50 @@ struct OneStatementAppend {
 
     /// Runs the call on `connection` outside a transaction (it commits on its own): as a prepared statement when
     /// `prepared`.
-    /// - Returns: each scope's head before the call.
+    /// - Returns: each scope's head before the call, and the time the rows were received at.
     /// - Throws: `NeedsCarefulAppend` when the database refused the pushes (the call undid everything);
     ///   database errors.
-    func run(on connection: PostgresConnection, prepared: Bool, logger: Logger) async throws -> [Scope: Int64] {
+    func run(on connection: PostgresConnection, prepared: Bool, logger: Logger) async throws -> (
+        heads: [Scope: Int64], receivedAt: Date
+    ) {
         var heads: [Scope: Int64] = [:]
+        var receivedAt = Date()
         do {
             try await connection.forEachRow(Call.self, bindings, prepared: prepared, logger: logger) { row in
-                let (scope, head) = try row.decode((String, Int64).self)
+                let (scope, head, time) = try row.decode((String, Int64, Date).self)
                 heads[try Scope(scope)] = head
+                receivedAt = time
             }
         } catch let error as PSQLError where Self.refusals.contains(error.serverInfo?[.sqlState] ?? "") {
             throw NeedsCarefulAppend()
         }
-        return heads
+        return (heads, receivedAt)
+    }
+
+    /// The events `plans` (appended by a call, `accepted`) stored in each of `scopes`, as a read of the log
+    /// would give them, for the live stream (`LiveHub.appended`).
+    static func appended(
+        _ pushes: [PushService.PendingPush], plans: [PushPlan], heads: [Scope: Int64], receivedAt: Date,
+        in scopes: Set<Scope>
+    ) -> [Scope: LiveHub.Appended] {
+        var appended: [Scope: LiveHub.Appended] = [:]
+        for (push, plan) in zip(pushes, plans) {
+            for index in plan.acceptedIndexes {
+                let event = plan.events[index]
+                guard scopes.contains(event.scope), case .accepted(let seq) = plan.outcomes[index] else { continue }
+                let stored = StoredEvent(
+                    scope: event.scope, seq: seq, id: event.id.uuid, stream: event.stream,
+                    streamVersion: event.streamVersion, type: event.type,
+                    schemaVersion: Int32(clamping: event.schemaVersion), hlc: event.hlc.description,
+                    dotReplica: event.dot.replica.description, dotCounter: Int64(bitPattern: event.dot.counter),
+                    payloadJSON: push.payloads[index]!, receivedAt: receivedAt)
+                appended[event.scope, default: LiveHub.Appended(after: heads[event.scope] ?? 0, events: [])]
+                    .events.append(stored)
+            }
+        }
+        // Seqs rise in queue order within a scope; kept sorted should a plan list them otherwise.
+        for scope in appended.keys { appended[scope]!.events.sort { $0.seq < $1.seq } }
+        return appended
     }
 
     /// The plans of `pushes` once appended on `heads` (each scope's head before the call): every pending event

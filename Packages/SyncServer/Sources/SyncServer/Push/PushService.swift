@@ -191,24 +191,55 @@ struct PushService: Sendable {
     private func appendTogether(_ pushes: [PendingPush], on database: Database, logger: Logger) async throws
         -> [PushPlan]
     {
-        var careful = false
-        do {
-            if let plans = try await appendInOneStatement(pushes, on: database, logger: logger) { return plans }
-        } catch  where Self.needsCareful(error) {
-            careful = true
-        }
-        while true {
+        try await handingOver(pushes) {
+            var careful = false
             do {
-                return try await database.withConnection { [self, careful] connection in
-                    database.pushTransactions.increment()
-                    return try await connection.transaction(logger: logger) { connection in
-                        try await self.decide(pushes, careful: careful, on: connection, logger: logger)
-                    }
+                if let appended = try await appendInOneStatement(pushes, on: database, logger: logger) {
+                    return appended
                 }
-            } catch  where Self.needsCareful(error) && !careful {
+            } catch  where Self.needsCareful(error) {
                 careful = true
             }
+            while true {
+                do {
+                    return try await database.withConnection { [self, careful] connection in
+                        database.pushTransactions.increment()
+                        return try await connection.transaction(logger: logger) { connection in
+                            try await self.decide(pushes, careful: careful, on: connection, logger: logger)
+                        }
+                    }
+                } catch  where Self.needsCareful(error) && !careful {
+                    careful = true
+                }
+            }
         }
+    }
+
+    /// What an append did: the plans, and, for the live stream, each locked scope's head before it and the time
+    /// its rows were received at (nil when that time is not known to be the rows' own: the stream reads them).
+    struct Appended: Sendable {
+        var plans: [PushPlan]
+        var headsBefore: [Scope: Int64]
+        var receivedAt: Date?
+    }
+
+    /// Runs `append`, the append of `pushes`, with the live stream told to expect its events (`LiveHub.expect`)
+    /// and handed them once committed: its subscribers get them without a read of the database.
+    private func handingOver(_ pushes: [PendingPush], _ append: () async throws -> Appended) async throws
+        -> [PushPlan]
+    {
+        let live = hub.live
+        let expected = live?.expect(Set(pushes.flatMap(\.plan.pendingScopes))) ?? []
+        guard let live, !expected.isEmpty else { return try await append().plans }
+        var events: [Scope: LiveHub.Appended]?
+        defer { live.appended(expected, events: events) }
+        let appended = try await append()
+        if let receivedAt = appended.receivedAt {
+            events = OneStatementAppend.appended(
+                pushes, plans: appended.plans, heads: appended.headsBefore, receivedAt: receivedAt,
+                in: Set(expected.map(\.scope)))
+        }
+        return appended.plans
     }
 
     /// Runs one push in one statement (`OneStatementAppend`) when that applies, else in a transaction of steps,
@@ -225,29 +256,31 @@ struct PushService: Sendable {
         var careful = false
         var oneStatement = oneStatement
         let logger = push.logger
-        while true {
-            do {
-                if oneStatement {
-                    oneStatement = false
-                    if let plans = try await appendInOneStatement([push], on: database, logger: logger) {
-                        return plans[0]
+        return try await handingOver([push]) {
+            while true {
+                do {
+                    if oneStatement {
+                        oneStatement = false
+                        if let appended = try await appendInOneStatement([push], on: database, logger: logger) {
+                            return appended
+                        }
                     }
-                }
-                return try await database.withConnection { [self, careful] connection in
-                    database.pushTransactions.increment()
-                    return try await connection.transaction(logger: logger) { connection in
-                        try await self.decide([push], careful: careful, on: connection, logger: logger)[0]
+                    return try await database.withConnection { [self, careful] connection in
+                        database.pushTransactions.increment()
+                        return try await connection.transaction(logger: logger) { connection in
+                            try await self.decide([push], careful: careful, on: connection, logger: logger)
+                        }
                     }
+                } catch  where Self.needsCareful(error) && !careful {
+                    careful = true
+                } catch  where Database.isRetryable(error) && attempt < Self.maxAttempts {
+                    attempt += 1
+                    logger.debug("push retried", metadata: ["sync.push.attempt": "\(attempt)"])
+                } catch {
+                    throw Database.classify(error)
                 }
-            } catch  where Self.needsCareful(error) && !careful {
-                careful = true
-            } catch  where Database.isRetryable(error) && attempt < Self.maxAttempts {
-                attempt += 1
-                logger.debug("push retried", metadata: ["sync.push.attempt": "\(attempt)"])
-            } catch {
-                throw Database.classify(error)
             }
-        }
+        }[0]
     }
 
     /// A replica whose state predates a purge (it was silent past the eviction horizon when compaction
@@ -280,15 +313,15 @@ struct PushService: Sendable {
     /// - Throws: `NeedsCarefulAppend` when the database refused them (a stale version, a stored id, a replica
     ///   behind a purge: the call undid everything); database errors.
     private func appendInOneStatement(_ pushes: [PendingPush], on database: Database, logger: Logger) async throws
-        -> [PushPlan]?
+        -> Appended?
     {
         guard appendsInOneStatement,
             pushes.map(\.plan.pendingIndexes.count).reduce(0, +) <= OneStatementAppend.maxEvents,
             let call = OneStatementAppend(pushes, rules: rules, isCommutative: isCommutative)
         else { return nil }
-        let heads: [Scope: Int64]
+        let answer: (heads: [Scope: Int64], receivedAt: Date)
         do {
-            heads = try await database.withConnection { [repository] connection in
+            answer = try await database.withConnection { [repository] connection in
                 database.pushTransactions.increment()
                 return try await call.run(on: connection, prepared: repository.prepares, logger: logger)
             }
@@ -297,7 +330,9 @@ struct PushService: Sendable {
             throw error
         }
         metrics.recordOneStatement(refused: false)
-        return OneStatementAppend.accepted(pushes, heads: heads)
+        return Appended(
+            plans: OneStatementAppend.accepted(pushes, heads: answer.heads), headsBefore: answer.heads,
+            receivedAt: answer.receivedAt)
     }
 
     static func needsCareful(_ error: any Error) -> Bool {
@@ -312,10 +347,15 @@ struct PushService: Sendable {
     /// seqs follow theirs. Only the rows are written once for the group, at the end; rules decide from their own
     /// tables (`EventRule`), which the effects of earlier pushes have already updated.
     private func decide(_ pushes: [PendingPush], careful: Bool, on connection: PostgresConnection, logger: Logger)
-        async throws -> [PushPlan]
+        async throws -> Appended
     {
         var plans = pushes.map(\.plan)
-        let heads = try await lockHeads(of: pushes, plans: plans, on: connection, logger: logger)
+        let (heads, now) = try await lockHeads(of: pushes, plans: plans, on: connection, logger: logger)
+        // Through a Citus coordinator, rows may take the time of another node's transaction: the live stream
+        // reads them back.
+        func appended() -> Appended {
+            Appended(plans: plans, headsBefore: heads.mapValues(\.head), receivedAt: citus == nil ? now : nil)
+        }
         // Ids already stored (looked up by the careful attempt), then also those accepted by earlier pushes of
         // the group.
         var stored: [EventRepository.EventKey: Int64] = [:]
@@ -335,7 +375,7 @@ struct PushService: Sendable {
             try await decide(push, &plans[slot], into: &group, careful: careful, on: connection, logger: logger)
         }
         try await recordSightings(of: pushes, on: connection, logger: logger)
-        guard !group.rows.isEmpty else { return plans }
+        guard !group.rows.isEmpty else { return appended() }
 
         // On Citus, one statement for the parts of a single scope's bulk write (its `VALUES` rows would cost
         // more to plan than the CTEs' intermediate results), one per part otherwise (`writeInParts`).
@@ -347,7 +387,7 @@ struct PushService: Sendable {
                 group.rows, heads: group.newHeads, streams: group.streams, on: connection, logger: logger)
         guard inserted == group.rows.count else { throw careful ? AppendRace() : NeedsCarefulAppend() }
         try await run(&group.effects, on: connection, logger: logger)
-        return plans
+        return appended()
     }
 
     /// What the pushes of a transaction decided so far: what the next push sees (stored ids, stream versions,
@@ -373,9 +413,9 @@ struct PushService: Sendable {
     /// replica is behind a purge in its scopes (`refuseIfBehindPurge`).
     private func lockHeads(
         of pushes: [PendingPush], plans: [PushPlan], on connection: PostgresConnection, logger: Logger
-    ) async throws -> [Scope: EventRepository.ScopeHead] {
+    ) async throws -> (heads: [Scope: EventRepository.ScopeHead], now: Date) {
         let scopes = pushes.count == 1 ? plans[0].pendingScopes : Array(Set(plans.flatMap(\.pendingScopes))).sorted()
-        let heads = try await repository.lockScopes(scopes, on: connection, logger: logger)
+        let (heads, now) = try await repository.lockScopes(scopes, on: connection, logger: logger)
         if heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
             for push in pushes {
                 let scopes = Set(push.plan.pendingScopes)
@@ -383,7 +423,7 @@ struct PushService: Sendable {
                 try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
             }
         }
-        return heads
+        return (heads, now)
     }
 
     /// Decides one push of the transaction into `plan`, as `group` stands after the pushes before it, and adds

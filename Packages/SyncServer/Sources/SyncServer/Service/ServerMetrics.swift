@@ -32,6 +32,9 @@ final class ServerMetrics: Sendable {
     let liveSubscribers: LevelGauge
     /// Live frames encoded (each once, whatever the number of subscribers it goes to).
     let liveFrames: Counter
+    /// Tail reads of the live stream's feeds: a scope's new events read from the database after a signal (a
+    /// commit of another server, or one whose events this server did not hand over itself).
+    let liveReads: Counter
     /// Subscribers dropped back to catch-up (too slow, or subscribed from too far behind).
     let liveDropped: Counter
     /// Bytes of recent frames the live stream keeps, over every scope (each bounded by
@@ -100,6 +103,7 @@ final class ServerMetrics: Sendable {
         parkedLongPolls = LevelGauge(label: "sync_longpolls_parked", factory: factory)
         liveSubscribers = LevelGauge(label: "sync_live_subscribers", factory: factory)
         liveFrames = Counter(label: "sync_live_frames_total", factory: factory)
+        liveReads = Counter(label: "sync_live_reads_total", factory: factory)
         liveDropped = Counter(label: "sync_live_dropped_total", factory: factory)
         liveBuffered = Gauge(label: "sync_live_buffered_bytes", factory: factory)
         listening = Gauge(label: "sync_longpoll_listening", factory: factory)

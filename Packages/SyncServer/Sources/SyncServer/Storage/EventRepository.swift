@@ -64,23 +64,26 @@ struct EventRepository: Sendable {
 
     /// Locks the head rows of `scopes` (sorted, the lock order that rules out deadlocks), creating the
     /// missing ones, in one round trip (`sync_lock_scopes`, migration `0007-lock-scopes-function`). Must run
-    /// inside a transaction; the locks last until it ends.
+    /// inside a transaction; the locks last until it ends. Also returns the transaction's `now()`, the time its
+    /// rows are received at (`received_at` defaults to it).
     func lockScopes(_ scopes: [Scope], on connection: PostgresConnection, logger: Logger) async throws
-        -> [Scope: ScopeHead]
+        -> (heads: [Scope: ScopeHead], now: Date)
     {
         var bindings = PostgresBindings()
         try bindings.append(scopes.map(\.name).sorted())
         var heads: [Scope: ScopeHead] = [:]
+        var now = Date()
         try await connection.forEachRow(LockScopes.self, bindings, prepared: prepares, logger: logger) { row in
-            let (scope, head, retained) = try row.decode((String, Int64, Int64).self)
+            let (scope, head, retained, time) = try row.decode((String, Int64, Int64, Date).self)
             heads[try Scope(scope)] = ScopeHead(head: head, retainedFromSeq: retained)
+            now = time
         }
-        return heads
+        return (heads, now)
     }
 
     enum LockScopes: FixedStatement {
-        static let name = "sync_lock_scopes_1"
-        static let sql = "SELECT scope, head, retained_from_seq FROM sync_lock_scopes($1::text[])"
+        static let name = "sync_lock_scopes_2"
+        static let sql = "SELECT scope, head, retained_from_seq, now() FROM sync_lock_scopes($1::text[])"
     }
 
     /// The head rows of `names` (those that exist), with each scope's folded point, unlocked.
