@@ -369,6 +369,40 @@ struct CitusTests {
             ])
     }
 
+    /// A pooled connection to a worker does not grow with every push: the schema's PL/pgSQL functions plan at
+    /// every call there (`CitusDistribution.planAtEveryCall`). With the generic plan PL/pgSQL keeps after a few
+    /// calls, Citus 13.2 adds a local plan of about 96 KiB to it at every call of `sync_append`, kept until the
+    /// session ends.
+    @Test func aWorkerSessionDoesNotGrowWithEveryCall() async throws {
+        let stack = try await Self.stack()
+        let scope = "grow-1"
+        // A first push creates the scope's head row; then calls on the worker that holds it, in one session.
+        let token = try await stack.token(scopes: [scope])
+        let agent = stack.agent("grow", token: token)
+        _ = try await agent("note", "create", "--scope", scope, "--title", "first")
+        try await agent("sync")
+        var worker = URLComponents(string: stack.databaseURL)!
+        worker.port = Int(try await Self.worker(of: scope, stack))
+        func calls(_ count: Int) -> String {
+            """
+            DO $$ BEGIN FOR i IN 1..\(count) LOOP
+              PERFORM sync_append(ARRAY['\(scope)'], ARRAY[1::int8], ARRAY[gen_random_uuid()], ARRAY['doc:' || i],
+                ARRAY[1::int8], ARRAY['doc.edited'], ARRAY[1], ARRAY['0000018f4e3a5b7c:0000:6d2c1f0e9a8b4c7d'],
+                ARRAY['6d2c1f0e9a8b4c7d8e9f001122334455'], ARRAY[i::int8], ARRAY['{}'], ARRAY[0::int8], '{}'::text[],
+                '{}'::text[], '{}'::int8[], '{}'::int8[], ARRAY['6d2c1f0e9a8b4c7d8e9f001122334455'],
+                ARRAY['\(scope)'], ARRAY[false]);
+            END LOOP; END $$
+            """
+        }
+        let held = "SELECT coalesce(sum(total_bytes), 0) FROM pg_backend_memory_contexts WHERE name = 'CachedPlan'"
+        let output = try await Stack.run(
+            "/usr/bin/env", ["psql", worker.string!, "-tAq", "-c", calls(50), "-c", held, "-c", calls(300), "-c", held])
+        let readings = output.split(separator: "\n").compactMap { Int($0) }
+        #expect(readings.count == 2, "\(output)")
+        // 300 calls grew it by about 28 MiB before; now by nothing but noise.
+        #expect((readings.last ?? 0) - (readings.first ?? 0) < 4 << 20, "\(readings)")
+    }
+
     /// One worker stopped: a device of the other worker's scope keeps syncing (its pushes run on that worker
     /// alone), a device of the stopped worker's scope fails to sync until the worker is back, then catches up.
     @Test func aStoppedWorkerLeavesTheOtherWorkersScopesWritable() async throws {
