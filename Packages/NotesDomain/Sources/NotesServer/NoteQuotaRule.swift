@@ -32,8 +32,52 @@ public struct NoteQuotaRule: EventRule {
                 statements: [
                     "CREATE TABLE live_notes (scope text NOT NULL, stream text NOT NULL, PRIMARY KEY (scope, stream))",
                     "CREATE TABLE note_counts (scope text PRIMARY KEY, live bigint NOT NULL)",
-                ])
+                ]),
+            Migration(id: "note-quota-0002-append-function", statements: [Self.appendFunctionSQL]),
         ]
+    }
+
+    /// The rule inside a push's one statement (`EventRule.appendFunction`): `walk` over the group's events, with
+    /// the scope's stored state, and its writes; where `walk` would reject (past the quota, or a stream that is
+    /// not `note:<uuid>`, here only lowercase ones pass, which the steps then judge), it raises `SY003` and the
+    /// pushes are decided by the steps. `sync_append` has locked the scopes' head rows, so the counts it reads
+    /// and moves are the scope's own until the call commits.
+    static let appendFunctionSQL = """
+        CREATE FUNCTION note_quota_append(p_scope text[], p_stream text[], p_type text[], p_quota text)
+        RETURNS void LANGUAGE plpgsql AS $$
+        DECLARE
+            quota int8 := p_quota::int8;
+            at int;
+            one_scope text;
+            live_now int8;
+        BEGIN
+            FOR at IN 1 .. coalesce(array_length(p_type, 1), 0) LOOP
+                CONTINUE WHEN p_type[at] <> 'note.created' AND p_type[at] <> 'note.deleted';
+                IF p_stream[at] !~ '^note:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+                    RAISE EXCEPTION 'the steps decide on stream %', p_stream[at] USING ERRCODE = 'SY003';
+                END IF;
+                one_scope := p_scope[at];
+                IF p_type[at] = 'note.created' THEN
+                    INSERT INTO live_notes (scope, stream) VALUES (one_scope, p_stream[at]) ON CONFLICT DO NOTHING;
+                    CONTINUE WHEN NOT FOUND;
+                    INSERT INTO note_counts (scope, live) VALUES (one_scope, 1)
+                    ON CONFLICT (scope) DO UPDATE SET live = note_counts.live + 1
+                    RETURNING live INTO live_now;
+                    IF live_now > quota THEN
+                        RAISE EXCEPTION 'scope % is at its quota', one_scope USING ERRCODE = 'SY003';
+                    END IF;
+                ELSE
+                    DELETE FROM live_notes WHERE scope = one_scope AND stream = p_stream[at];
+                    CONTINUE WHEN NOT FOUND;
+                    UPDATE note_counts SET live = live - 1 WHERE scope = one_scope;
+                END IF;
+            END LOOP;
+        END
+        $$
+        """
+
+    public var appendFunction: AppendFunction? {
+        AppendFunction(name: "note_quota_append", argument: String(quota))
     }
 
     public func applies(to type: String) -> Bool {

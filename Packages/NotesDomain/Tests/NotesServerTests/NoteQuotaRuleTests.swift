@@ -41,6 +41,63 @@ import Testing
         }
     }
 
+    /// Creations and deletions decided inside the push's one statement (`note_quota_append`) are answered as
+    /// `walk` answers them, push after push, and leave the rule's tables as its writes would: creations past the
+    /// quota, a second creation of a live note, streams that are not `note:<uuid>` (an uppercase id passes
+    /// `walk` but not the function, which leaves it to the steps), deletions of live and unknown notes.
+    @Test func theQuotaInsideTheOneStatementDecidesAsTheRuleDoes() async throws {
+        try await TestServer.run(domain: NotesServerDomain(quota: 3)) { server in
+            var random = SplitMix64(seed: 0x0A07_E501)
+            var state = NoteQuotaRule.State(live: [], counts: [:])
+            var streams: [Scope: [String]] = [:]
+            for _ in 0..<150 {
+                var events: [Event] = []
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    let scope: Scope = Bool.random(using: &random) ? "q1" : "q2"
+                    let roll = Int.random(in: 0..<100, using: &random)
+                    let known = streams[scope]?.randomElement(using: &random)
+                    let event: Event
+                    if roll < 40 || known == nil {
+                        let stream = EventFixtures.stream("note")
+                        streams[scope, default: []].append(stream)
+                        event = EventFixtures.event(scope: scope, stream: stream, type: NoteQuotaRule.created)
+                    } else if roll < 45 {
+                        let stream = "note:" + UUID().uuidString
+                        streams[scope, default: []].append(stream)
+                        event = EventFixtures.event(scope: scope, stream: stream, type: NoteQuotaRule.created)
+                    } else if roll < 48 {
+                        event = EventFixtures.event(scope: scope, stream: "note:1", type: NoteQuotaRule.created)
+                    } else if roll < 55 {
+                        event = EventFixtures.event(scope: scope, stream: known!, type: NoteQuotaRule.created)
+                    } else if roll < 90 {
+                        event = EventFixtures.event(scope: scope, stream: known!, type: NoteQuotaRule.deleted)
+                    } else {
+                        event = EventFixtures.event(
+                            scope: scope, stream: EventFixtures.stream("note"), type: NoteQuotaRule.deleted)
+                    }
+                    events.append(event)
+                }
+                let (rejections, next) = NoteQuotaRule.walk(events, from: state, quota: 3)
+                let results = try await server.push(events, scopes: ["q1", "q2"])
+                for (index, result) in results.enumerated() {
+                    #expect(
+                        (result.status == .rejected) == (rejections[index] != nil),
+                        "\(events[index].type) on \(events[index].stream): \(result)")
+                }
+                state = next
+            }
+            let live = try await server.database.strings(
+                "SELECT scope || ' ' || stream FROM live_notes ORDER BY 1")
+            #expect(live == state.live.map { "\($0.scope.name) \($0.stream)" }.sorted())
+            let counts = try await server.database.strings(
+                "SELECT scope || ' ' || live FROM note_counts WHERE live <> 0 ORDER BY 1")
+            #expect(counts == state.counts.filter { $0.value != 0 }.map { "\($0.key.name) \($0.value)" }.sorted())
+            let metrics = String(buffer: try await server.send(.get, "/metrics").body)
+            #expect(metrics.contains(#"sync_push_one_statement_total{outcome="appended"}"#))
+            #expect(metrics.contains(#"sync_push_one_statement_total{outcome="refused"}"#))
+        }
+    }
+
     @Test func concurrentCreationsAcrossTheQuotaAcceptExactlyOne() async throws {
         try await TestServer.run(domain: NotesServerDomain(quota: 1)) { server in
             let attempts = (0..<6).map { _ in

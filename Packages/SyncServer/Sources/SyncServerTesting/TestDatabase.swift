@@ -217,6 +217,17 @@ public struct TestDatabase: Sendable {
         }
     }
 
+    /// The text values of the first column of a query.
+    public func strings(_ query: PostgresQuery) async throws -> [String] {
+        try await connection { connection in
+            var values: [String] = []
+            for try await value in try await connection.query(query, logger: Self.logger).decode(String.self) {
+                values.append(value)
+            }
+            return values
+        }
+    }
+
     /// Runs `body` on a direct connection to `url`, connecting again (up to 5 times, a second apart) when
     /// connecting failed, as a client does: while another test opens 2,000 connections at once, PostgreSQL
     /// on two cores once took over 10 s (PostgresNIO's connect timeout) to answer a new one, and a test whose

@@ -37,7 +37,9 @@ import Testing
     ) async throws {
         try await TestDatabase.with { database in
             try await TestServer.withClient(database) { client in
-                let migrator = Migrator(migrations: Migration.generic + TestRule().migrations)
+                let migrator = Migrator(
+                    migrations: Migration.generic + TestRule().migrations
+                        + rules.filter { !($0 is TestRule) }.flatMap(\.migrations))
                 _ = try await migrator.migrate(client, logger: TestDatabase.logger)
                 let registry = PrometheusCollectorRegistry()
                 let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))

@@ -33,6 +33,67 @@ import Testing
         }
     }
 
+    /// A rule that reads the database and also decides inside the one statement (`EventRule.appendFunction`): at
+    /// most `limit` `limit.used` events per scope.
+    struct LimitRule: EventRule {
+        static let limit: Int64 = 12
+        static let message = "past the limit"
+        var name: String { "limit" }
+        var migrations: [Migration] {
+            [
+                Migration(
+                    id: "limit-rule-0001",
+                    statements: [
+                        "CREATE TABLE limit_counts (scope text PRIMARY KEY, n bigint NOT NULL)",
+                        """
+                        CREATE FUNCTION limit_append(p_scope text[], p_stream text[], p_type text[], p_limit text)
+                        RETURNS void LANGUAGE plpgsql AS $$
+                        DECLARE
+                            at int;
+                            now_n int8;
+                        BEGIN
+                            FOR at IN 1 .. coalesce(array_length(p_type, 1), 0) LOOP
+                                CONTINUE WHEN p_type[at] <> 'limit.used';
+                                INSERT INTO limit_counts (scope, n) VALUES (p_scope[at], 1)
+                                ON CONFLICT (scope) DO UPDATE SET n = limit_counts.n + 1 RETURNING n INTO now_n;
+                                IF now_n > p_limit::int8 THEN
+                                    RAISE EXCEPTION 'past the limit' USING ERRCODE = 'SY003';
+                                END IF;
+                            END LOOP;
+                        END
+                        $$
+                        """,
+                    ])
+            ]
+        }
+        func applies(to type: String) -> Bool { type == "limit.used" }
+        func evaluate(_ events: [Event], connection: PostgresConnection, logger: Logger) async throws -> RuleDecision {
+            var counts: [String: Int64] = [:]
+            let scopes = Array(Set(events.map(\.scope.name)))
+            let rows = try await connection.checkedQuery(
+                "SELECT scope, n FROM limit_counts WHERE scope = ANY(\(scopes))", logger: logger)
+            for try await (scope, n) in rows.decode((String, Int64).self) { counts[scope] = n }
+            var rejections: [Int: EventRejection] = [:]
+            for (index, event) in events.enumerated() {
+                if counts[event.scope.name, default: 0] >= Self.limit {
+                    rejections[index] = EventRejection(.validationFailed, Self.message)
+                } else {
+                    counts[event.scope.name, default: 0] += 1
+                }
+            }
+            return RuleDecision(rejections: rejections) { accepted in
+                Dictionary(grouping: accepted, by: \.scope).map { scope, events in
+                    let n = Int64(events.count)
+                    return """
+                        INSERT INTO limit_counts (scope, n) VALUES (\(scope.name), \(n))
+                        ON CONFLICT (scope) DO UPDATE SET n = limit_counts.n + EXCLUDED.n
+                        """
+                }
+            }
+        }
+        var appendFunction: AppendFunction? { AppendFunction(name: "limit_append", argument: String(Self.limit)) }
+    }
+
     static let alice = ReplicaID(high: 0xA1, low: 1)
     static let bob = ReplicaID(high: 0xB0, low: 2)
 
@@ -41,7 +102,8 @@ import Testing
         oneStatement: Bool = true,
         _ body: @Sendable (PushService, TestDatabase, PrometheusCollectorRegistry) async throws -> Void
     ) async throws {
-        try await GroupCommitTests.withService(rules: [TestRule(), PureRule()], oneStatement: oneStatement, body)
+        try await GroupCommitTests.withService(
+            rules: [TestRule(), PureRule(), LimitRule()], oneStatement: oneStatement, body)
     }
 
     /// A prepared push whose replica's sighting is due in each of its scopes, as `PushService.push` makes it.
@@ -77,7 +139,9 @@ import Testing
                 let pushes = try group.map { try Self.pending(service, $0.0, replica: $0.1) }
                 for answer in await service.append(group: pushes) { results.append(try answer.get().results) }
             }
-            let contents = try await GroupCommitTests.contents(database)
+            let contents =
+                try await GroupCommitTests.contents(database)
+                + database.integers("SELECT n FROM limit_counts ORDER BY scope").map { "limit \($0)" }
             outcome.withLock {
                 $0 = (results, contents, Self.metric(registry, Self.appended), Self.metric(registry, Self.refused))
             }
@@ -119,6 +183,9 @@ import Testing
                         event = EventFixtures.event(scope: scope, type: "order.bad", replica: replica)
                     } else if roll < 56 {
                         event = EventFixtures.event(scope: scope, type: "doc.counted", replica: replica)
+                    } else if roll < 61 {
+                        event = EventFixtures.event(
+                            scope: scope, stream: EventFixtures.stream(), type: "limit.used", replica: replica)
                     } else {
                         event = EventFixtures.event(
                             scope: scope, stream: EventFixtures.stream(), type: "doc.edited",
@@ -200,6 +267,27 @@ import Testing
             #expect(
                 try await database.integers("SELECT version FROM streams WHERE scope = 'r' AND stream = 'order:1'")
                     == [1])
+        }
+    }
+
+    /// A rule that reads the database and has an append function decides in the one statement: up to its limit
+    /// the pushes are appended by the call, which also records the rule's count; past it, the call is refused
+    /// whole and the steps reject the event with the rule's message, leaving the count as it was.
+    @Test func aRuleWithAnAppendFunctionDecidesInTheStatement() async throws {
+        try await Self.withService { service, database, registry in
+            for seq in 1...LimitRule.limit {
+                let used = EventFixtures.event(scope: "l", stream: EventFixtures.stream(), type: "limit.used")
+                let results = try await service.append(group: [Self.pending(service, [used])])[0].get().results
+                #expect(results == [.accepted(used.id, seq: seq)])
+            }
+            #expect(Self.metric(registry, Self.appended) == Int(LimitRule.limit))
+            let past = EventFixtures.event(scope: "l", stream: EventFixtures.stream(), type: "limit.used")
+            let edited = EventFixtures.event(scope: "l", stream: EventFixtures.stream())
+            let results = try await service.append(group: [Self.pending(service, [past, edited])])[0].get().results
+            #expect(results[0].code == .validationFailed && results[0].message == LimitRule.message)
+            #expect(results[1] == .accepted(edited.id, seq: LimitRule.limit + 1))
+            #expect(Self.metric(registry, Self.refused) == 1)
+            #expect(try await database.integers("SELECT n FROM limit_counts WHERE scope = 'l'") == [LimitRule.limit])
         }
     }
 

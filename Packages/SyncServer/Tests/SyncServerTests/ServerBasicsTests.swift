@@ -173,7 +173,7 @@ import Testing
                         "0001-core", "0002-canonical-payloads", "0003-replica-progress-by-scope", "0004-compaction",
                         "0005-event-id-per-scope", "0006-folded-events", "0007-lock-scopes-function",
                         "0008-checksums", "0009-blobs", "0010-blob-collection", "0011-upload-part-hashes",
-                        "0012-append-function", "test-rule-0001",
+                        "0012-append-function", "0013-append-with-rules-function", "test-rule-0001",
                     ])
             }
             let again = try await TestServer.withClient(database) {
@@ -181,7 +181,7 @@ import Testing
             }
             #expect(again.isEmpty)
             let recorded = try await database.integers("SELECT count(*) FROM schema_migrations")
-            #expect(recorded == [13])
+            #expect(recorded == [14])
         }
     }
 }

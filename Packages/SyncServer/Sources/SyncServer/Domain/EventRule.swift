@@ -33,6 +33,28 @@ public protocol EventRule: Sendable {
     /// appended in one statement, without a transaction of steps (docs/ARCHITECTURE.md, "A push in one
     /// statement").
     func rejectionsFromEventsAlone(_ events: [Event]) -> [Int: EventRejection]?
+    /// For a rule that reads the database, the same decision made inside the push's one statement: a SQL
+    /// function (created by one of the rule's `migrations`) that `sync_append` calls once the events are in,
+    /// with the group's pending events in queue order (their scopes, streams and types as three `text[]`) and
+    /// `AppendFunction.argument` as a fourth `text`. It writes what `evaluate`'s effects would write for those
+    /// events, and where `evaluate` would reject any of them it raises SQLSTATE `SY003` instead: the call is
+    /// undone, and the pushes are decided by the transaction of steps, where `evaluate` rejects it. It may
+    /// refuse more than `evaluate` rejects (that only costs the steps), never less. Nil (the default): pushes
+    /// that concern the rule take the steps.
+    var appendFunction: AppendFunction? { get }
+}
+
+/// A rule's SQL function for the push's one statement (`EventRule.appendFunction`).
+public struct AppendFunction: Sendable, Hashable {
+    /// The function's name: a plain identifier of the schema.
+    public var name: String
+    /// Its fourth argument, e.g. the rule's setting.
+    public var argument: String
+
+    public init(name: String, argument: String = "") {
+        self.name = name
+        self.argument = argument
+    }
 }
 
 /// What a rule decided for one batch.
@@ -55,4 +77,7 @@ extension EventRule {
 
     /// A rule reads the database unless it says otherwise.
     public func rejectionsFromEventsAlone(_ events: [Event]) -> [Int: EventRejection]? { nil }
+
+    /// A rule that reads the database is decided by the steps unless it says otherwise.
+    public var appendFunction: AppendFunction? { nil }
 }

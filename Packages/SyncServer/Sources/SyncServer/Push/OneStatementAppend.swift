@@ -29,16 +29,31 @@ struct OneStatementAppend {
             """
     }
 
+    /// The call with the append functions of the rules the events concern (`EventRule.appendFunction`), and their
+    /// arguments (migration `0013-append-with-rules-function`).
+    enum CallWithRules: FixedStatement {
+        static let name = "sync_append_rules_1"
+        static let sql = """
+            SELECT appended_scope, head_before, now() FROM sync_append(
+                $1::text[], $2::int8[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[], $8::text[],
+                $9::text[], $10::int8[], $11::text[], $12::int8[], $13::text[], $14::text[], $15::int8[],
+                $16::int8[], $17::text[], $18::text[], $19::bool[], $20::text[], $21::text[])
+            """
+    }
+
     /// The most events a call takes. The function writes a row at a time, which costs a bulk push more than the
     /// transaction of steps' one statement for all its rows saves (and on Citus, each row is a statement Citus
     /// plans); a larger push, like one larger than a group, runs the steps.
     static let maxEvents = 256
 
-    /// The SQLSTATEs `sync_append` raises, undoing everything, when an event's id is already stored, and when a
-    /// stream is at or past a version given or a replica is behind a purge.
-    static let refusals: Set<String> = ["SY001", "SY002"]
+    /// The SQLSTATEs `sync_append` raises, undoing everything, when an event's id is already stored, when a
+    /// stream is at or past a version given or a replica is behind a purge, and when a rule's append function
+    /// would reject an event.
+    static let refusals: Set<String> = ["SY001", "SY002", "SY003"]
 
     private var bindings = PostgresBindings()
+    /// The rules' append functions the call runs.
+    private(set) var functions: [AppendFunction] = []
 
     /// The call for `pushes`, in queue order, or nil when one of them needs the transaction of steps.
     init?(_ pushes: [PushService.PendingPush], rules: [any EventRule], isCommutative: (String) -> Bool) {
@@ -68,9 +83,13 @@ struct OneStatementAppend {
             for rule in rules {
                 let concerned = pending.filter { rule.applies(to: plan.events[$0].type) }
                 guard !concerned.isEmpty else { continue }
-                guard let rejections = rule.rejectionsFromEventsAlone(concerned.map { plan.events[$0] }),
-                    rejections.isEmpty
-                else { return nil }
+                if let rejections = rule.rejectionsFromEventsAlone(concerned.map { plan.events[$0] }) {
+                    guard rejections.isEmpty else { return nil }
+                } else if let function = rule.appendFunction {
+                    if !functions.contains(function) { functions.append(function) }
+                } else {
+                    return nil
+                }
             }
             for index in pending {
                 let event = plan.events[index]
@@ -129,6 +148,10 @@ struct OneStatementAppend {
         bindings.append(replicas)
         bindings.append(replicaScopes)
         bindings.append(sighted)
+        if !functions.isEmpty {
+            bindings.append(functions.map(\.name))
+            bindings.append(functions.map(\.argument))
+        }
     }
 
     /// Runs the call on `connection` outside a transaction (it commits on its own): as a prepared statement when
@@ -141,11 +164,16 @@ struct OneStatementAppend {
     ) {
         var heads: [Scope: Int64] = [:]
         var receivedAt = Date()
+        func read(_ row: PostgresRow) throws {
+            let (scope, head, time) = try row.decode((String, Int64, Date).self)
+            heads[try Scope(scope)] = head
+            receivedAt = time
+        }
         do {
-            try await connection.forEachRow(Call.self, bindings, prepared: prepared, logger: logger) { row in
-                let (scope, head, time) = try row.decode((String, Int64, Date).self)
-                heads[try Scope(scope)] = head
-                receivedAt = time
+            if functions.isEmpty {
+                try await connection.forEachRow(Call.self, bindings, prepared: prepared, logger: logger, read)
+            } else {
+                try await connection.forEachRow(CallWithRules.self, bindings, prepared: prepared, logger: logger, read)
             }
         } catch let error as PSQLError where Self.refusals.contains(error.serverInfo?[.sqlState] ?? "") {
             throw NeedsCarefulAppend()

@@ -116,4 +116,38 @@ extension Migration {
             $$
             """
         ])
+
+    /// `sync_append(…)` with two more arguments: the append functions of the rules the events concern
+    /// (`EventRule.appendFunction`) and their arguments. It appends as the function above, then calls each with
+    /// the events' scopes, streams and types and its argument, in the same transaction: one that raises
+    /// (`SY003` where the rule would reject) undoes everything. An overload, so that servers that call the one
+    /// above keep working beside those that call this one.
+    static let appendWithRulesFunction = Migration(
+        id: "0013-append-with-rules-function",
+        statements: [
+            """
+            CREATE FUNCTION sync_append(
+                p_scope text[], p_ordinal int8[], p_id uuid[], p_stream text[], p_version int8[], p_type text[],
+                p_schema int4[], p_hlc text[], p_dot_replica text[], p_dot_counter int8[], p_payload text[],
+                p_checksum int8[],
+                v_scope text[], v_stream text[], v_first int8[], v_last int8[],
+                r_replica text[], r_scope text[], r_sighted bool[],
+                f_name text[], f_argument text[]
+            ) RETURNS TABLE (appended_scope text, head_before bigint)
+            LANGUAGE plpgsql AS $$
+            DECLARE
+                at int;
+            BEGIN
+                RETURN QUERY SELECT * FROM sync_append(
+                    p_scope, p_ordinal, p_id, p_stream, p_version, p_type, p_schema, p_hlc, p_dot_replica,
+                    p_dot_counter, p_payload, p_checksum, v_scope, v_stream, v_first, v_last, r_replica, r_scope,
+                    r_sighted);
+                FOR at IN 1 .. coalesce(array_length(f_name, 1), 0) LOOP
+                    EXECUTE format('SELECT %I($1, $2, $3, $4)', f_name[at])
+                        USING p_scope, p_stream, p_type, f_argument[at];
+                END LOOP;
+            END
+            $$
+            """
+        ])
 }

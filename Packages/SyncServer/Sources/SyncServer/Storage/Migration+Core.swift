@@ -194,6 +194,6 @@ extension Migration {
     /// The generic server's migrations, in order.
     static let generic: [Migration] = [
         core, canonicalPayloads, progressByScope, compaction, eventIDPerScope, foldedEvents, lockScopesFunction,
-        checksums, blobs, blobCollection, uploadPartHashes, appendFunction,
+        checksums, blobs, blobCollection, uploadPartHashes, appendFunction, appendWithRulesFunction,
     ]
 }
