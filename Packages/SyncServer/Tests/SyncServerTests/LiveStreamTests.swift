@@ -142,6 +142,14 @@ import Testing
     /// in order, as a pull reads it.
     @Test func framesOfThisServersCommitsAreWhatAPullReads() async throws {
         try await LiveTests.withLiveClient(scopes: ["hv"]) { client, server in
+            // The LISTEN connection's start makes every feed read (commits may have been missed before it): wait
+            // for it before subscribing.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await FanoutTests.metric("sync_longpoll_listening ", http: client.http, base: client.base) < 1,
+                ContinuousClock.now < deadline
+            {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             var cursor = ScopeCursor()
             let subscriber = try await Subscriber.open(client, cursor: cursor)
             defer { subscriber.close() }
