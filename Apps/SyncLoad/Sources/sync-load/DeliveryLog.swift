@@ -73,24 +73,32 @@ struct DeliveryLog: Sendable {
 
     /// A 64-bit hash of everything the server stored of an event: seq, id, scope, stream, version, type,
     /// schema, HLC, dot and the payload's canonical JSON (FNV-1a, then SplitMix64's finalizer to spread it).
+    ///
+    /// Every field is mixed from contiguous bytes (`withUTF8`, `withUnsafeBytes`): walking the payload's `Data`
+    /// through its iterator, a byte at a time, was about half of this function's time, which was about 3 % of
+    /// the load process's at 3,000 devices.
     static func hash(_ event: Event) -> UInt64 {
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        func mix<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+        func mix(_ bytes: UnsafeRawBufferPointer) {
             for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
             hash = (hash ^ 0xFF) &* 0x0000_0100_0000_01B3
         }
         func mix(_ value: UInt64) { withUnsafeBytes(of: value.littleEndian) { mix($0) } }
+        func mix(_ text: String) {
+            var text = text
+            text.withUTF8 { mix(UnsafeRawBufferPointer($0)) }
+        }
         mix(UInt64(bitPattern: event.seq ?? 0))
-        mix(event.id.description.utf8)
-        mix(event.scope.name.utf8)
-        mix(event.stream.utf8)
+        mix(event.id.description)
+        mix(event.scope.name)
+        mix(event.stream)
         mix(UInt64(bitPattern: event.streamVersion))
-        mix(event.type.utf8)
+        mix(event.type)
         mix(UInt64(event.schemaVersion))
-        mix(event.hlc.description.utf8)
-        mix(event.dot.replica.description.utf8)
+        mix(event.hlc.description)
+        mix(event.dot.replica.description)
         mix(event.dot.counter)
-        mix(event.canonicalPayload ?? event.payload.canonicalData())
+        (event.canonicalPayload ?? event.payload.canonicalData()).withUnsafeBytes { mix($0) }
         hash = (hash ^ (hash >> 30)) &* 0xBF58_476D_1CE4_E5B9
         hash = (hash ^ (hash >> 27)) &* 0x94D0_49BB_1331_11EB
         return hash ^ (hash >> 31)
