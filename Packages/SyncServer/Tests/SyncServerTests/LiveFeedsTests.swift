@@ -103,15 +103,27 @@ import Testing
         #expect(feeds.feeds["a"]!.ring.count == 3)
     }
 
+    /// Each ring keeps its byte bound, and the total over the rings (`bufferedBytes`, kept as frames come and go,
+    /// for the gauge) is the sum of theirs, through reads, handovers and a feed that goes.
     @Test func theRingKeepsItsByteBound() {
         var feeds = Feeds(maxFrames: 100, maxBytes: 25)
         let id = Self.subscribed(at: 0, head: 0, feeds: &feeds)
         _ = feeds.start(id)
+        let (other, _) = feeds.subscribe(["b": 0], expiresAt: nil)!
+        _ = feeds.headsRead(["b": 0])
+        _ = feeds.start(other)
+        func total() -> Int { feeds.feeds.values.reduce(0) { $0 + $1.bytes } }
         for head in Int64(1)...10 {
             _ = feeds.signal("a", head: head)
             _ = feeds.readEnded(.init(scope: "a", after: head - 1), frames: [Self.frame(head - 1, head)])
             #expect(feeds.feeds["a"]!.bytes <= 25)
+            let expected = feeds.expect(["b"])[0]
+            _ = feeds.appended(expected, frames: [Self.frame(head - 1, head)])
+            #expect(feeds.bufferedBytes == total())
         }
+        #expect(feeds.bufferedBytes == 40)
+        _ = feeds.unsubscribe(other)
+        #expect(feeds.bufferedBytes == total() && feeds.bufferedBytes == 20)
     }
 
     @Test func heartbeatsExpiryAndShutdown() {

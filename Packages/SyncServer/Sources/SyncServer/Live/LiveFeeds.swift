@@ -220,7 +220,10 @@ struct LiveFeeds<Waiter, Bytes> {
         guard let subscriber = subscribers.removeValue(forKey: id) else { return nil }
         for scope in subscriber.positions.keys {
             feeds[scope]?.subscribers.remove(id)
-            if feeds[scope]?.subscribers.isEmpty == true { feeds[scope] = nil }
+            if feeds[scope]?.subscribers.isEmpty == true {
+                bufferedBytes -= feeds[scope]!.bytes
+                feeds[scope] = nil
+            }
         }
         return subscriber.waiter
     }
@@ -295,6 +298,8 @@ struct LiveFeeds<Waiter, Bytes> {
     private mutating func append(
         _ new: [Frame], to feed: inout Feed, of scope: Scope, waiters: inout [Waiter], dropped: inout Int
     ) {
+        let bytesBefore = feed.bytes
+        defer { bufferedBytes += feed.bytes - bytesBefore }
         for frame in new {
             feed.frames.append(frame)
             feed.bytes += frame.size
@@ -453,7 +458,7 @@ struct LiveFeeds<Waiter, Bytes> {
     var count: Int { subscribers.count }
 
     /// Bytes of frames in every ring (for the gauge).
-    var bufferedBytes: Int { feeds.values.reduce(0) { $0 + $1.bytes } }
+    private(set) var bufferedBytes = 0
 }
 
 extension LiveFeeds: Sendable where Waiter: Sendable, Bytes: Sendable {}

@@ -21,6 +21,8 @@ final class LiveHub: Service, Sendable {
     typealias Feeds = LiveFeeds<LiveWaiter, ByteBuffer>
 
     private let state: Mutex<Feeds>
+    /// How many feeds there are, as last recorded (`recordSubscribers`): `expect`'s check without the lock.
+    private let feedCount = Atomic<Int>(0)
     private let database: Database
     /// On a Citus cluster, where each scope lives: a feed's tail is read on its scope's node (`routeReads`).
     private let citus = Mutex<CitusRouting?>(nil)
@@ -187,7 +189,10 @@ final class LiveHub: Service, Sendable {
     /// scopes then get them without reading them back, and signals for them wait until then (the commit's own
     /// notification may come back first). Every expectation returned must be ended by `appended`.
     func expect(_ scopes: some Sequence<Scope>) -> [Feeds.Expectation] {
-        state.withLock { $0.expect(scopes) }
+        // No feed, nothing to expect, and no lock taken: a feed made meanwhile reads the commit as on a signal.
+        guard feedCount.load(ordering: .relaxed) > 0 else { return [] }
+        let scopes = Set(scopes)
+        return state.withLock { $0.expect(scopes) }
     }
 
     /// Ends `expectations`: `events` are what the commit appended, per scope, or nil when it did not commit.
@@ -375,6 +380,8 @@ final class LiveHub: Service, Sendable {
     }
 
     private func recordSubscribers() {
-        metrics.liveSubscribers.record(state.withLock { $0.count })
+        let (subscribers, feeds) = state.withLock { ($0.count, $0.feeds.count) }
+        feedCount.store(feeds, ordering: .relaxed)
+        metrics.liveSubscribers.record(subscribers)
     }
 }

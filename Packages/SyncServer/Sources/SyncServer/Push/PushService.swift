@@ -229,7 +229,7 @@ struct PushService: Sendable {
         -> [PushPlan]
     {
         let live = hub.live
-        let expected = live?.expect(Set(pushes.flatMap(\.plan.pendingScopes))) ?? []
+        let expected = live?.expect(pushes.lazy.flatMap(\.plan.pendingScopes)) ?? []
         guard let live, !expected.isEmpty else { return try await append().plans }
         var events: [Scope: LiveHub.Appended]?
         defer { live.appended(expected, events: events) }
