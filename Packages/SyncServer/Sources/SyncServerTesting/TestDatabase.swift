@@ -208,20 +208,20 @@ public struct TestDatabase: Sendable {
 
     /// The Int64 values of the first column of a query.
     public func integers(_ query: PostgresQuery) async throws -> [Int64] {
-        try await connection { connection in
-            var values: [Int64] = []
-            for try await value in try await connection.query(query, logger: Self.logger).decode(Int64.self) {
-                values.append(value)
-            }
-            return values
-        }
+        try await values(query, as: Int64.self)
     }
 
     /// The text values of the first column of a query.
     public func strings(_ query: PostgresQuery) async throws -> [String] {
+        try await values(query, as: String.self)
+    }
+
+    private func values<Value: PostgresDecodable & Sendable>(_ query: PostgresQuery, as type: Value.Type)
+        async throws -> [Value]
+    {
         try await connection { connection in
-            var values: [String] = []
-            for try await value in try await connection.query(query, logger: Self.logger).decode(String.self) {
+            var values: [Value] = []
+            for try await value in try await connection.query(query, logger: Self.logger).decode(Value.self) {
                 values.append(value)
             }
             return values

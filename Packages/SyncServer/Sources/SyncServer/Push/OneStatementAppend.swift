@@ -181,32 +181,6 @@ struct OneStatementAppend {
         return (heads, receivedAt)
     }
 
-    /// The events `plans` (appended by a call, `accepted`) stored in each of `scopes`, as a read of the log
-    /// would give them, for the live stream (`LiveHub.appended`).
-    static func appended(
-        _ pushes: [PushService.PendingPush], plans: [PushPlan], heads: [Scope: Int64], receivedAt: Date,
-        in scopes: Set<Scope>
-    ) -> [Scope: LiveHub.Appended] {
-        var appended: [Scope: LiveHub.Appended] = [:]
-        for (push, plan) in zip(pushes, plans) {
-            for index in plan.acceptedIndexes {
-                let event = plan.events[index]
-                guard scopes.contains(event.scope), case .accepted(let seq) = plan.outcomes[index] else { continue }
-                let stored = StoredEvent(
-                    scope: event.scope, seq: seq, id: event.id.uuid, stream: event.stream,
-                    streamVersion: event.streamVersion, type: event.type,
-                    schemaVersion: Int32(clamping: event.schemaVersion), hlc: event.hlc.description,
-                    dotReplica: event.dot.replica.description, dotCounter: Int64(bitPattern: event.dot.counter),
-                    payloadJSON: push.payloads[index]!, receivedAt: receivedAt)
-                appended[event.scope, default: LiveHub.Appended(after: heads[event.scope] ?? 0, events: [])]
-                    .events.append(stored)
-            }
-        }
-        // Seqs rise in queue order within a scope; kept sorted should a plan list them otherwise.
-        for scope in appended.keys { appended[scope]!.events.sort { $0.seq < $1.seq } }
-        return appended
-    }
-
     /// The plans of `pushes` once appended on `heads` (each scope's head before the call): every pending event
     /// accepted, with the seq the call gave it.
     static func accepted(_ pushes: [PushService.PendingPush], heads: [Scope: Int64]) -> [PushPlan] {

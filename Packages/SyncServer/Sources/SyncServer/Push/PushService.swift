@@ -221,6 +221,33 @@ struct PushService: Sendable {
         var plans: [PushPlan]
         var headsBefore: [Scope: Int64]
         var receivedAt: Date?
+
+        /// The events `plans` (of `pushes`, in queue order) stored in each of `scopes`, as a read of the log
+        /// would give them, for the live stream (`LiveHub.appended`); nil when the time they were received at is
+        /// not known.
+        func events(of pushes: [PendingPush], in scopes: Set<Scope>) -> [Scope: LiveHub.Appended]? {
+            guard let receivedAt else { return nil }
+            var appended: [Scope: LiveHub.Appended] = [:]
+            for (push, plan) in zip(pushes, plans) {
+                for index in plan.acceptedIndexes {
+                    let event = plan.events[index]
+                    guard scopes.contains(event.scope), case .accepted(let seq) = plan.outcomes[index] else {
+                        continue
+                    }
+                    let stored = StoredEvent(
+                        scope: event.scope, seq: seq, id: event.id.uuid, stream: event.stream,
+                        streamVersion: event.streamVersion, type: event.type,
+                        schemaVersion: Int32(clamping: event.schemaVersion), hlc: event.hlc.description,
+                        dotReplica: event.dot.replica.description, dotCounter: Int64(bitPattern: event.dot.counter),
+                        payloadJSON: push.payloads[index]!, receivedAt: receivedAt)
+                    appended[event.scope, default: LiveHub.Appended(after: headsBefore[event.scope] ?? 0, events: [])]
+                        .events.append(stored)
+                }
+            }
+            // Seqs rise in queue order within a scope; kept sorted should a plan list them otherwise.
+            for scope in appended.keys { appended[scope]!.events.sort { $0.seq < $1.seq } }
+            return appended
+        }
     }
 
     /// Runs `append`, the append of `pushes`, with the live stream told to expect its events (`LiveHub.expect`)
@@ -234,11 +261,7 @@ struct PushService: Sendable {
         var events: [Scope: LiveHub.Appended]?
         defer { live.appended(expected, events: events) }
         let appended = try await append()
-        if let receivedAt = appended.receivedAt {
-            events = OneStatementAppend.appended(
-                pushes, plans: appended.plans, heads: appended.headsBefore, receivedAt: receivedAt,
-                in: Set(expected.map(\.scope)))
-        }
+        events = appended.events(of: pushes, in: Set(expected.map(\.scope)))
         return appended.plans
     }
 
