@@ -211,10 +211,10 @@ import Testing
         #expect(fast.appended + fast.refused < groups.count, "some groups needed the steps from the start")
     }
 
-    /// What only the database can tell, each refused whole and decided by the steps: a retried id is a
-    /// duplicate with its seq and the new event beside it is appended without a gap (what the call inserted
-    /// before it met the stored id was undone); a stale version is `conflict.version` with the current one; a
-    /// replica behind a purge must reset.
+    /// What only the database can tell, each refused whole: a retried id is a duplicate with its seq and the new
+    /// event beside it is appended without a gap by a second call (what the first inserted before it met the
+    /// stored id was undone); decided by the steps, a stale version is `conflict.version` with the current one,
+    /// and a replica behind a purge must reset.
     @Test func whatTheStatementCannotDecideIsDecidedByTheSteps() async throws {
         try await Self.withService { service, database, registry in
             let first = EventFixtures.event(scope: "r", stream: "order:1", version: 1, type: "order.placed")
@@ -229,11 +229,12 @@ import Testing
                 try await service.append(group: [Self.pending(service, [edited])])[0].get().results == [
                     .accepted(edited.id, seq: 2)
                 ])
-            // The call inserts `fresh` at seq 3, meets `edited` stored, and undoes it all; the steps append it.
+            // The call inserts `fresh` at seq 3, meets `edited` stored, and undoes it all; a lookup finds `edited`,
+            // and a second call appends `fresh`.
             let fresh = EventFixtures.event(scope: "r")
             let retried = try await service.append(group: [Self.pending(service, [fresh, edited])])[0].get().results
             #expect(retried == [.accepted(fresh.id, seq: 3), .duplicate(edited.id, seq: 2)])
-            #expect(Self.metric(registry, Self.appended) == 2 && Self.metric(registry, Self.refused) == 1)
+            #expect(Self.metric(registry, Self.appended) == 3 && Self.metric(registry, Self.refused) == 1)
 
             let stale = EventFixtures.event(scope: "r", stream: "order:1", version: 1, type: "order.placed")
             let results = try await service.append(group: [Self.pending(service, [stale])])[0].get().results
@@ -246,7 +247,7 @@ import Testing
             let bobsResults = try await service.append(group: [Self.pending(service, [bobs], replica: Self.bob)])[0]
                 .get().results
             #expect(bobsResults == [.accepted(bobs.id, seq: 4)])
-            #expect(Self.metric(registry, Self.appended) == 3)
+            #expect(Self.metric(registry, Self.appended) == 4)
             // Now he has read seq 1 of a history purged below seq 4: he must reset.
             try await database.execute("UPDATE scopes SET retained_from_seq = 4 WHERE scope = 'r'")
             try await database.execute(
@@ -267,6 +268,59 @@ import Testing
             #expect(
                 try await database.integers("SELECT version FROM streams WHERE scope = 'r' AND stream = 'order:1'")
                     == [1])
+        }
+    }
+
+    static let transactions = #"sync_push_transactions_total{node="database"}"#
+
+    /// A retry costs a lookup and calls, never the transaction of steps: pushes whose events are all stored
+    /// (the answer to the first was lost) are answered with their seqs and record their replicas' sightings,
+    /// and one of a group that repeats a stored id leaves the others appended by the second call. A replica
+    /// behind a purge is refused even when all it sent is stored, as the steps refuse it.
+    @Test func aRetryIsLookedUpAndCalledAgainWithoutTheSteps() async throws {
+        try await Self.withService { service, database, registry in
+            let first = EventFixtures.event(scope: "t")
+            let second = EventFixtures.event(scope: "t", stream: "order:1", version: 1, type: "order.placed")
+            _ = try await service.append(group: [Self.pending(service, [first, second])])[0].get()
+            #expect(Self.metric(registry, Self.transactions) == 1)
+
+            // Bob sends Alice's events again (as a relay would): all stored, his sighting recorded.
+            let again = try await service.append(group: [Self.pending(service, [second, first], replica: Self.bob)])
+            #expect(try again[0].get().results == [.duplicate(second.id, seq: 2), .duplicate(first.id, seq: 1)])
+            #expect(Self.metric(registry, Self.refused) == 1 && Self.metric(registry, Self.appended) == 1)
+            #expect(
+                try await database.integers(
+                    "SELECT count(*) FROM replica_progress WHERE replica = \(Self.bob.description) AND scope = 't'")
+                    == [1])
+
+            // A group of three, the second repeating a stored id beside a new event.
+            let a = EventFixtures.event(scope: "t")
+            let b = EventFixtures.event(scope: "u")
+            let c = EventFixtures.event(scope: "t")
+            let group = try await service.append(group: [
+                Self.pending(service, [a]), Self.pending(service, [first, b]), Self.pending(service, [c]),
+            ])
+            #expect(
+                try group.map { try $0.get().results } == [
+                    [.accepted(a.id, seq: 3)], [.duplicate(first.id, seq: 1), .accepted(b.id, seq: 1)],
+                    [.accepted(c.id, seq: 4)],
+                ])
+            #expect(Self.metric(registry, Self.refused) == 2 && Self.metric(registry, Self.appended) == 2)
+            // Two refused calls and two that appended: no transaction of steps.
+            #expect(Self.metric(registry, Self.transactions) == 4)
+            #expect(
+                try await database.integers("SELECT seq FROM events WHERE scope = 't' ORDER BY seq") == [1, 2, 3, 4])
+
+            // Bob read seq 1 of a history now purged below seq 4: even his retry must reset.
+            try await database.execute("UPDATE scopes SET retained_from_seq = 4 WHERE scope = 't'")
+            try await database.execute(
+                "UPDATE replica_progress SET acknowledged_seq = 1 WHERE replica = \(Self.bob.description)")
+            let answer = await service.append(group: [try Self.pending(service, [first], replica: Self.bob)])[0]
+            if case .failure(let error as SyncProtocolError) = answer {
+                #expect(error.code == .resetRequired)
+            } else {
+                Issue.record("a replica behind a purge got \(answer)")
+            }
         }
     }
 

@@ -333,29 +333,94 @@ struct PushService: Sendable {
     }
 
     /// Appends `pushes` by one call of `sync_append` (`OneStatementAppend`); nil when that does not apply to them.
-    /// - Throws: `NeedsCarefulAppend` when the database refused them (a stale version, a stored id, a replica
-    ///   behind a purge: the call undid everything); database errors.
+    ///
+    /// A call refused for any reason is followed by one lookup of which of the pending ids are stored, outside
+    /// any transaction (a retry's, most often: a device that never got its answer sends the same events again).
+    /// When some are, they become duplicates with their seqs, as the careful steps would mark them, and the call
+    /// is made again for the rest; a push with nothing left records its sighting alone. A retry then costs a
+    /// lookup and a call where it took the transaction of steps, whose locks hold its lane for many round trips.
+    /// - Throws: `NeedsCarefulAppend` when the database refused them for another reason (a stale version, a
+    ///   replica behind a purge, a rule, or a stored id the lookup did not see yet: the call undid everything);
+    ///   database errors.
     private func appendInOneStatement(_ pushes: [PendingPush], on database: Database, logger: Logger) async throws
         -> Appended?
     {
-        guard appendsInOneStatement,
-            pushes.map(\.plan.pendingIndexes.count).reduce(0, +) <= OneStatementAppend.maxEvents,
-            let call = OneStatementAppend(pushes, rules: rules, isCommutative: isCommutative)
-        else { return nil }
-        let answer: (heads: [Scope: Int64], receivedAt: Date)
-        do {
-            answer = try await database.withConnection { [repository] connection in
-                database.pushTransactions.increment()
-                return try await call.run(on: connection, prepared: repository.prepares, logger: logger)
+        guard appendsInOneStatement else { return nil }
+        let given = pushes
+        var pushes = pushes
+        var lookedUp = false
+        while true {
+            if lookedUp, pushes.allSatisfy({ $0.plan.pendingIndexes.isEmpty }) {
+                try await answerStored(pushes, given: given, on: database, logger: logger)
+                return Appended(plans: pushes.map(\.plan), headsBefore: [:], receivedAt: nil)
             }
-        } catch  where Self.needsCareful(error) {
-            metrics.recordOneStatement(refused: true)
-            throw error
+            guard pushes.map(\.plan.pendingIndexes.count).reduce(0, +) <= OneStatementAppend.maxEvents,
+                let call = OneStatementAppend(pushes, rules: rules, isCommutative: isCommutative)
+            else { return nil }
+            let answer: (heads: [Scope: Int64], receivedAt: Date)
+            do {
+                answer = try await database.withConnection { [repository] connection in
+                    database.pushTransactions.increment()
+                    return try await call.run(on: connection, prepared: repository.prepares, logger: logger)
+                }
+            } catch  where Self.needsCareful(error) {
+                metrics.recordOneStatement(refused: true)
+                guard !lookedUp, try await markStored(&pushes, on: database, logger: logger) else { throw error }
+                lookedUp = true
+                continue
+            }
+            metrics.recordOneStatement(refused: false)
+            return Appended(
+                plans: OneStatementAppend.accepted(pushes, heads: answer.heads), headsBefore: answer.heads,
+                receivedAt: answer.receivedAt)
         }
-        metrics.recordOneStatement(refused: false)
-        return Appended(
-            plans: OneStatementAppend.accepted(pushes, heads: answer.heads), headsBefore: answer.heads,
-            receivedAt: answer.receivedAt)
+    }
+
+    /// What the steps do for pushes whose every pending event turned out stored (`given`, before they were
+    /// marked): each replica behind a purge in the scopes it pushed to is refused (`refuseIfBehindPurge`, on
+    /// the heads as they stand; nothing is written, so nothing needs their locks), and the sightings due are
+    /// recorded.
+    private func answerStored(_ pushes: [PendingPush], given: [PendingPush], on database: Database, logger: Logger)
+        async throws
+    {
+        try await database.withConnection { [repository] connection in
+            let scopes = Set(given.flatMap(\.plan.pendingScopes))
+            let heads = try await repository.selectHeads(scopes.map(\.name), on: connection, logger: logger)
+            for push in given where heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
+                let own = Set(push.plan.pendingScopes)
+                try await refuseIfBehindPurge(
+                    push.replica, heads: heads.filter { own.contains($0.key) }, on: connection, logger: logger)
+            }
+            try await recordSightings(of: pushes, on: connection, logger: logger)
+        }
+    }
+
+    /// Looks up which pending ids of `pushes` are stored and marks them duplicates with their seqs; whether any
+    /// was.
+    private func markStored(_ pushes: inout [PendingPush], on database: Database, logger: Logger) async throws
+        -> Bool
+    {
+        let keys = pushes.flatMap { push in
+            push.plan.pendingIndexes.map {
+                EventRepository.EventKey(scope: push.plan.events[$0].scope, id: push.plan.events[$0].id)
+            }
+        }
+        let stored = try await database.withConnection { [repository] connection in
+            try await repository.storedSeqs(keys, on: connection, logger: logger)
+        }
+        guard !stored.isEmpty else { return false }
+        for slot in pushes.indices {
+            let plan = pushes[slot].plan
+            var known: [EventID: Int64] = [:]
+            for index in plan.pendingIndexes {
+                let event = plan.events[index]
+                if let seq = stored[EventRepository.EventKey(scope: event.scope, id: event.id)] {
+                    known[event.id] = seq
+                }
+            }
+            if !known.isEmpty { pushes[slot].plan.markStored(known) }
+        }
+        return true
     }
 
     static func needsCareful(_ error: any Error) -> Bool {

@@ -118,6 +118,12 @@ struct EventRepository: Sendable {
     }
 
     /// The seqs of the given events (scope and id) that are already stored.
+    ///
+    /// Never prepared, also where `prepares`, nor is `streamVersions`: their plans must follow the table's size.
+    /// A prepared statement settles on a generic plan after five runs, and one made while `events` held a few
+    /// pages (a new database) scans the table and hashes, which every connection then keeps doing until an
+    /// `ANALYZE` invalidates it. In a load test's first minute, such a lookup read about 3,900 buffers where the
+    /// index needs 4 an event, with its lane waiting. Unprepared, each is planned for the table as it is.
     func storedSeqs(_ keys: [EventKey], on connection: PostgresConnection, logger: Logger) async throws
         -> [EventKey: Int64]
     {
@@ -128,7 +134,7 @@ struct EventRepository: Sendable {
         try bindings.append(keys.map(\.id.uuid))
         try bindings.append(Array(Set(scopes)))
         var stored: [EventKey: Int64] = [:]
-        try await connection.forEachRow(StoredSeqs.self, bindings, prepared: prepares, logger: logger) { row in
+        try await connection.forEachRow(StoredSeqs.self, bindings, prepared: false, logger: logger) { row in
             let (scope, id, seq) = try row.decode((String, UUID, Int64).self)
             stored[EventKey(scope: try Scope(scope), id: EventID(uuid: id))] = seq
         }
@@ -156,7 +162,7 @@ struct EventRepository: Sendable {
         try bindings.append(keys.map(\.stream))
         try bindings.append(Array(Set(scopes)))
         var versions: [PushPlan.StreamKey: Int64] = [:]
-        try await connection.forEachRow(StreamVersions.self, bindings, prepared: prepares, logger: logger) { row in
+        try await connection.forEachRow(StreamVersions.self, bindings, prepared: false, logger: logger) { row in
             let (scope, stream, version) = try row.decode((String, String, Int64).self)
             versions[PushPlan.StreamKey(scope: try Scope(scope), stream: stream)] = version
         }
