@@ -273,7 +273,8 @@ struct LiveFeeds<Waiter, Bytes> {
     /// new). Appends them, trims the ring, ends subscribers left behind it (`dropped` counts them), and
     /// returns the waiters to resume and the next read when signals came meanwhile.
     mutating func readEnded(_ read: Read, frames new: [Frame]) -> (waiters: [Waiter], next: Read?, dropped: Int) {
-        guard var feed = feeds[read.scope] else { return ([], nil, 0) }
+        // Taken out while frames are appended: a copy left in `feeds` would make the first append copy the ring.
+        guard var feed = feeds.removeValue(forKey: read.scope) else { return ([], nil, 0) }
         var waiters: [Waiter] = []
         var dropped = 0
         if let first = new.first, first.after == feed.head {
@@ -378,9 +379,13 @@ struct LiveFeeds<Waiter, Bytes> {
         waiters: [Waiter], read: Read?, dropped: Int
     ) {
         let scope = expectation.scope
-        guard var feed = feeds[scope], feed.generation == expectation.generation, feed.expected > 0 else {
+        guard let index = feeds.index(forKey: scope), feeds.values[index].generation == expectation.generation,
+            feeds.values[index].expected > 0
+        else {
             return ([], nil, 0)
         }
+        // Taken out while frames are appended, as in `readEnded`.
+        var feed = feeds.remove(at: index).value
         feed.expected -= 1
         var waiters: [Waiter] = []
         var dropped = 0
