@@ -96,6 +96,7 @@ import Testing
 
     static let alice = ReplicaID(high: 0xA1, low: 1)
     static let bob = ReplicaID(high: 0xB0, low: 2)
+    static let carol = ReplicaID(high: 0xC0, low: 3)
 
     /// A push service with `TestRule` and `PureRule` (`GroupCommitTests.withService`).
     static func withService(
@@ -293,12 +294,13 @@ import Testing
                     "SELECT count(*) FROM replica_progress WHERE replica = \(Self.bob.description) AND scope = 't'")
                     == [1])
 
-            // A group of three, the second repeating a stored id beside a new event.
+            // A group of three, the second (Carol's) repeating a stored id beside a new event of another scope.
             let a = EventFixtures.event(scope: "t")
-            let b = EventFixtures.event(scope: "u")
+            let b = EventFixtures.event(scope: "u", replica: Self.carol)
             let c = EventFixtures.event(scope: "t")
             let group = try await service.append(group: [
-                Self.pending(service, [a]), Self.pending(service, [first, b]), Self.pending(service, [c]),
+                Self.pending(service, [a]), Self.pending(service, [first, b], replica: Self.carol),
+                Self.pending(service, [c]),
             ])
             #expect(
                 try group.map { try $0.get().results } == [
@@ -310,6 +312,11 @@ import Testing
             #expect(Self.metric(registry, Self.transactions) == 4)
             #expect(
                 try await database.integers("SELECT seq FROM events WHERE scope = 't' ORDER BY seq") == [1, 2, 3, 4])
+            // Carol was seen in both scopes, also in the one where all she sent was stored.
+            #expect(
+                try await database.strings(
+                    "SELECT scope FROM replica_progress WHERE replica = \(Self.carol.description) ORDER BY scope")
+                    == ["t", "u"])
 
             // Bob read seq 1 of a history now purged below seq 4: even his retry must reset.
             try await database.execute("UPDATE scopes SET retained_from_seq = 4 WHERE scope = 't'")

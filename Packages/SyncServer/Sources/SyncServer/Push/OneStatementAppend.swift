@@ -127,6 +127,12 @@ struct OneStatementAppend {
                 replicaScopes.append(scope.name)
                 sighted.append(push.sighted.contains(scope))
             }
+            // A scope whose events all turned out stored (a retry, `PushService.markStored`) records its sighting.
+            for scope in push.sighted where !plan.pendingScopes.contains(scope) {
+                replicas.append(push.replica.description)
+                replicaScopes.append(scope.name)
+                sighted.append(true)
+            }
         }
         guard !scopes.isEmpty else { return nil }
         bindings.append(scopes)
