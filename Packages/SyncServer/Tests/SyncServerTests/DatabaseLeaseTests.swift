@@ -1,0 +1,86 @@
+import Foundation
+import PostgresNIO
+import Prometheus
+import SyncProtocol
+import SyncServerTesting
+import Testing
+
+@testable import SyncServer
+
+/// `Database.withConnection`'s lease on a pool of one connection, held by another lease: the timeout answers
+/// 503, a cancelled caller stops waiting, and neither leaves anything behind in the pool.
+@Suite struct DatabaseLeaseTests {
+    /// Runs `body` with a `Database` on a fresh database whose pool has one connection.
+    static func withDatabase(
+        acquireTimeout: Duration, _ body: @Sendable (Database) async throws -> Void
+    ) async throws {
+        try await TestDatabase.with { testDatabase in
+            let client = PostgresClient(
+                configuration: Database.clientConfiguration(testDatabase.url, poolSize: 1),
+                backgroundLogger: TestDatabase.logger)
+            try await client.whileRunning { client in
+                let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
+                try await body(
+                    Database(client: client, queueLimit: 16, acquireTimeout: acquireTimeout, metrics: metrics))
+            }
+        }
+    }
+
+    static func selectOne(_ connection: PostgresConnection) async throws -> Int {
+        var value = 0
+        for try await (one) in try await connection.query("SELECT 1", logger: TestDatabase.logger).decode(Int.self) {
+            value = one
+        }
+        return value
+    }
+
+    /// Holds the pool's connection until `release` finishes; returns once it is held, and what the holder's
+    /// statement read after the release.
+    static func hold(_ database: Database, until release: AsyncStream<Void>) async throws -> Task<Int, any Error> {
+        let (held, signal) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await database.withConnection { connection in
+                signal.yield()
+                for await _ in release {}
+                return try await Self.selectOne(connection)
+            }
+        }
+        for await _ in held { break }
+        return holder
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aLeaseWaitingPastItsTimeoutIsAnswered503AndLeavesThePool() async throws {
+        try await Self.withDatabase(acquireTimeout: .milliseconds(300)) { database in
+            let (release, finish) = AsyncStream<Void>.makeStream()
+            let holder = try await Self.hold(database, until: release)
+            let started = ContinuousClock.now
+            do {
+                _ = try await database.withConnection { try await Self.selectOne($0) }
+                Issue.record("a lease got a connection the pool did not have")
+            } catch let error as SyncProtocolError {
+                #expect(error.code == .serverUnavailable)
+                #expect(error.message == "no database connection became available in time")
+            }
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+            finish.finish()
+            #expect(try await holder.value == 1)
+            // The request that timed out left the pool's queue: the next lease gets the connection.
+            #expect(try await database.withConnection { try await Self.selectOne($0) } == 1)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aCallerCancelledWhileWaitingStopsWaiting() async throws {
+        try await Self.withDatabase(acquireTimeout: .seconds(3600)) { database in
+            let (release, finish) = AsyncStream<Void>.makeStream()
+            let holder = try await Self.hold(database, until: release)
+            let waiter = Task { try await database.withConnection { try await Self.selectOne($0) } }
+            try await Task.sleep(for: .milliseconds(100))
+            waiter.cancel()
+            // Ends now, not an hour later, and without the connection.
+            if case .success = await waiter.result { Issue.record("a cancelled lease ran") }
+            finish.finish()
+            #expect(try await holder.value == 1)
+            #expect(try await database.withConnection { try await Self.selectOne($0) } == 1)
+        }
+    }
+}
