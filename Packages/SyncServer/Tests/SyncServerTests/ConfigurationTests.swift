@@ -56,6 +56,45 @@ import Testing
         #expect(!SyncServerApp.isWorthRetrying(try #require(error)))
     }
 
+    /// The pools' idle options: parsed, checked against the pool size and given to PostgresNIO as they say; a
+    /// server whose whole pool stays open, without pings, serves.
+    @Test func poolOptionsReachPostgresNIOAndAServerServesWithThem() async throws {
+        let url = try DatabaseURL("postgres://a@db:5433/x")
+        let defaults = ServerConfiguration()
+        #expect(defaults.databasePoolMinimum == 0 && defaults.databaseKeepAliveSeconds == 30)
+        let standard = Database.clientConfiguration(url, poolSize: 17, options: defaults.poolOptions)
+        #expect(standard.options.minimumConnections == 0)
+        #expect(standard.options.keepAliveBehavior?.frequency == .seconds(30))
+
+        var direct = try ServerConfiguration(environment: [
+            "SYNC_DB_POOL_SIZE": "4", "SYNC_DB_POOL_MIN": "4", "SYNC_DB_KEEPALIVE_SECONDS": "0",
+            "SYNC_JWT_SECRET": String(repeating: "k", count: 32),
+        ])
+        try direct.validate()
+        let client = Database.clientConfiguration(url, poolSize: 5, options: direct.poolOptions)
+        #expect(client.options.minimumConnections == 4 && client.options.keepAliveBehavior == nil)
+        direct.databasePoolMinimum = 5
+        #expect(throws: ConfigurationError.self) { try direct.validate() }
+        #expect(throws: ConfigurationError.self) {
+            try ServerConfiguration(environment: ["SYNC_DB_KEEPALIVE_SECONDS": "-1"])
+        }
+
+        try await TestServer.run(
+            domain: TestDomain(),
+            configure: {
+                $0.databasePoolSize = 4
+                $0.databasePoolMinimum = 4
+                $0.databaseKeepAliveSeconds = 0
+            }
+        ) { server in
+            let headers = try await server.bearer(["p"])
+            let push = try server.codec.encode(
+                PushRequest(replica: EventFixtures.replica, events: [EventFixtures.event(scope: "p")]))
+            #expect(try await server.send(.post, "/v1/push", headers: headers, body: push).status == .ok)
+            #expect(try await server.send(.get, "/v1/pull?scope=p", headers: headers).status == .ok)
+        }
+    }
+
     @Test func blobSettingsFromEnvironmentAndFlags() throws {
         let defaults = ServerConfiguration().blobs
         #expect(defaults.store == .postgres && defaults.chunkBytes == 4 << 20 && defaults.quotaBytes == 10 << 30)

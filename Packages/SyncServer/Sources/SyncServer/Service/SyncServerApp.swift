@@ -56,7 +56,8 @@ public struct SyncServerApp: Sendable {
         databaseLogger.logLevel = max(logger.logLevel, .notice)
         let client = PostgresClient(
             // One more connection than the pool size for the LISTEN connection of the hub.
-            configuration: Database.clientConfiguration(url, poolSize: configuration.databasePoolSize + 1),
+            configuration: Database.clientConfiguration(
+                url, poolSize: configuration.databasePoolSize + 1, options: configuration.poolOptions),
             backgroundLogger: databaseLogger)
         let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let database = Database(
@@ -71,7 +72,8 @@ public struct SyncServerApp: Sendable {
             configuration.citus
             ? CitusWorkers(
                 coordinator: database, url: url, poolSize: configuration.databasePoolSize,
-                acquireTimeout: acquireTimeout, metrics: metrics, hub: hub, logger: logger) : nil
+                poolOptions: configuration.poolOptions, acquireTimeout: acquireTimeout, metrics: metrics, hub: hub,
+                logger: logger) : nil
         let routing = workers.map {
             CitusRouting(placements: ScopePlacements(database: database, logger: self.logger), workers: $0)
         }

@@ -27,6 +27,7 @@ final class CitusWorkers: Service, Sendable {
     let coordinator: Database
     let url: DatabaseURL
     let poolSize: Int
+    let poolOptions: Database.PoolOptions
     let acquireTimeout: Duration
     let metrics: ServerMetrics
     let hub: LongPollHub
@@ -35,12 +36,14 @@ final class CitusWorkers: Service, Sendable {
     private let nodes = Mutex<[Int32: Node]>([:])
 
     init(
-        coordinator: Database, url: DatabaseURL, poolSize: Int, acquireTimeout: Duration, metrics: ServerMetrics,
-        hub: LongPollHub, logger: Logger, refresh: Duration = .seconds(30)
+        coordinator: Database, url: DatabaseURL, poolSize: Int, poolOptions: Database.PoolOptions = .init(),
+        acquireTimeout: Duration, metrics: ServerMetrics, hub: LongPollHub, logger: Logger,
+        refresh: Duration = .seconds(30)
     ) {
         self.coordinator = coordinator
         self.url = url
         self.poolSize = poolSize
+        self.poolOptions = poolOptions
         self.acquireTimeout = acquireTimeout
         self.metrics = metrics
         self.hub = hub
@@ -105,7 +108,8 @@ final class CitusWorkers: Service, Sendable {
             nodeURL.host = host
             nodeURL.port = port
             let client = PostgresClient(
-                configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize + 1), backgroundLogger: logger)
+                configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize + 1, options: poolOptions),
+                backgroundLogger: logger)
             let name = "group \(group)"
             nodes[group] = Node(
                 host: host, port: port,

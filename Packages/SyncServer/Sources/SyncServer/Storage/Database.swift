@@ -50,12 +50,22 @@ final class Database: Sendable {
     }
 
     /// The configuration of a pool for `url`.
-    static func clientConfiguration(_ url: DatabaseURL, poolSize: Int) -> PostgresClient.Configuration {
+    /// What a pool keeps open while idle, and how often it pings idle connections (nil: never);
+    /// `ServerConfiguration.databasePoolMinimum` says what each costs.
+    struct PoolOptions: Sendable {
+        var minimum = 0
+        var keepAlive: Duration? = .seconds(30)
+    }
+
+    static func clientConfiguration(_ url: DatabaseURL, poolSize: Int, options: PoolOptions = PoolOptions())
+        -> PostgresClient.Configuration
+    {
         var configuration = PostgresClient.Configuration(
             host: url.host, port: url.port, username: url.username, password: url.password,
             database: url.database, tls: .disable)
         configuration.options.maximumConnections = poolSize
-        configuration.options.minimumConnections = 0
+        configuration.options.minimumConnections = min(options.minimum, poolSize)
+        configuration.options.keepAliveBehavior = options.keepAlive.map { .init(frequency: $0) }
         configuration.options.connectTimeout = .seconds(5)
         return configuration
     }
