@@ -386,11 +386,7 @@ struct PushService: Sendable {
         try await database.withConnection { [repository] connection in
             let scopes = Set(given.flatMap(\.plan.pendingScopes))
             let heads = try await repository.selectHeads(scopes.map(\.name), on: connection, logger: logger)
-            for push in given where heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
-                let own = Set(push.plan.pendingScopes)
-                try await refuseIfBehindPurge(
-                    push.replica, heads: heads.filter { own.contains($0.key) }, on: connection, logger: logger)
-            }
+            try await refuseReplicasBehindPurge(of: given, heads: heads, on: connection, logger: logger)
             try await recordSightings(of: pushes, on: connection, logger: logger)
         }
     }
@@ -400,26 +396,12 @@ struct PushService: Sendable {
     private func markStored(_ pushes: inout [PendingPush], on database: Database, logger: Logger) async throws
         -> Bool
     {
-        let keys = pushes.flatMap { push in
-            push.plan.pendingIndexes.map {
-                EventRepository.EventKey(scope: push.plan.events[$0].scope, id: push.plan.events[$0].id)
-            }
-        }
+        let keys = pushes.flatMap(\.plan.pendingKeys)
         let stored = try await database.withConnection { [repository] connection in
             try await repository.storedSeqs(keys, on: connection, logger: logger)
         }
         guard !stored.isEmpty else { return false }
-        for slot in pushes.indices {
-            let plan = pushes[slot].plan
-            var known: [EventID: Int64] = [:]
-            for index in plan.pendingIndexes {
-                let event = plan.events[index]
-                if let seq = stored[EventRepository.EventKey(scope: event.scope, id: event.id)] {
-                    known[event.id] = seq
-                }
-            }
-            if !known.isEmpty { pushes[slot].plan.markStored(known) }
-        }
+        for slot in pushes.indices { pushes[slot].plan.markStored(among: stored) }
         return true
     }
 
@@ -448,12 +430,7 @@ struct PushService: Sendable {
         // the group.
         var stored: [EventRepository.EventKey: Int64] = [:]
         if careful {
-            let keys = plans.flatMap { plan in
-                plan.pendingIndexes.map {
-                    EventRepository.EventKey(scope: plan.events[$0].scope, id: plan.events[$0].id)
-                }
-            }
-            stored = try await repository.storedSeqs(keys, on: connection, logger: logger)
+            stored = try await repository.storedSeqs(plans.flatMap(\.pendingKeys), on: connection, logger: logger)
         }
         let checked = Array(Set(plans.flatMap { $0.versionCheckedStreams(isCommutative: isCommutative) }))
         var group = DecidedGroup(
@@ -504,14 +481,22 @@ struct PushService: Sendable {
     ) async throws -> (heads: [Scope: EventRepository.ScopeHead], now: Date) {
         let scopes = pushes.count == 1 ? plans[0].pendingScopes : Array(Set(plans.flatMap(\.pendingScopes))).sorted()
         let (heads, now) = try await repository.lockScopes(scopes, on: connection, logger: logger)
-        if heads.values.contains(where: { $0.retainedFromSeq > 1 }) {
-            for push in pushes {
-                let scopes = Set(push.plan.pendingScopes)
-                let own = pushes.count == 1 ? heads : heads.filter { scopes.contains($0.key) }
-                try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
-            }
-        }
+        try await refuseReplicasBehindPurge(of: pushes, heads: heads, on: connection, logger: logger)
         return (heads, now)
+    }
+
+    /// Refuses each push whose replica is behind a purge in the scopes it pushes to (`refuseIfBehindPurge`), as
+    /// `heads` stand.
+    private func refuseReplicasBehindPurge(
+        of pushes: [PendingPush], heads: [Scope: EventRepository.ScopeHead], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        guard heads.values.contains(where: { $0.retainedFromSeq > 1 }) else { return }
+        for push in pushes {
+            let scopes = Set(push.plan.pendingScopes)
+            let own = pushes.count == 1 ? heads : heads.filter { scopes.contains($0.key) }
+            try await refuseIfBehindPurge(push.replica, heads: own, on: connection, logger: logger)
+        }
     }
 
     /// Decides one push of the transaction into `plan`, as `group` stands after the pushes before it, and adds
@@ -522,14 +507,7 @@ struct PushService: Sendable {
         _ push: PendingPush, _ plan: inout PushPlan, into group: inout DecidedGroup, careful: Bool,
         on connection: PostgresConnection, logger: Logger
     ) async throws {
-        var known: [EventID: Int64] = [:]
-        for index in plan.pendingIndexes {
-            let event = plan.events[index]
-            if let seq = group.stored[EventRepository.EventKey(scope: event.scope, id: event.id)] {
-                known[event.id] = seq
-            }
-        }
-        if !known.isEmpty { plan.markStored(known) }
+        plan.markStored(among: group.stored)
         let candidates = plan.pendingIndexes.count
         let newVersions = plan.checkVersions(current: group.current, isCommutative: isCommutative)
         if !push.references.isEmpty {
@@ -633,6 +611,21 @@ struct PushService: Sendable {
 struct NeedsCarefulAppend: Error {}
 
 extension PushPlan {
+    /// The scope and id of each pending event.
+    var pendingKeys: [EventRepository.EventKey] {
+        pendingIndexes.map { EventRepository.EventKey(scope: events[$0].scope, id: events[$0].id) }
+    }
+
+    /// Marks the pending events found in `stored` as duplicates with their seqs.
+    mutating func markStored(among stored: [EventRepository.EventKey: Int64]) {
+        guard !stored.isEmpty else { return }
+        var known: [EventID: Int64] = [:]
+        for key in pendingKeys {
+            if let seq = stored[key] { known[key.id] = seq }
+        }
+        if !known.isEmpty { markStored(known) }
+    }
+
     /// Each scope that received accepted events, with the highest seq accepted into it.
     var acceptedHeads: [Scope: Int64] {
         var heads: [Scope: Int64] = [:]

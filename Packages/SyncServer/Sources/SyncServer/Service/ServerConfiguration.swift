@@ -210,9 +210,6 @@ public struct ServerConfiguration: Sendable {
         if let value = environment["SYNC_ADMIN_TOKEN"], !value.isEmpty { adminToken = value }
     }
 
-    /// Checks the values that have no safe default.
-    /// - Throws: `ConfigurationError` for neither a JWT secret nor an identity provider, a JWT secret under
-    ///   32 bytes, a bad identity provider setting, a bad database URL or inconsistent limits.
     /// The pools' options (`SYNC_DB_POOL_MIN`, `SYNC_DB_KEEPALIVE_SECONDS`).
     var poolOptions: Database.PoolOptions {
         Database.PoolOptions(
@@ -220,6 +217,10 @@ public struct ServerConfiguration: Sendable {
             keepAlive: databaseKeepAliveSeconds > 0 ? .seconds(databaseKeepAliveSeconds) : nil)
     }
 
+    /// Checks the values that have no safe default.
+    /// - Throws: `ConfigurationError` for neither a JWT secret nor an identity provider, a JWT secret under
+    ///   32 bytes, a bad identity provider setting, a bad database URL, inconsistent limits, or a pool minimum
+    ///   above the pool size.
     public func validate() throws {
         guard !jwtSecret.isEmpty || identityProvider.isConfigured else {
             throw ConfigurationError(

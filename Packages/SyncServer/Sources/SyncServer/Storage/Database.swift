@@ -49,7 +49,6 @@ final class Database: Sendable {
         }
     }
 
-    /// The configuration of a pool for `url`.
     /// What a pool keeps open while idle, and how often it pings idle connections (nil: never);
     /// `ServerConfiguration.databasePoolMinimum` says what each costs.
     struct PoolOptions: Sendable {
@@ -57,6 +56,7 @@ final class Database: Sendable {
         var keepAlive: Duration? = .seconds(30)
     }
 
+    /// The configuration of a pool for `url`.
     static func clientConfiguration(_ url: DatabaseURL, poolSize: Int, options: PoolOptions = PoolOptions())
         -> PostgresClient.Configuration
     {
@@ -291,8 +291,8 @@ final class AsyncGate: Sendable {
     }
 }
 
-/// Set once a connection is leased; also counts leased connections for the gauge.
-/// Where a lease stands: waiting for a connection, holding one, or given up on (`acquireTimeout` passed first).
+/// Where a lease stands: waiting for a connection, holding one, or given up on (`acquireTimeout` passed first);
+/// also counts leased connections for the gauge.
 final class LeaseFlag: Sendable {
     private enum State { case waiting, leased, expired }
     private let state = Mutex(State.waiting)
