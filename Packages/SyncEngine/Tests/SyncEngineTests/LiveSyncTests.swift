@@ -86,6 +86,8 @@ import Testing
         #expect(try await Self.eventually { try await Self.confirmed(b.store) == 15 })
         #expect(try await TitleProjection.dump(b.store) == TitleProjection.dump(a.store))
         #expect(try await b.store.cursor() == a.store.cursor())
+        // A frame's round is reported after its transaction commits, with an await between: wait for the report.
+        #expect(await Self.eventually { b.received.seqs.count >= 15 })
         #expect(b.received.seqs == (1...15).map { Int64($0) }, "each event once, in order")
         #expect(b.engine.status.cycles == cycles, "frames need no cycle")
         #expect(b.transport.liveRequests.count == 1)
@@ -178,6 +180,8 @@ import Testing
         try await a.engine.syncNow()
         #expect(try await Self.eventually { try await Self.confirmed(b.store) == 2 })
         #expect(b.engine.status.cycles == cycles)
+        // The round is reported after the store commits it (`eventually` above saw the store).
+        #expect(await Self.eventually { b.received.seqs.count >= 2 })
         #expect(b.received.seqs == [1, 2])
         await Self.stop(running)
     }
