@@ -191,13 +191,18 @@ import Testing
 
     /// Many one-event pushes in flight to few scopes, through HTTP, on one lane (so they queue and share
     /// transactions), some of them the same event pushed twice at once: every scope's seqs run 1…n with no gap,
-    /// every event is stored once, and the two pushes of one event are both answered with its seq.
-    @Test func concurrentOneEventPushesStayGapFreeAndIdempotent() async throws {
+    /// every event is stored once, and the two pushes of one event are both answered with its seq. Both with each
+    /// connection served on its own event loop (`requestsOnTheirLoops`, where a group's pushes come in on
+    /// different loops and are answered from the one that ran the group) and on the concurrency pool.
+    @Test(arguments: [false, true]) func concurrentOneEventPushesStayGapFreeAndIdempotent(onTheirLoops: Bool)
+        async throws
+    {
         try await TestServer.run(
             live: true,
             configure: {
                 $0.pushGroupLanes = 1
                 $0.databasePoolSize = 4
+                $0.requestsOnTheirLoops = onTheirLoops
             }
         ) { server in
             let scopes = ["c0", "c1", "c2"]

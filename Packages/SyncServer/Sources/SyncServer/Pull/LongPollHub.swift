@@ -55,12 +55,16 @@ final class LongPollHub: Service, Sendable {
     private let active = Mutex(0)
     /// The live stream's hub, told of every commit this hub is signalled.
     let live: LiveHub?
+    /// Whether notifications are read on the event loop of their LISTEN connection
+    /// (`ServerConfiguration.requestsOnTheirLoops`) instead of waking a thread of the concurrency pool for each.
+    private let listensOnItsLoop: Bool
 
     init(
         client: PostgresClient, logger: Logger, metrics: ServerMetrics, headMaxAge: Duration = .seconds(600),
-        live: LiveHub? = nil
+        live: LiveHub? = nil, listensOnItsLoop: Bool = false
     ) {
         self.live = live
+        self.listensOnItsLoop = listensOnItsLoop
         self.client = client
         self.headMaxAge = headMaxAge
         self.logger = logger
@@ -213,16 +217,19 @@ final class LongPollHub: Service, Sendable {
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
-                    try await connection.listen(on: EventRepository.channel) { notifications in
-                        failures = 0
-                        // Anything committed while not listening was missed: let every waiter re-read.
-                        self.signalAll()
-                        self.listenStarts.increment()
-                        self.setListening(source, true)
-                        defer { self.setListening(source, false) }
-                        for try await notification in notifications {
-                            guard let (scope, head) = Self.notification(notification.payload) else { continue }
-                            self.signal(scope, head: head)
+                    let loop = self.listensOnItsLoop ? LoopExecutors.singleton.executor(for: connection.eventLoop) : nil
+                    try await withTaskExecutorPreference(loop) {
+                        try await connection.listen(on: EventRepository.channel) { notifications in
+                            failures = 0
+                            // Anything committed while not listening was missed: let every waiter re-read.
+                            self.signalAll()
+                            self.listenStarts.increment()
+                            self.setListening(source, true)
+                            defer { self.setListening(source, false) }
+                            for try await notification in notifications {
+                                guard let (scope, head) = Self.notification(notification.payload) else { continue }
+                                self.signal(scope, head: head)
+                            }
                         }
                     }
                 }

@@ -124,7 +124,8 @@ final class ReadAhead: Sendable {
                 guard state.reserved + key.limit <= maxEvents else { return false }
             }
             state.entries[key.replica] = Entry(
-                key: key, askedLimit: askedLimit ?? key.limit, started: now, task: Task { try? await read() })
+                key: key, askedLimit: askedLimit ?? key.limit, started: now,
+                task: Task(executorPreference: LoopExecutors.singleton.current) { try? await read() })
             state.reserved += key.limit
             return true
         }

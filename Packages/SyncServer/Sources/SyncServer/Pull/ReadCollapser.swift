@@ -91,7 +91,10 @@ final class ReadCollapser: Sendable {
                 state.pruneAt = state.flights.count + capacity
                 state.prunes += 1
             }
-            let flight = Flight(epoch: epoch, id: state.nextID, task: Task { try await read() }, finished: nil)
+            let flight = Flight(
+                epoch: epoch, id: state.nextID,
+                task: Task(executorPreference: LoopExecutors.singleton.current) { try await read() },
+                finished: nil)
             state.flights[key] = flight
             return (flight, true)
         }

@@ -157,7 +157,7 @@ struct PushService: Sendable {
         guard pushes.count > 1 else {
             do { return [.success(try await append(pushes[0], on: database))] } catch { return [.failure(error)] }
         }
-        return await Task { [self] in
+        return await Task(executorPreference: LoopExecutors.singleton.current) { [self] in
             let logger = pushes[0].logger
             do {
                 let plans = try await appendTogether(pushes, on: database, logger: logger)

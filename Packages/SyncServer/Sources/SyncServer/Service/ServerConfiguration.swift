@@ -34,11 +34,19 @@ public struct ServerConfiguration: Sendable {
     /// the seconds an idle connection waits before PostgresNIO pings it (`SYNC_DB_KEEPALIVE_SECONDS`, default
     /// 30; 0 turns the pings off). Whenever a connection goes back to the pool idle, the pool sets a timer for
     /// the ping and, above the minimum, one to close it; both are cancelled at its next lease. With the whole
-    /// pool as the minimum and pings off, a one-event push one at a time costs the server about a tenth less
+    /// pool as the minimum and pings off, a one-event push one at a time costs the server about a fifth less
     /// CPU (Benchmarks/HISTORY.md). Pings keep connections that a NAT or load balancer would drop while idle:
     /// turn them off only where the server reaches PostgreSQL directly.
     public var databasePoolMinimum: Int = 0
     public var databaseKeepAliveSeconds: Int = 30
+    /// Whether each HTTP connection's requests are served on the connection's own event loop, with a PostgreSQL
+    /// pool per loop for the leases made there, and the LISTEN connection's notifications read on its loop
+    /// (`SYNC_REQUESTS_ON_THEIR_LOOPS`, default true; `LoopBoundHTTP1Channel`). A one-event push one at a time
+    /// then wakes 4 threads instead of 13 and costs the server about a quarter less CPU; long-polls woken
+    /// together are answered sooner (Benchmarks/HISTORY.md, "Requests on their connection's loop"). Each loop's
+    /// pool holds up to `databasePoolSize` divided among the loops, besides the shared pool, which serves the
+    /// work started off the loops (the live stream's reads, compaction, start-up).
+    public var requestsOnTheirLoops = true
     /// Most database operations waiting for a connection before new ones get 503 `server.unavailable`
     /// (`SYNC_DB_QUEUE_LIMIT`, default 512).
     public var databaseQueueLimit: Int = 512
@@ -170,13 +178,16 @@ public struct ServerConfiguration: Sendable {
             }
             logFormat = value
         }
-        if let text = environment["SYNC_CITUS"], !text.isEmpty {
+        func boolean(_ name: String) throws -> Bool? {
+            guard let text = environment[name], !text.isEmpty else { return nil }
             switch text.lowercased() {
-            case "1", "true", "yes", "on": citus = true
-            case "0", "false", "no", "off": citus = false
-            default: throw ConfigurationError(message: "SYNC_CITUS must be true or false")
+            case "1", "true", "yes", "on": return true
+            case "0", "false", "no", "off": return false
+            default: throw ConfigurationError(message: "\(name) must be true or false")
             }
         }
+        if let value = try boolean("SYNC_REQUESTS_ON_THEIR_LOOPS") { requestsOnTheirLoops = value }
+        if let value = try boolean("SYNC_CITUS") { citus = value }
         if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }
         if let value = try integer("SYNC_MAX_CONNECTIONS", 1...Int.max) { maxConnections = value }
         if let value = try integer("SYNC_EVICTION_HORIZON_SECONDS", 1...Int.max) { evictionHorizonSeconds = value }

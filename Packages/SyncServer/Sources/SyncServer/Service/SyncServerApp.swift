@@ -60,13 +60,31 @@ public struct SyncServerApp: Sendable {
                 url, poolSize: configuration.databasePoolSize + 1, options: configuration.poolOptions),
             backgroundLogger: databaseLogger)
         let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        let executors = LoopExecutors.singleton
+        var loopServices: [any Service] = []
+        var loopClients: [ObjectIdentifier: PostgresClient] = [:]
+        if configuration.requestsOnTheirLoops {
+            let perLoop = max(1, (configuration.databasePoolSize + executors.loops.count - 1) / executors.loops.count)
+            for loop in executors.loops {
+                let loopClient = PostgresClient(
+                    configuration: Database.clientConfiguration(
+                        url, poolSize: perLoop, options: configuration.poolOptions),
+                    eventLoopGroup: loop, backgroundLogger: databaseLogger)
+                loopClients[ObjectIdentifier(loop)] = loopClient
+                if let executor = executors.executor(for: loop) {
+                    loopServices.append(LoopClientService(client: loopClient, executor: executor))
+                }
+            }
+        }
         let database = Database(
             client: client, queueLimit: configuration.databaseQueueLimit, acquireTimeout: acquireTimeout,
-            metrics: metrics, waitingReads: max(1, configuration.databasePoolSize / 4))
+            metrics: metrics, waitingReads: max(1, configuration.databasePoolSize / 4), loopClients: loopClients)
         let live = LiveHub(
             database: database, logger: logger, metrics: metrics, heartbeatSeconds: configuration.liveHeartbeatSeconds,
             ringBytes: configuration.liveBufferBytes)
-        let hub = LongPollHub(client: client, logger: logger, metrics: metrics, live: live)
+        let hub = LongPollHub(
+            client: client, logger: logger, metrics: metrics, live: live,
+            listensOnItsLoop: configuration.requestsOnTheirLoops)
         // On Citus, each push and pull runs on the node of its scopes, reached directly (docs/SCALING.md).
         let workers =
             configuration.citus
@@ -116,7 +134,7 @@ public struct SyncServerApp: Sendable {
         router.add(middleware: ErrorMiddleware(metrics: metrics))
         api.register(on: router)
 
-        var services: [any Service] = [client, hub, live]
+        var services: [any Service] = [client, hub, live] + loopServices
         if let workers { services.append(workers) }
         if let refresh = tokens.providerRefreshService { services.append(refresh) }
         if configuration.blobs.sweepIntervalSeconds > 0 {
@@ -146,7 +164,14 @@ public struct SyncServerApp: Sendable {
         var app = Application(
             router: router,
             // `GET /v1/live` is served below the router, on each connection's event loop.
-            server: .http1(additionalChannelHandlers: [LiveChannelHandler(api: liveAPI, live: live, logger: logger)]),
+            server: HTTPServerBuilder { [requestsOnTheirLoops = configuration.requestsOnTheirLoops] responder in
+                let channel = HTTP1Channel(
+                    responder: responder,
+                    configuration: .init(
+                        additionalChannelHandlers: [LiveChannelHandler(api: liveAPI, live: live, logger: logger)]))
+                guard requestsOnTheirLoops else { return channel }
+                return LoopBoundHTTP1Channel(inner: channel, executors: executors)
+            },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil,
                 backlog: configuration.listenBacklog,

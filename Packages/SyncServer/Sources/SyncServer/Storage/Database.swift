@@ -23,6 +23,10 @@ final class Database: Sendable {
     /// reached directly).
     let pushTransactions: Counter
 
+    /// A pool per event loop (`ServerConfiguration.requestsOnTheirLoops`): a lease made on a loop takes a connection
+    /// served by the same loop. Empty otherwise.
+    let loopClients: [ObjectIdentifier: PostgresClient]
+
     /// Long-polls' reads at a time (`Lane.waiting`).
     let waitingLane: AsyncGate
 
@@ -30,9 +34,10 @@ final class Database: Sendable {
     ///   a `node` dimension of their own instead of being the server's.
     init(
         client: PostgresClient, queueLimit: Int, acquireTimeout: Duration, metrics: ServerMetrics,
-        waitingReads: Int = 4, node: String? = nil
+        waitingReads: Int = 4, node: String? = nil, loopClients: [ObjectIdentifier: PostgresClient] = [:]
     ) {
         self.client = client
+        self.loopClients = loopClients
         self.waitingLane = AsyncGate(width: waitingReads)
         self.queueLimit = queueLimit
         self.acquireTimeout = acquireTimeout
@@ -117,15 +122,20 @@ final class Database: Sendable {
 
     /// Leases a connection and runs `body`, giving up with 503 after `acquireTimeout` without one.
     ///
-    /// The lease runs in a task of its own, which a timer on one of NIO's event loops cancels if no connection
-    /// came in time (PostgresNIO then drops the waiting request). A task group with a child sleeping out the
-    /// timeout beside it cost every lease a second task and a timer of Dispatch's, set and cancelled, which
-    /// its manager thread woke for: 5–9 % of the server's CPU for a one-event push, one at a time.
+    /// The lease runs in a task of its own (on the caller's event loop if it runs on one), which a timer on one of
+    /// NIO's event loops cancels if no connection came in time (PostgresNIO then drops the waiting request). A
+    /// task group with a child sleeping out the timeout beside it cost every lease a second task and a timer of
+    /// Dispatch's, set and cancelled, which its manager thread woke for: 5–9 % of the server's CPU for a one-event
+    /// push, one at a time.
     private func leaseConnection<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let lease = LeaseFlag()
-        let task = Task { [client, inUseGauge] in
+        // Made on an event loop (a request served there, `ServerConfiguration.requestsOnTheirLoops`): the lease
+        // stays on it, with a connection of its own pool when there is one.
+        let executor = LoopExecutors.singleton.current
+        let client = executor.flatMap { loopClients[ObjectIdentifier($0.loop)] } ?? self.client
+        let task = Task(executorPreference: executor) { [inUseGauge] in
             try await client.withConnection { connection in
                 // Leased once the timeout has passed: the task is cancelled, and the caller answered 503.
                 guard lease.start() else { throw CancellationError() }
