@@ -315,6 +315,67 @@ struct CitusTests {
         return counts
     }
 
+    /// A counter of the server's `/metrics` without dimensions (0 when it is not there yet).
+    static func counter(_ name: String, _ stack: Stack) async throws -> Double {
+        let text = try await Stack.run("/usr/bin/env", ["curl", "-sf", "\(stack.serverURL)/metrics"])
+        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return 0
+    }
+
+    /// A shard group's function (`CitusShardAppend`), called on a worker, writes only for scopes of its shard
+    /// group on the node that holds it: on the other worker, or with a scope of another shard group, it raises
+    /// `SY004` and writes nothing; where it belongs, it appends as `sync_append` does.
+    @Test func aShardGroupsFunctionWritesOnlyItsOwnShardsWhereTheyAre() async throws {
+        let stack = try await Self.stack()
+        let ports = try await stack.sql("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 ORDER BY groupid")
+        #expect(ports.count == 2)
+        // Two scopes on the first worker, in different shard groups.
+        var mine: [(scope: String, shard: String)] = []
+        for index in 0..<200 where mine.count < 2 {
+            let scope = "own-\(index)"
+            let found =
+                try await stack.sql(
+                    """
+                    SELECT n.nodeport || ' ' || p.shardid FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+                    WHERE p.shardid = get_shard_id_for_distribution_column('scopes', '\(scope)')
+                    """
+                ).first?.split(separator: " ").map(String.init) ?? []
+            if found.first == ports[0], !mine.contains(where: { $0.shard == found[1] }) {
+                mine.append((scope, found[1]))
+            }
+        }
+        #expect(mine.count == 2)
+        func call(on port: String, function shard: String, scope: String) async throws -> (Int32, String) {
+            var worker = try #require(URLComponents(string: stack.databaseURL))
+            worker.port = Int(port)
+            let sql = """
+                SELECT * FROM sync_append_shard_\(shard)(ARRAY['\(scope)'], ARRAY[1::int8], ARRAY[gen_random_uuid()],
+                  ARRAY['doc:1'], ARRAY[1::int8], ARRAY['doc.edited'], ARRAY[1],
+                  ARRAY['0000018f4e3a5b7c:0000:6d2c1f0e9a8b4c7d'], ARRAY['6d2c1f0e9a8b4c7d8e9f001122334455'],
+                  ARRAY[1::int8], ARRAY['{}'], ARRAY[0::int8], '{}'::text[], '{}'::text[], '{}'::int8[], '{}'::int8[],
+                  '{}'::text[], '{}'::text[], '{}'::bool[])
+                """
+            let result = try await Stack.runCapturing(
+                "/usr/bin/env",
+                [
+                    "psql", try #require(worker.string), "-tAq", "-v", "VERBOSITY=verbose", "-v", "ON_ERROR_STOP=1",
+                    "-c", sql,
+                ])
+            return (result.status, result.stdout + result.stderr)
+        }
+        let elsewhere = try await call(on: ports[1], function: mine[0].shard, scope: mine[0].scope)
+        #expect(elsewhere.0 != 0 && elsewhere.1.contains("SY004"), "\(elsewhere)")
+        let otherShard = try await call(on: ports[0], function: mine[0].shard, scope: mine[1].scope)
+        #expect(otherShard.0 != 0 && otherShard.1.contains("SY004"), "\(otherShard)")
+        #expect(try await stack.sql("SELECT count(*) FROM events") == ["0"])
+        let own = try await call(on: ports[0], function: mine[0].shard, scope: mine[0].scope)
+        #expect(own.0 == 0 && own.1.contains("\(mine[0].scope)|0"), "\(own)")
+        #expect(try await stack.sql("SELECT scope || ' ' || seq FROM events") == ["\(mine[0].scope) 1"])
+        #expect(try await stack.sql("SELECT head FROM scopes WHERE scope = '\(mine[0].scope)'") == ["1"])
+    }
+
     /// One-event pushes of scopes on both workers, 16 in flight (`sync-bench push`): once the server knows
     /// where the scopes are, each push group runs on the worker of its scopes, not through the coordinator, as
     /// one call of `sync_append`; no node records a two-phase commit; every event is stored once.
@@ -346,6 +407,7 @@ struct CitusTests {
         let before = try await Self.twoPhaseCommits(stack)
         let counted = try await Self.pushTransactions(stack)
         let oneStatement = try await Self.counters("sync_push_one_statement_total", stack)
+        let shardCalls = try await Self.counter("sync_push_on_shards_total", stack)
         try await push(800, concurrency: 16)
         let after = try await Self.pushTransactions(stack)
         // Each push, or group, ran as one call of `sync_append` on its node (docs/ARCHITECTURE.md, "A push in one
@@ -361,6 +423,10 @@ struct CitusTests {
         #expect(
             onNodes.values.reduce(0, +) - counted.filter { $0.key.hasPrefix("group ") }.values.reduce(0, +) < 800,
             "pushes in flight together shared transactions")
+        // Each call ran the functions of its scopes' shard groups, on the shards (`CitusShardAppend`).
+        #expect(
+            try await Self.counter("sync_push_on_shards_total", stack) - shardCalls == transactions,
+            "\(transactions) transactions")
         let added = try await Self.twoPhaseCommits(stack).subtracting(before)
         #expect(added.isEmpty, "two-phase commits: \(added.sorted())")
         #expect(

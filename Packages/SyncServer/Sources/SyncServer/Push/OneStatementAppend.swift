@@ -51,27 +51,13 @@ struct OneStatementAppend {
     /// would reject an event.
     static let refusals: Set<String> = ["SY001", "SY002", "SY003"]
 
-    private var bindings = PostgresBindings()
+    private var columns = Columns()
     /// The rules' append functions the call runs.
     private(set) var functions: [AppendFunction] = []
 
     /// The call for `pushes`, in queue order, or nil when one of them needs the transaction of steps.
     init?(_ pushes: [PushService.PendingPush], rules: [any EventRule], isCommutative: (String) -> Bool) {
-        var scopes: [String] = []
-        var ordinals: [Int64] = []
-        var ids: [UUID] = []
-        var streams: [String] = []
-        var versions: [Int64] = []
-        var types: [String] = []
-        var schemaVersions: [Int32] = []
-        var hlcs: [String] = []
-        var dotReplicas: [String] = []
-        var dotCounters: [Int64] = []
-        var payloads: [String] = []
-        var checksums: [Int64] = []
-        var replicas: [String] = []
-        var replicaScopes: [String] = []
-        var sighted: [Bool] = []
+        var columns = Columns()
         var seen: Set<EventRepository.EventKey> = []
         var checked: [PushPlan.StreamKey: (first: Int64, last: Int64)] = [:]
         var checkedOrder: [PushPlan.StreamKey] = []
@@ -109,65 +95,183 @@ struct OneStatementAppend {
                 let ordinal = placed[event.scope, default: 0] + 1
                 placed[event.scope] = ordinal
                 let row = EventRepository.NewEvent(event: event, seq: ordinal, payloadJSON: push.payloads[index]!)
-                scopes.append(event.scope.name)
-                ordinals.append(ordinal)
-                ids.append(event.id.uuid)
-                streams.append(event.stream)
-                versions.append(event.streamVersion)
-                types.append(event.type)
-                schemaVersions.append(Int32(clamping: event.schemaVersion))
-                hlcs.append(event.hlc.description)
-                dotReplicas.append(event.dot.replica.description)
-                dotCounters.append(Int64(bitPattern: event.dot.counter))
-                payloads.append(row.payloadJSON)
-                checksums.append(row.checksum ?? 0)
+                columns.scopes.append(event.scope.name)
+                columns.ordinals.append(ordinal)
+                columns.ids.append(event.id.uuid)
+                columns.streams.append(event.stream)
+                columns.versions.append(event.streamVersion)
+                columns.types.append(event.type)
+                columns.schemaVersions.append(Int32(clamping: event.schemaVersion))
+                columns.hlcs.append(event.hlc.description)
+                columns.dotReplicas.append(event.dot.replica.description)
+                columns.dotCounters.append(Int64(bitPattern: event.dot.counter))
+                columns.payloads.append(row.payloadJSON)
+                columns.checksums.append(row.checksum ?? 0)
             }
             for scope in plan.pendingScopes {
-                replicas.append(push.replica.description)
-                replicaScopes.append(scope.name)
-                sighted.append(push.sighted.contains(scope))
+                columns.replicas.append(push.replica.description)
+                columns.replicaScopes.append(scope.name)
+                columns.sighted.append(push.sighted.contains(scope))
             }
             // A scope whose events all turned out stored (a retry, `PushService.markStored`) records its sighting.
             for scope in push.sighted where !plan.pendingScopes.contains(scope) {
-                replicas.append(push.replica.description)
-                replicaScopes.append(scope.name)
-                sighted.append(true)
+                columns.replicas.append(push.replica.description)
+                columns.replicaScopes.append(scope.name)
+                columns.sighted.append(true)
             }
         }
-        guard !scopes.isEmpty else { return nil }
-        bindings.append(scopes)
-        bindings.append(ordinals)
-        bindings.append(ids)
-        bindings.append(streams)
-        bindings.append(versions)
-        bindings.append(types)
-        bindings.append(schemaVersions)
-        bindings.append(hlcs)
-        bindings.append(dotReplicas)
-        bindings.append(dotCounters)
-        bindings.append(payloads)
-        bindings.append(checksums)
-        bindings.append(checkedOrder.map(\.scope.name))
-        bindings.append(checkedOrder.map(\.stream))
-        bindings.append(checkedOrder.map { checked[$0]!.first })
-        bindings.append(checkedOrder.map { checked[$0]!.last })
-        bindings.append(replicas)
-        bindings.append(replicaScopes)
-        bindings.append(sighted)
+        guard !columns.scopes.isEmpty else { return nil }
+        columns.checkedScopes = checkedOrder.map(\.scope.name)
+        columns.checkedStreams = checkedOrder.map(\.stream)
+        columns.checkedFirst = checkedOrder.map { checked[$0]!.first }
+        columns.checkedLast = checkedOrder.map { checked[$0]!.last }
+        self.columns = columns
+    }
+
+    /// The call's arguments, a column each: the events', the checked streams', the replicas' sightings.
+    struct Columns {
+        var scopes: [String] = []
+        var ordinals: [Int64] = []
+        var ids: [UUID] = []
+        var streams: [String] = []
+        var versions: [Int64] = []
+        var types: [String] = []
+        var schemaVersions: [Int32] = []
+        var hlcs: [String] = []
+        var dotReplicas: [String] = []
+        var dotCounters: [Int64] = []
+        var payloads: [String] = []
+        var checksums: [Int64] = []
+        var checkedScopes: [String] = []
+        var checkedStreams: [String] = []
+        var checkedFirst: [Int64] = []
+        var checkedLast: [Int64] = []
+        var replicas: [String] = []
+        var replicaScopes: [String] = []
+        var sighted: [Bool] = []
+
+        /// Appends the 19 arguments of `sync_append`, in order.
+        func bind(to bindings: inout PostgresBindings) {
+            bindings.append(scopes)
+            bindings.append(ordinals)
+            bindings.append(ids)
+            bindings.append(streams)
+            bindings.append(versions)
+            bindings.append(types)
+            bindings.append(schemaVersions)
+            bindings.append(hlcs)
+            bindings.append(dotReplicas)
+            bindings.append(dotCounters)
+            bindings.append(payloads)
+            bindings.append(checksums)
+            bindings.append(checkedScopes)
+            bindings.append(checkedStreams)
+            bindings.append(checkedFirst)
+            bindings.append(checkedLast)
+            bindings.append(replicas)
+            bindings.append(replicaScopes)
+            bindings.append(sighted)
+        }
+
+        /// The rows of each shard: every column split by the shard its row's scope is in (`shard(scope)`); nil
+        /// when a scope's shard is not known.
+        func split(by shard: (String) -> Int64?) -> [Int64: Columns]? {
+            var parts: [Int64: Columns] = [:]
+            for (at, scope) in scopes.enumerated() {
+                guard let id = shard(scope) else { return nil }
+                parts[id, default: Columns()].addEvent(of: self, at: at)
+            }
+            for (at, scope) in checkedScopes.enumerated() {
+                guard let id = shard(scope) else { return nil }
+                parts[id, default: Columns()].addChecked(of: self, at: at)
+            }
+            for (at, scope) in replicaScopes.enumerated() {
+                guard let id = shard(scope) else { return nil }
+                parts[id, default: Columns()].addSighting(of: self, at: at)
+            }
+            return parts
+        }
+
+        private mutating func addEvent(of all: Columns, at: Int) {
+            scopes.append(all.scopes[at])
+            ordinals.append(all.ordinals[at])
+            ids.append(all.ids[at])
+            streams.append(all.streams[at])
+            versions.append(all.versions[at])
+            types.append(all.types[at])
+            schemaVersions.append(all.schemaVersions[at])
+            hlcs.append(all.hlcs[at])
+            dotReplicas.append(all.dotReplicas[at])
+            dotCounters.append(all.dotCounters[at])
+            payloads.append(all.payloads[at])
+            checksums.append(all.checksums[at])
+        }
+
+        private mutating func addChecked(of all: Columns, at: Int) {
+            checkedScopes.append(all.checkedScopes[at])
+            checkedStreams.append(all.checkedStreams[at])
+            checkedFirst.append(all.checkedFirst[at])
+            checkedLast.append(all.checkedLast[at])
+        }
+
+        private mutating func addSighting(of all: Columns, at: Int) {
+            replicas.append(all.replicas[at])
+            replicaScopes.append(all.replicaScopes[at])
+            sighted.append(all.sighted[at])
+        }
+    }
+
+    /// The arguments of the call of `sync_append`.
+    private var bindings: PostgresBindings {
+        var bindings = PostgresBindings()
+        columns.bind(to: &bindings)
         if !functions.isEmpty {
             bindings.append(functions.map(\.name))
             bindings.append(functions.map(\.argument))
         }
+        return bindings
     }
+
+    /// On a Citus worker, the call as one statement of the shard groups' functions (`CitusShardAppend`), one per
+    /// shard group the rows are in, in the order of their ids, joined by `UNION ALL`: one round trip and one
+    /// transaction, as `sync_append`'s; nil when a scope's shard is not known.
+    func shardStatement(shard: (String) -> Int64?) -> PostgresQuery? {
+        guard let parts = columns.split(by: shard) else { return nil }
+        var bindings = PostgresBindings()
+        var selects: [String] = []
+        for id in parts.keys.sorted() {
+            let first = bindings.count
+            parts[id]!.bind(to: &bindings)
+            if !functions.isEmpty {
+                bindings.append(functions.map(\.name))
+                bindings.append(functions.map(\.argument))
+            }
+            let types = Self.argumentTypes.prefix(bindings.count - first)
+            let arguments = types.enumerated().map { "$\(first + $0.offset + 1)::\($0.element)" }
+            selects.append(
+                "SELECT appended_scope, head_before, now() FROM \(CitusShardAppend.name(scopesShard: id))("
+                    + arguments.joined(separator: ", ") + ")")
+        }
+        return PostgresQuery(unsafeSQL: selects.joined(separator: " UNION ALL "), binds: bindings)
+    }
+
+    /// The types of `sync_append`'s arguments, those of the overload with the rules' functions last.
+    static let argumentTypes = [
+        "text[]", "int8[]", "uuid[]", "text[]", "int8[]", "text[]", "int4[]", "text[]", "text[]", "int8[]", "text[]",
+        "int8[]", "text[]", "text[]", "int8[]", "int8[]", "text[]", "text[]", "bool[]", "text[]", "text[]",
+    ]
 
     /// Runs the call on `connection` outside a transaction (it commits on its own): as a prepared statement when
     /// `prepared`.
     /// - Returns: each scope's head before the call, and the time the rows were received at.
     /// - Throws: `NeedsCarefulAppend` when the database refused the pushes (the call undid everything);
     ///   database errors.
-    func run(on connection: PostgresConnection, prepared: Bool, logger: Logger) async throws -> (
-        heads: [Scope: Int64], receivedAt: Date
-    ) {
+    ///
+    /// With `onShards` (`shardStatement`), on a Citus worker, the call runs the shard groups' functions instead of
+    /// `sync_append`, unprepared; one raises `CitusShardAppend.notHere` when its shards are elsewhere.
+    func run(on connection: PostgresConnection, prepared: Bool, onShards: PostgresQuery? = nil, logger: Logger)
+        async throws -> (heads: [Scope: Int64], receivedAt: Date)
+    {
         var heads: [Scope: Int64] = [:]
         var receivedAt = Date()
         func read(_ row: PostgresRow) throws {
@@ -176,7 +280,11 @@ struct OneStatementAppend {
             receivedAt = time
         }
         do {
-            if functions.isEmpty {
+            if let onShards {
+                for try await row in try await connection.checkedQuery(onShards, logger: logger) {
+                    try read(row)
+                }
+            } else if functions.isEmpty {
                 try await connection.forEachRow(Call.self, bindings, prepared: prepared, logger: logger, read)
             } else {
                 try await connection.forEachRow(CallWithRules.self, bindings, prepared: prepared, logger: logger, read)

@@ -3,7 +3,7 @@ import Synchronization
 /// Group commit's queues (docs/ARCHITECTURE.md, "Group commit"): which pushes share a transaction.
 ///
 /// Pushes are spread over lanes by scope (all pushes of a scope take the same lane, so the transactions of two
-/// lanes seldom wait for each other's head-row locks; on Citus, a lane per shard group, `PushService.lane(of:)`).
+/// lanes seldom wait for each other's head-row locks; on Citus, a lane per worker node, `PushService.route(of:)`).
 /// A lane is any number, busy while a push runs or waits in it. A lane runs one transaction at a time. A push that
 /// finds its lane idle runs at once, alone: with few pushes in flight, nothing waits. A push that finds it busy queues;
 /// when the running transaction ends, its leader hands the lane to the first push in the queue, which leads the

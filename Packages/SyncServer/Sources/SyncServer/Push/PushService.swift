@@ -56,14 +56,16 @@ struct PushService: Sendable {
     }
 
     /// Where a push to `scopes` runs: its lane (nil: alone), one of `groupLanes` by the first scope's hash, and
-    /// the database. On Citus, on the node holding the scopes, in that node's lanes; through the coordinator,
+    /// the database. On Citus, on the node holding the scopes, in that node's one lane; through the coordinator,
     /// alone, when they span nodes or one's node is not known yet.
     func route(of scopes: [Scope]) async -> (lane: Int?, database: Database) {
         guard let first = scopes.first else { return (nil, database) }
         let spread = Int(UInt(bitPattern: first.name.hashValue) % UInt(groupLanes))
         guard let citus else { return (spread, database) }
         guard let node = await citus.node(of: scopes) else { return (nil, database) }
-        return (Int(node.group) * groupLanes + spread, node.database)
+        // One lane per node: its groups are larger (each call of the shard groups' functions costs the node about
+        // as much for one push as for several), and the nodes' lanes run side by side.
+        return (Int(node.group), node.database)
     }
 
     /// A push ready for its transaction: its plan (envelopes, scopes and repeats decided), its payloads as JSON
@@ -349,6 +351,7 @@ struct PushService: Sendable {
         let given = pushes
         var pushes = pushes
         var lookedUp = false
+        var onShard = true
         while true {
             if lookedUp, pushes.allSatisfy({ $0.plan.pendingIndexes.isEmpty }) {
                 try await answerStored(pushes, given: given, on: database, logger: logger)
@@ -358,11 +361,24 @@ struct PushService: Sendable {
                 let call = OneStatementAppend(pushes, rules: rules, isCommutative: isCommutative)
             else { return nil }
             let answer: (heads: [Scope: Int64], receivedAt: Date)
+            let onShards = onShard ? shardStatement(call, on: database) : nil
             do {
                 answer = try await database.withConnection { [repository] connection in
                     database.pushTransactions.increment()
-                    return try await call.run(on: connection, prepared: repository.prepares, logger: logger)
+                    return try await call.run(
+                        on: connection, prepared: repository.prepares, onShards: onShards, logger: logger)
                 }
+                if onShards != nil { metrics.pushesOnShards.increment() }
+            } catch let error as PSQLError where onShards != nil && error.code == .server {
+                // The shards are not on this node (moved: `CitusShardAppend.notHere`), this node has no function
+                // for them (a shard group made since start-up), or they are gone (split): the statement wrote
+                // nothing, and the call runs again as `sync_append`, which Citus routes to wherever they are.
+                logger.debug(
+                    "the shard groups' call went to the distributed function",
+                    metadata: ["sync.error": "\(String(reflecting: error))"])
+                citus?.placements.forget(pushes.flatMap { $0.plan.pendingScopes.map(\.name) })
+                onShard = false
+                continue
             } catch  where Self.needsCareful(error) {
                 metrics.recordOneStatement(refused: true)
                 guard !lookedUp, try await markStored(&pushes, on: database, logger: logger) else { throw error }
@@ -374,6 +390,13 @@ struct PushService: Sendable {
                 plans: OneStatementAppend.accepted(pushes, heads: answer.heads), headsBefore: answer.heads,
                 receivedAt: answer.receivedAt)
         }
+    }
+
+    /// On a Citus worker's pool, `call` as one statement of the functions of its scopes' shard groups
+    /// (`CitusShardAppend`), when where each scope is is known from routing the pushes; nil otherwise.
+    private func shardStatement(_ call: OneStatementAppend, on database: Database) -> PostgresQuery? {
+        guard let citus, database !== self.database else { return nil }
+        return call.shardStatement { citus.placements.place(of: $0)?.shard }
     }
 
     /// What the steps do for pushes whose every pending event turned out stored (`given`, before they were

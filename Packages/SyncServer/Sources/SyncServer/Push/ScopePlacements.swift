@@ -13,8 +13,14 @@ import Synchronization
 /// time; until then its pushes run on the old worker, which routes their statements to the new one (and commits
 /// in two phases): slower, never wrong.
 final class ScopePlacements: Sendable {
-    private struct Placement {
+    /// Where a scope is: the node group holding its shards, and the id of its shard of `scopes`.
+    struct Place: Sendable, Equatable {
         var group: Int32
+        var shard: Int64
+    }
+
+    private struct Placement {
+        var place: Place
         var readAt: ContinuousClock.Instant
     }
 
@@ -38,10 +44,10 @@ final class ScopePlacements: Sendable {
         self.logger = logger
     }
 
-    /// The node group of `scope`: as last looked up, or, when it is not known, read now; nil when the
-    /// coordinator cannot answer.
-    func resolve(_ scope: String) async -> Int32? {
-        if let group = group(of: scope) { return group }
+    /// Where `scope` is: as last looked up, or, when it is not known, read now; nil when the coordinator cannot
+    /// answer.
+    func resolve(_ scope: String) async -> Place? {
+        if let place = place(of: scope) { return place }
         do {
             let found = try await database.withConnection { [logger] connection in
                 try await Self.read([scope], on: connection, logger: logger)
@@ -54,21 +60,28 @@ final class ScopePlacements: Sendable {
         }
     }
 
-    /// The node group of `scope` as last looked up, or nil when it is not known yet; starts a lookup in the
-    /// background when it is unknown or old.
-    func group(of scope: String) -> Int32? {
+    /// Where `scope` is as last looked up, or nil when it is not known yet; starts a lookup in the background
+    /// when it is unknown or old.
+    func place(of scope: String) -> Place? {
         let now = ContinuousClock.now
-        let (group, start) = state.withLock { state -> (Int32?, Bool) in
+        let (place, start) = state.withLock { state -> (Place?, Bool) in
             let known = state.placements[scope]
             if known == nil || now - known!.readAt > maxAge {
                 state.wanted.insert(scope)
             }
-            guard !state.wanted.isEmpty, !state.looking else { return (known?.group, false) }
+            guard !state.wanted.isEmpty, !state.looking else { return (known?.place, false) }
             state.looking = true
-            return (known?.group, true)
+            return (known?.place, true)
         }
         if start { Task { await self.lookUp() } }
-        return group
+        return place
+    }
+
+    /// Forgets where `scopes` are (a call found their shards elsewhere): their next push reads it again.
+    func forget(_ scopes: [String]) {
+        state.withLock { state in
+            for scope in scopes { state.placements[scope] = nil }
+        }
     }
 
     /// Looks up the wanted scopes, in rounds, until none is left.
@@ -95,25 +108,28 @@ final class ScopePlacements: Sendable {
         }
     }
 
-    private func store(_ found: [String: Int32]) {
+    private func store(_ found: [String: Place]) {
         let now = ContinuousClock.now
         state.withLock { state in
             if state.placements.count + found.count > capacity { state.placements.removeAll() }
-            for (scope, group) in found { state.placements[scope] = Placement(group: group, readAt: now) }
+            for (scope, place) in found { state.placements[scope] = Placement(place: place, readAt: now) }
         }
     }
 
-    /// The node group of each of `scopes`' shards of `scopes` (the table every other is co-located with).
+    /// Where each of `scopes` is: its shard of `scopes` (the table every other is co-located with) and the node
+    /// group holding it.
     static func read(_ scopes: [String], on connection: PostgresConnection, logger: Logger) async throws
-        -> [String: Int32]
+        -> [String: Place]
     {
         let rows = try await connection.checkedQuery(
             """
-            SELECT s.scope, p.groupid FROM unnest(\(scopes)::text[]) AS s(scope)
+            SELECT s.scope, p.groupid, p.shardid FROM unnest(\(scopes)::text[]) AS s(scope)
             JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('scopes', s.scope)
             """, logger: logger)
-        var found: [String: Int32] = [:]
-        for try await (scope, group) in rows.decode((String, Int32).self) { found[scope] = group }
+        var found: [String: Place] = [:]
+        for try await (scope, group, shard) in rows.decode((String, Int32, Int64).self) {
+            found[scope] = Place(group: group, shard: shard)
+        }
         return found
     }
 }
@@ -124,12 +140,17 @@ struct CitusRouting: Sendable {
     let placements: ScopePlacements
     let workers: CitusWorkers
 
-    /// The node group holding every one of `scopes`, and its pool; nil when they span nodes, or a scope's
-    /// placement or its node is not known (the request then goes through the coordinator).
-    func node(of scopes: [Scope]) async -> (group: Int32, database: Database)? {
-        guard let first = scopes.first, let group = await placements.resolve(first.name) else { return nil }
-        for scope in scopes.dropFirst() where await placements.resolve(scope.name) != group { return nil }
-        guard let database = workers.database(group: group) else { return nil }
-        return (group, database)
+    /// The node group holding every one of `scopes`, and its pool, with their shard of `scopes` when they share
+    /// one; nil when they span nodes, or a scope's placement or its node is not known (the request then goes
+    /// through the coordinator).
+    func node(of scopes: [Scope]) async -> (group: Int32, database: Database, shard: Int64?)? {
+        guard let first = scopes.first, let place = await placements.resolve(first.name) else { return nil }
+        var shard: Int64? = place.shard
+        for scope in scopes.dropFirst() {
+            guard let other = await placements.resolve(scope.name), other.group == place.group else { return nil }
+            if other.shard != place.shard { shard = nil }
+        }
+        guard let database = workers.database(group: place.group) else { return nil }
+        return (place.group, database, shard)
     }
 }

@@ -15,6 +15,9 @@ final class ServerMetrics: Sendable {
     private let groupsSplit: Counter
     private let oneStatementAppended: Counter
     private let oneStatementRefused: Counter
+    /// Calls of a shard group's append function on its worker (`CitusShardAppend`):
+    /// `sync_push_on_shards_total`.
+    let pushesOnShards: Counter
     private let pulled: Counter
     private let requestRaw: Counter
     private let requestWire: Counter
@@ -88,6 +91,7 @@ final class ServerMetrics: Sendable {
             label: "sync_push_one_statement_total", dimensions: [("outcome", "appended")], factory: factory)
         oneStatementRefused = Counter(
             label: "sync_push_one_statement_total", dimensions: [("outcome", "refused")], factory: factory)
+        pushesOnShards = Counter(label: "sync_push_on_shards_total", factory: factory)
         pulled = Counter(label: "sync_events_pulled_total", factory: factory)
         requestRaw = Counter(
             label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "raw")], factory: factory)

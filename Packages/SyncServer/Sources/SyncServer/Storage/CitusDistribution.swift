@@ -24,6 +24,8 @@ public struct CitusDistribution: Sendable {
         /// PL/pgSQL functions of the schema set by this run to plan their statements at every call
         /// (`planAtEveryCall`).
         public var plannedAtEveryCall: [String] = []
+        /// Shard groups whose append function (`CitusShardAppend`) this run created or replaced on every worker.
+        public var shardGroups = 0
     }
 
     /// The table every other one is co-located with.
@@ -87,6 +89,7 @@ public struct CitusDistribution: Sendable {
         }
         report.functions = try await distributeFunctions(on: connection, logger: logger)
         report.plannedAtEveryCall = try await planAtEveryCall(on: connection, logger: logger)
+        report.shardGroups = try await CitusShardAppend.install(on: connection, logger: logger)
         if !report.distributed.isEmpty || !report.referenced.isEmpty || !report.functions.isEmpty
             || !report.plannedAtEveryCall.isEmpty
         {
