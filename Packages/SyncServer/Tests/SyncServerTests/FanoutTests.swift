@@ -67,6 +67,23 @@ import Testing
         return 0
     }
 
+    /// Returns once `devices` long-polls are parked (`sync_longpolls_parked`). Bounded by progress, not by a time
+    /// for the whole wait: it fails only when no more devices parked for a minute (a loaded machine parks a
+    /// thousand slowly, but it parks them).
+    static func waitUntilParked(_ devices: Int, http: HTTPClient, base: String) async throws {
+        var parked = 0.0
+        var lastProgress = ContinuousClock.now
+        while true {
+            let now = try await metric("sync_longpolls_parked", http: http, base: base)
+            if now >= Double(devices) { return }
+            if now > parked { (parked, lastProgress) = (now, .now) }
+            try #require(
+                ContinuousClock.now - lastProgress < .seconds(60),
+                "\(Int(parked)) of \(devices) devices waiting, and none more for a minute")
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     static func push(
         _ event: Event, http: HTTPClient, base: String, token: String, timeout: TimeAmount = .seconds(60)
     ) async throws -> Int {
@@ -111,19 +128,7 @@ import Testing
                 }
                 // Registered is not yet suspended: a device between the two when the push lands reads for
                 // itself (correctly, with a read of its own). Push only once every one is parked.
-                // Bounded by progress, not by a time for the whole wait: it fails only when no more devices
-                // parked for a minute (a loaded machine parks a thousand slowly, but it parks them).
-                var parked = 0.0
-                var lastProgress = ContinuousClock.now
-                while true {
-                    let now = try await Self.metric("sync_longpolls_parked", http: http, base: base)
-                    if now >= Double(devices) { break }
-                    if now > parked { (parked, lastProgress) = (now, .now) }
-                    try #require(
-                        ContinuousClock.now - lastProgress < .seconds(60),
-                        "\(Int(parked)) of \(devices) devices waiting, and none more for a minute")
-                    try await Task.sleep(for: .milliseconds(50))
-                }
+                try await Self.waitUntilParked(devices, http: http, base: base)
                 #expect(try await Self.metric("sync_longpolls_active", http: http, base: base) == Double(devices))
                 let readsWaiting = try await Self.metric(
                     #"sync_pull_reads_total{kind="database"}"#, http: http, base: base)

@@ -126,16 +126,7 @@ import Testing
                         try await FanoutTests.poll(http: http, base: base, token: token, scope: scope, wait: wait)
                     }
                 }
-                var lastProgress = (parked: 0.0, at: ContinuousClock.now)
-                while true {
-                    let parked = try await FanoutTests.metric("sync_longpolls_parked", http: http, base: base)
-                    if parked >= Double(devices) { break }
-                    if parked > lastProgress.parked { lastProgress = (parked, .now) }
-                    try #require(
-                        ContinuousClock.now - lastProgress.at < .seconds(60),
-                        "\(Int(parked)) of \(devices) devices waiting, and none more for a minute")
-                    try await Task.sleep(for: .milliseconds(20))
-                }
+                try await FanoutTests.waitUntilParked(devices, http: http, base: base)
                 let event = EventFixtures.event(scope: scope)
                 #expect(try await FanoutTests.push(event, http: http, base: base, token: tokens[0]) == 200)
                 var woken = 0

@@ -21,24 +21,29 @@ struct OneStatementAppend {
     /// (their `received_at` defaults to it, the same within the call's transaction).
     enum Call: FixedStatement {
         static let name = "sync_append_2"
-        static let sql = """
-            SELECT appended_scope, head_before, now() FROM sync_append(
-                $1::text[], $2::int8[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[], $8::text[],
-                $9::text[], $10::int8[], $11::text[], $12::int8[], $13::text[], $14::text[], $15::int8[],
-                $16::int8[], $17::text[], $18::text[], $19::bool[])
-            """
+        static let sql = select(from: "sync_append", firstParameter: 1, arguments: 19)
     }
 
     /// The call with the append functions of the rules the events concern (`EventRule.appendFunction`), and their
     /// arguments (migration `0013-append-with-rules-function`).
     enum CallWithRules: FixedStatement {
         static let name = "sync_append_rules_1"
-        static let sql = """
-            SELECT appended_scope, head_before, now() FROM sync_append(
-                $1::text[], $2::int8[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[], $8::text[],
-                $9::text[], $10::int8[], $11::text[], $12::int8[], $13::text[], $14::text[], $15::int8[],
-                $16::int8[], $17::text[], $18::text[], $19::bool[], $20::text[], $21::text[])
-            """
+        static let sql = select(from: "sync_append", firstParameter: 1, arguments: 21)
+    }
+
+    /// The types of `sync_append`'s arguments, those of the overload with the rules' functions last.
+    static let argumentTypes = [
+        "text[]", "int8[]", "uuid[]", "text[]", "int8[]", "text[]", "int4[]", "text[]", "text[]", "int8[]", "text[]",
+        "int8[]", "text[]", "text[]", "int8[]", "int8[]", "text[]", "text[]", "bool[]", "text[]", "text[]",
+    ]
+
+    /// The call of `function` (`sync_append`, or a shard group's copy) with the first `arguments` of its arguments,
+    /// bound to the parameters from `$firstParameter` on.
+    static func select(from function: String, firstParameter: Int, arguments: Int) -> String {
+        let parameters = argumentTypes.prefix(arguments).enumerated().map {
+            "$\(firstParameter + $0.offset)::\($0.element)"
+        }
+        return "SELECT appended_scope, head_before, now() FROM \(function)(" + parameters.joined(separator: ", ") + ")"
     }
 
     /// The most events a call takes. The function writes a row at a time, which costs a bulk push more than the
@@ -173,9 +178,16 @@ struct OneStatementAppend {
             bindings.append(sighted)
         }
 
-        /// The rows of each shard: every column split by the shard its row's scope is in (`shard(scope)`); nil
-        /// when a scope's shard is not known.
-        func split(by shard: (String) -> Int64?) -> [Int64: Columns]? {
+        /// The rows of each shard: every column split by the shard its row's scope is in (`lookUp(scope)`, once
+        /// per scope); nil when a scope's shard is not known.
+        func split(by lookUp: (String) -> Int64?) -> [Int64: Columns]? {
+            var known: [String: Int64] = [:]
+            func shard(_ scope: String) -> Int64? {
+                if let id = known[scope] { return id }
+                let id = lookUp(scope)
+                known[scope] = id
+                return id
+            }
             var parts: [Int64: Columns] = [:]
             for (at, scope) in scopes.enumerated() {
                 guard let id = shard(scope) else { return nil }
@@ -224,12 +236,17 @@ struct OneStatementAppend {
     /// The arguments of the call of `sync_append`.
     private var bindings: PostgresBindings {
         var bindings = PostgresBindings()
+        bind(columns, to: &bindings)
+        return bindings
+    }
+
+    /// Appends the arguments of a call of `columns`: theirs, then the rules' functions when there are some.
+    private func bind(_ columns: Columns, to bindings: inout PostgresBindings) {
         columns.bind(to: &bindings)
         if !functions.isEmpty {
             bindings.append(functions.map(\.name))
             bindings.append(functions.map(\.argument))
         }
-        return bindings
     }
 
     /// On a Citus worker, the call as one statement of the shard groups' functions (`CitusShardAppend`), one per
@@ -241,25 +258,14 @@ struct OneStatementAppend {
         var selects: [String] = []
         for id in parts.keys.sorted() {
             let first = bindings.count
-            parts[id]!.bind(to: &bindings)
-            if !functions.isEmpty {
-                bindings.append(functions.map(\.name))
-                bindings.append(functions.map(\.argument))
-            }
-            let types = Self.argumentTypes.prefix(bindings.count - first)
-            let arguments = types.enumerated().map { "$\(first + $0.offset + 1)::\($0.element)" }
+            bind(parts[id]!, to: &bindings)
             selects.append(
-                "SELECT appended_scope, head_before, now() FROM \(CitusShardAppend.name(scopesShard: id))("
-                    + arguments.joined(separator: ", ") + ")")
+                Self.select(
+                    from: CitusShardAppend.name(scopesShard: id), firstParameter: first + 1,
+                    arguments: bindings.count - first))
         }
         return PostgresQuery(unsafeSQL: selects.joined(separator: " UNION ALL "), binds: bindings)
     }
-
-    /// The types of `sync_append`'s arguments, those of the overload with the rules' functions last.
-    static let argumentTypes = [
-        "text[]", "int8[]", "uuid[]", "text[]", "int8[]", "text[]", "int4[]", "text[]", "text[]", "int8[]", "text[]",
-        "int8[]", "text[]", "text[]", "int8[]", "int8[]", "text[]", "text[]", "bool[]", "text[]", "text[]",
-    ]
 
     /// Runs the call on `connection` outside a transaction (it commits on its own): as a prepared statement when
     /// `prepared`.

@@ -14,7 +14,7 @@ import Synchronization
 /// in two phases): slower, never wrong.
 final class ScopePlacements: Sendable {
     /// Where a scope is: the node group holding its shards, and the id of its shard of `scopes`.
-    struct Place: Sendable, Equatable {
+    struct Place: Sendable {
         var group: Int32
         var shard: Int64
     }
@@ -140,17 +140,14 @@ struct CitusRouting: Sendable {
     let placements: ScopePlacements
     let workers: CitusWorkers
 
-    /// The node group holding every one of `scopes`, and its pool, with their shard of `scopes` when they share
-    /// one; nil when they span nodes, or a scope's placement or its node is not known (the request then goes
-    /// through the coordinator).
-    func node(of scopes: [Scope]) async -> (group: Int32, database: Database, shard: Int64?)? {
+    /// The node group holding every one of `scopes`, and its pool; nil when they span nodes, or a scope's
+    /// placement or its node is not known (the request then goes through the coordinator).
+    func node(of scopes: [Scope]) async -> (group: Int32, database: Database)? {
         guard let first = scopes.first, let place = await placements.resolve(first.name) else { return nil }
-        var shard: Int64? = place.shard
-        for scope in scopes.dropFirst() {
-            guard let other = await placements.resolve(scope.name), other.group == place.group else { return nil }
-            if other.shard != place.shard { shard = nil }
+        for scope in scopes.dropFirst() where await placements.resolve(scope.name)?.group != place.group {
+            return nil
         }
         guard let database = workers.database(group: place.group) else { return nil }
-        return (place.group, database, shard)
+        return (place.group, database)
     }
 }
