@@ -549,9 +549,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                // churn: the server's compaction, run in process
+                // churn: the server's compaction, run in process; bare-server: its loops
                 "SyncServer",
                 "NotesServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Benchmarks/SyncBench"
         ),

@@ -201,7 +201,8 @@ scenario_throughput() {
     done
     # One-event pushes over 100 scopes, one at a time and 32 in flight (four times as many): events/s, and the
     # CPU time per push of the server and of PostgreSQL (from /proc, when the cluster is the throwaway one),
-    # against pgbench running the same insert with as many clients, in the same database.
+    # against pgbench running the same insert with as many clients, in the same database, and the server's CPU
+    # against a bare server of the same parts pushed the same bodies (sync-bench bare-server).
     local in_flight events
     for in_flight in 1 32; do
         events=$((in_flight == 1 ? one_push_events : one_push_events * 4))
@@ -210,7 +211,7 @@ scenario_throughput() {
         "$bin/sync-bench" push --server "$server" --token "$(token "$(scope_list bench 100)")" --events "$events" \
             --batch 1 --concurrency "$in_flight" --scopes 100 --server-pid "$server_pid" \
             $([ -n "$postmaster" ] && echo --postgres-pid "$postmaster") --database-url "$database_url" \
-            --baseline pgbench --pgbench-clients "$in_flight" --pgbench-seconds "$pgbench_seconds" --json \
+            --baseline pgbench --pgbench-clients "$in_flight" --pgbench-seconds "$pgbench_seconds" --bare-server --json \
             >"$out/raw/onepush-$in_flight.json"
     done
     progress "throughput: $load_devices sync-load devices writing as fast as they can for $load_seconds s"

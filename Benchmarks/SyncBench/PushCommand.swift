@@ -76,6 +76,12 @@ struct PushCommand: AsyncParsableCommand {
     )
     var postgresPid: [Int32] = []
 
+    @Flag(
+        help:
+            "With --database-url and --batch 1: then push the same bodies to a bare server of the same parts (sync-bench bare-server, started here on that database) and report its CPU per push: the floor under the server's."
+    )
+    var bareServer: Bool = false
+
     @Flag(help: "Print one JSON object instead of text.")
     var json: Bool = false
 
@@ -83,6 +89,9 @@ struct PushCommand: AsyncParsableCommand {
         guard events > 0, batch > 0, concurrency > 0, scopes > 0, pgbenchClients > 0, pgbenchSeconds > 0 else {
             throw ValidationError(
                 "--events, --batch, --concurrency, --scopes, --pgbench-clients and --pgbench-seconds must be positive")
+        }
+        if bareServer, databaseURL == nil || batch != 1 {
+            throw ValidationError("--bare-server needs --database-url and --batch 1 (it answers one event per push)")
         }
     }
 
@@ -142,6 +151,12 @@ struct PushCommand: AsyncParsableCommand {
             }
             report.pgbench = pgbench
             report.ratioToPGBench = report.eventsPerSecond / pgbench.transactionsPerSecond
+        }
+        if bareServer, let databaseURL {
+            let bare = try await BareServerCommand.measure(
+                bodies, databaseURL: databaseURL, concurrency: concurrency, gzip: gzip)
+            report.bareEventsPerSecond = bare.eventsPerSecond
+            report.bareServerCPUMicrosecondsPerPush = bare.cpuMicrosecondsPerPush
         }
         if json {
             print(String(decoding: try JSONEncoder().encode(report), as: UTF8.self))
@@ -337,6 +352,9 @@ struct PushReport: Codable, Sendable {
     var ratioToCopy: Double?
     var pgbench: PGBenchBaseline.Result?
     var ratioToPGBench: Double?
+    /// The same pushes to `sync-bench bare-server` (--bare-server): its events/s and CPU per push.
+    var bareEventsPerSecond: Double?
+    var bareServerCPUMicrosecondsPerPush: Double?
 
     var text: String {
         var lines = [
@@ -376,6 +394,15 @@ struct PushReport: Codable, Sendable {
                             String(format: "; per push / per transaction = %.2f", $0 / perTransaction)
                         } ?? ""))
             }
+        }
+        if let bareEventsPerSecond, let bareServerCPUMicrosecondsPerPush {
+            lines.append(
+                String(
+                    format: "  bare server (Hummingbird, PostgresNIO, one INSERT) %.0f events/s, CPU per push %.0f µs",
+                    bareEventsPerSecond, bareServerCPUMicrosecondsPerPush)
+                    + (serverCPUMicrosecondsPerPush.map {
+                        String(format: "; server / bare = %.2f", $0 / bareServerCPUMicrosecondsPerPush)
+                    } ?? ""))
         }
         return lines.joined(separator: "\n")
     }

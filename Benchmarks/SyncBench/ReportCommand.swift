@@ -275,13 +275,13 @@ struct ReportBuilder {
         guard !runs.isEmpty else { return }
         lines.append("")
         lines.append(
-            "One-event pushes over \(runs[0].1.scopes) scopes, then pgbench running the same insert with as many clients (the ceiling of one-event pushes); CPU time per push from /proc:"
+            "One-event pushes over \(runs[0].1.scopes) scopes, then pgbench running the same insert with as many clients (the ceiling of one-event pushes), and the same pushes to a bare server of the same parts (`sync-bench bare-server`: Hummingbird, PostgresNIO, gzip, one INSERT; the floor under the server's CPU); CPU time per push from /proc:"
         )
         lines.append("")
         lines.append(
-            "| in flight | events/s | p50 / p99 | pgbench transactions/s | server CPU per push | PostgreSQL CPU per push | per pgbench transaction |"
+            "| in flight | events/s | p50 / p99 | pgbench transactions/s | server CPU per push | bare server's | PostgreSQL CPU per push | per pgbench transaction |"
         )
-        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for (n, run) in runs {
             let pgbench = run.pgbench?.transactionsPerSecond
             add(
@@ -301,15 +301,17 @@ struct ReportBuilder {
                         ratio: perPush / perTransaction, higherIsBetter: false, noise: 0.15))
             }
             if let server = run.serverCPUMicrosecondsPerPush {
+                let bare = run.bareServerCPUMicrosecondsPerPush
                 add(
                     BenchFigure(
                         id: "throughput.one-event.\(n).server-cpu", scenario: "throughput",
                         name: "One-event pushes, \(n) in flight: server CPU per push", value: server, unit: "µs",
-                        higherIsBetter: false, noise: 0.15))
+                        baselineName: bare.map { _ in "a bare Hummingbird and PostgresNIO server, one INSERT" },
+                        baselineValue: bare, ratio: bare.map { server / $0 }, higherIsBetter: false, noise: 0.15))
             }
             let cpu = { (value: Double?) in value.map { "\(Fmt.int($0)) µs" } ?? "–" }
             lines.append(
-                "| \(n) | \(Fmt.int(run.eventsPerSecond)) | \(Fmt.ms(run.p50Milliseconds)) / \(Fmt.ms(run.p99Milliseconds)) ms | \(pgbench.map(Fmt.int) ?? "–") | \(cpu(run.serverCPUMicrosecondsPerPush)) | \(cpu(run.postgresCPUMicrosecondsPerPush)) | \(cpu(run.pgbenchPostgresCPUMicrosecondsPerTransaction)) |"
+                "| \(n) | \(Fmt.int(run.eventsPerSecond)) | \(Fmt.ms(run.p50Milliseconds)) / \(Fmt.ms(run.p99Milliseconds)) ms | \(pgbench.map(Fmt.int) ?? "–") | \(cpu(run.serverCPUMicrosecondsPerPush)) | \(cpu(run.bareServerCPUMicrosecondsPerPush)) | \(cpu(run.postgresCPUMicrosecondsPerPush)) | \(cpu(run.pgbenchPostgresCPUMicrosecondsPerTransaction)) |"
             )
         }
     }

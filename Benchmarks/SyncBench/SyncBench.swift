@@ -10,6 +10,6 @@ struct SyncBench: AsyncParsableCommand {
         subcommands: [
             TraceCommand.self, ConformanceCommand.self, RebuildCommand.self, PushCommand.self, PGBaselineCommand.self,
             BootstrapCommand.self, ChurnCommand.self, FanoutCommand.self, ReportCommand.self, VerifyCommand.self,
-            BlobsCommand.self,
+            BlobsCommand.self, BareServerCommand.self,
         ])
 }

@@ -51,6 +51,10 @@ import Testing
         for id in ["throughput.one-event.1", "throughput.one-event.32"] {
             #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
         }
+        // The server's CPU per one-event push, against a bare server of the same parts pushed the same bodies.
+        for id in ["throughput.one-event.1.server-cpu", "throughput.one-event.32.server-cpu"] {
+            #expect(results.figures.first { $0.id == id }?.ratio ?? 0 > 0, "\(id) in \(ids.sorted())")
+        }
         // Figures whose size varies name it: the smoke run's 3,000 events, its churn history.
         #expect(ids.contains("bootstrap.pull.3000") && ids.contains("bootstrap.agent.3000"), "\(ids.sorted())")
         // Many records as well as many events: both shapes, each with its plain client's ratio.

@@ -50,21 +50,22 @@ import Testing
             let shared = PostgresClient(
                 configuration: Database.clientConfiguration(testDatabase.url, poolSize: 2),
                 backgroundLogger: TestDatabase.logger)
-            var loopClients: [ObjectIdentifier: PostgresClient] = [:]
+            var loopPools: [ObjectIdentifier: LoopPool] = [:]
             for loop in executors.loops {
-                loopClients[ObjectIdentifier(loop)] = PostgresClient(
-                    configuration: Database.clientConfiguration(testDatabase.url, poolSize: 1),
-                    eventLoopGroup: loop, backgroundLogger: TestDatabase.logger)
+                loopPools[ObjectIdentifier(loop)] = LoopPool(
+                    configuration: Database.clientConfiguration(testDatabase.url, poolSize: 1), size: 1,
+                    keepAlive: nil, loop: loop, logger: TestDatabase.logger)
             }
             let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
             let database = Database(
                 client: shared, queueLimit: 16, acquireTimeout: .seconds(20), metrics: metrics,
-                loopClients: loopClients)
+                loopPools: loopPools)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await shared.run() }
                 for loop in executors.loops {
-                    let service = LoopClientService(
-                        client: loopClients[ObjectIdentifier(loop)]!, executor: executors.executor(for: loop)!)
+                    let service = LoopPoolService(
+                        pool: loopPools[ObjectIdentifier(loop)]!, executor: executors.executor(for: loop)!,
+                        logger: TestDatabase.logger)
                     group.addTask { try await service.run() }
                 }
                 for loop in executors.loops {

@@ -8,30 +8,30 @@ import ServiceLifecycle
 /// A task executor that runs its jobs on one NIO event loop: a task that prefers it (`withTaskExecutorPreference`)
 /// runs its work, and is resumed after each `await`, on the loop, so that a request whose socket and database
 /// connection are served by the same loop never wakes another thread.
-final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
+package final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     // @unchecked: `loop` is immutable and an event loop is thread-safe.
-    let loop: any EventLoop
+    package let loop: any EventLoop
 
-    init(_ loop: any EventLoop) {
+    package init(_ loop: any EventLoop) {
         self.loop = loop
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 
 /// The loops of an event loop group, each with the task executor that runs jobs on it.
-struct LoopExecutors: Sendable {
+package struct LoopExecutors: Sendable {
     /// The executors of `MultiThreadedEventLoopGroup.singleton`, the group the HTTP server and the PostgreSQL pools
     /// use.
-    static let singleton = LoopExecutors(group: MultiThreadedEventLoopGroup.singleton)
+    package static let singleton = LoopExecutors(group: MultiThreadedEventLoopGroup.singleton)
 
-    let loops: [any EventLoop]
+    package let loops: [any EventLoop]
     private let executors: [ObjectIdentifier: EventLoopTaskExecutor]
 
-    init(group: any EventLoopGroup) {
+    package init(group: any EventLoopGroup) {
         var loops: [any EventLoop] = []
         var executors: [ObjectIdentifier: EventLoopTaskExecutor] = [:]
         for loop in group.makeIterator() {
@@ -43,12 +43,12 @@ struct LoopExecutors: Sendable {
     }
 
     /// The executor of `loop`, if it is one of the group's.
-    func executor(for loop: any EventLoop) -> EventLoopTaskExecutor? {
+    package func executor(for loop: any EventLoop) -> EventLoopTaskExecutor? {
         executors[ObjectIdentifier(loop)]
     }
 
     /// The executor of the loop the caller runs on, if it runs on one of the group's.
-    var current: EventLoopTaskExecutor? {
+    package var current: EventLoopTaskExecutor? {
         MultiThreadedEventLoopGroup.currentEventLoop.flatMap { executor(for: $0) }
     }
 }
@@ -56,16 +56,21 @@ struct LoopExecutors: Sendable {
 /// Hummingbird's HTTP/1 channel whose connections are each served on their own event loop: the task that reads
 /// a connection's requests and runs their handlers prefers the loop's executor, instead of running on the
 /// concurrency pool and hopping to the loop and back for every read and write.
-struct LoopBoundHTTP1Channel: ServerChildChannel {
-    typealias Value = HTTP1Channel.Value
+package struct LoopBoundHTTP1Channel: ServerChildChannel {
+    package typealias Value = HTTP1Channel.Value
     let inner: HTTP1Channel
     let executors: LoopExecutors
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+    package init(inner: HTTP1Channel, executors: LoopExecutors) {
+        self.inner = inner
+        self.executors = executors
+    }
+
+    package func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         inner.setup(channel: channel, logger: logger)
     }
 
-    func handle(value: Value, logger: Logger) async {
+    package func handle(value: Value, logger: Logger) async {
         guard let executor = executors.executor(for: value.channel.eventLoop) else {
             await inner.handle(value: value, logger: logger)
             return
@@ -76,14 +81,21 @@ struct LoopBoundHTTP1Channel: ServerChildChannel {
     }
 }
 
-/// Runs a pool bound to one event loop with its tasks (its connections' set-up, its timers) on that loop.
-struct LoopClientService: Service {
-    let client: PostgresClient
+/// Runs a loop's pool (`LoopPool`) with its tasks (its connections' set-up, its keep-alive) on that loop.
+package struct LoopPoolService: Service {
+    let pool: LoopPool
     let executor: EventLoopTaskExecutor
+    let logger: Logger
 
-    func run() async throws {
+    package init(pool: LoopPool, executor: EventLoopTaskExecutor, logger: Logger) {
+        self.pool = pool
+        self.executor = executor
+        self.logger = logger
+    }
+
+    package func run() async throws {
         await withTaskExecutorPreference(executor) {
-            await client.run()
+            await pool.run(logger: logger)
         }
     }
 }

@@ -30,13 +30,14 @@ public struct ServerConfiguration: Sendable {
     public var maxConcurrentRequestsPerToken: Int = 64
     /// Most PostgreSQL connections in the pool (`SYNC_DB_POOL_SIZE`, default 16).
     public var databasePoolSize: Int = 16
-    /// Connections each pool keeps open while idle (`SYNC_DB_POOL_MIN`, default 0, at most the pool size), and
-    /// the seconds an idle connection waits before PostgresNIO pings it (`SYNC_DB_KEEPALIVE_SECONDS`, default
-    /// 30; 0 turns the pings off). Whenever a connection goes back to the pool idle, the pool sets a timer for
-    /// the ping and, above the minimum, one to close it; both are cancelled at its next lease. With the whole
-    /// pool as the minimum and pings off, a one-event push one at a time costs the server about a fifth less
-    /// CPU (Benchmarks/HISTORY.md). Pings keep connections that a NAT or load balancer would drop while idle:
-    /// turn them off only where the server reaches PostgreSQL directly.
+    /// Connections the shared pool and each Citus worker's keep open while idle (`SYNC_DB_POOL_MIN`, default 0,
+    /// at most the pool size), and the seconds a connection may stay unused before it is pinged
+    /// (`SYNC_DB_KEEPALIVE_SECONDS`, default 30; 0 turns the pings off). Pings keep connections that a NAT or
+    /// load balancer would drop while idle. PostgresNIO sets a timer for the ping, and above the minimum one to
+    /// close the connection, whenever a connection goes back to its pool idle, and cancels them at the next
+    /// lease: about 60 µs of the server's CPU per lease. So each event loop's pool (`requestsOnTheirLoops`,
+    /// which serves the pushes and pulls) keeps all of its connections open, whatever the minimum, and pings
+    /// its unused ones itself, from one timer per interval (`LoopPool`).
     public var databasePoolMinimum: Int = 0
     public var databaseKeepAliveSeconds: Int = 30
     /// Whether each HTTP connection's requests are served on the connection's own event loop, with a PostgreSQL
@@ -44,8 +45,8 @@ public struct ServerConfiguration: Sendable {
     /// (`SYNC_REQUESTS_ON_THEIR_LOOPS`, default true; `LoopBoundHTTP1Channel`). A one-event push one at a time
     /// then wakes 4 threads instead of 13 and costs the server about a quarter less CPU; long-polls woken
     /// together are answered sooner (Benchmarks/HISTORY.md, "Requests on their connection's loop"). Each loop's
-    /// pool holds up to `databasePoolSize` divided among the loops, besides the shared pool, which serves the
-    /// work started off the loops (the live stream's reads, compaction, start-up).
+    /// pool holds `databasePoolSize` divided among the loops, opened at start and kept (`LoopPool`), besides the
+    /// shared pool, which serves the work started off the loops (the live stream's reads, compaction, start-up).
     public var requestsOnTheirLoops = true
     /// Most database operations waiting for a connection before new ones get 503 `server.unavailable`
     /// (`SYNC_DB_QUEUE_LIMIT`, default 512).

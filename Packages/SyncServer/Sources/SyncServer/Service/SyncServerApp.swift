@@ -62,23 +62,22 @@ public struct SyncServerApp: Sendable {
         let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let executors = LoopExecutors.singleton
         var loopServices: [any Service] = []
-        var loopClients: [ObjectIdentifier: PostgresClient] = [:]
+        var loopPools: [ObjectIdentifier: LoopPool] = [:]
         if configuration.requestsOnTheirLoops {
             let perLoop = max(1, (configuration.databasePoolSize + executors.loops.count - 1) / executors.loops.count)
             for loop in executors.loops {
-                let loopClient = PostgresClient(
-                    configuration: Database.clientConfiguration(
-                        url, poolSize: perLoop, options: configuration.poolOptions),
-                    eventLoopGroup: loop, backgroundLogger: databaseLogger)
-                loopClients[ObjectIdentifier(loop)] = loopClient
+                let pool = LoopPool(
+                    configuration: Database.clientConfiguration(url, poolSize: perLoop), size: perLoop,
+                    keepAlive: configuration.poolOptions.keepAlive, loop: loop, logger: databaseLogger)
+                loopPools[ObjectIdentifier(loop)] = pool
                 if let executor = executors.executor(for: loop) {
-                    loopServices.append(LoopClientService(client: loopClient, executor: executor))
+                    loopServices.append(LoopPoolService(pool: pool, executor: executor, logger: databaseLogger))
                 }
             }
         }
         let database = Database(
             client: client, queueLimit: configuration.databaseQueueLimit, acquireTimeout: acquireTimeout,
-            metrics: metrics, waitingReads: max(1, configuration.databasePoolSize / 4), loopClients: loopClients)
+            metrics: metrics, waitingReads: max(1, configuration.databasePoolSize / 4), loopPools: loopPools)
         let live = LiveHub(
             database: database, logger: logger, metrics: metrics, heartbeatSeconds: configuration.liveHeartbeatSeconds,
             ringBytes: configuration.liveBufferBytes)

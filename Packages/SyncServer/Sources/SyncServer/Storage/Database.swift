@@ -25,7 +25,7 @@ final class Database: Sendable {
 
     /// A pool per event loop (`ServerConfiguration.requestsOnTheirLoops`): a lease made on a loop takes a connection
     /// served by the same loop. Empty otherwise.
-    let loopClients: [ObjectIdentifier: PostgresClient]
+    let loopPools: [ObjectIdentifier: LoopPool]
 
     /// Long-polls' reads at a time (`Lane.waiting`).
     let waitingLane: AsyncGate
@@ -34,10 +34,10 @@ final class Database: Sendable {
     ///   a `node` dimension of their own instead of being the server's.
     init(
         client: PostgresClient, queueLimit: Int, acquireTimeout: Duration, metrics: ServerMetrics,
-        waitingReads: Int = 4, node: String? = nil, loopClients: [ObjectIdentifier: PostgresClient] = [:]
+        waitingReads: Int = 4, node: String? = nil, loopPools: [ObjectIdentifier: LoopPool] = [:]
     ) {
         self.client = client
-        self.loopClients = loopClients
+        self.loopPools = loopPools
         self.waitingLane = AsyncGate(width: waitingReads)
         self.queueLimit = queueLimit
         self.acquireTimeout = acquireTimeout
@@ -134,13 +134,18 @@ final class Database: Sendable {
         // Made on an event loop (a request served there, `ServerConfiguration.requestsOnTheirLoops`): the lease
         // stays on it, with a connection of its own pool when there is one.
         let executor = LoopExecutors.singleton.current
-        let client = executor.flatMap { loopClients[ObjectIdentifier($0.loop)] } ?? self.client
+        let pool = executor.flatMap { loopPools[ObjectIdentifier($0.loop)] }
+        let client = pool?.client ?? self.client
         let task = Task(executorPreference: executor) { [inUseGauge] in
             try await client.withConnection { connection in
                 // Leased once the timeout has passed: the task is cancelled, and the caller answered 503.
                 guard lease.start() else { throw CancellationError() }
                 inUseGauge.record(lease.inUse(+1))
-                defer { inUseGauge.record(lease.inUse(-1)) }
+                pool?.leased(connection)
+                defer {
+                    pool?.released(connection)
+                    inUseGauge.record(lease.inUse(-1))
+                }
                 return try await body(connection)
             }
         }

@@ -1,0 +1,204 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import ServiceLifecycle
+import SyncCompression
+import SyncServer
+
+/// `sync-bench bare-server`: the floor under a one-event push, a server built of the same parts as sync-server
+/// (Hummingbird, PostgresNIO, the same gzip, requests on their connection's loop with a pool per loop) that does
+/// nothing a push does beyond them.
+///
+/// `POST /v1/push` takes the body, gunzips it, stores it with one prepared `INSERT` and answers one accepted event,
+/// without authentication, JSON, validation, idempotency or notification. What sync-server spends per push above
+/// this server's CPU is its own code; what this server spends is what HTTP, gzip, the database round trip and the
+/// kernel cost on this machine. `sync-bench push --baseline bare` runs it in a child process for the same pushes.
+struct BareServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bare-server",
+        abstract: "Serve the floor of a one-event push (Hummingbird + PostgresNIO, one INSERT); prints its port.")
+
+    /// The table the bare server stores its pushes in (created at start if missing).
+    static let table = "bench_bare_push"
+
+    @Option(help: "PostgreSQL URL; the server stores the pushes in the table bench_bare_push there.")
+    var databaseURL: String
+
+    @Option(help: "Port to listen on (0: any free port).")
+    var port: Int = 0
+
+    @Option(help: "Connections in all, split over the event loops as sync-server's (SYNC_DB_POOL_SIZE).")
+    var poolSize: Int = 16
+
+    @Option(help: "Seconds before an idle connection is pinged, 0 never (sync-server's SYNC_DB_KEEPALIVE_SECONDS).")
+    var keepAliveSeconds: Int = 30
+
+    func run() async throws {
+        var logger = Logger(label: "bare-server")
+        logger.logLevel = .warning
+        guard let url = URL(string: databaseURL), let host = url.host else {
+            throw ValidationError("--database-url must be postgres://user[:password]@host[:port]/database")
+        }
+        let executors = LoopExecutors.singleton
+        let perLoop = max(1, (poolSize + executors.loops.count - 1) / executors.loops.count)
+        var pools: [ObjectIdentifier: LoopPool] = [:]
+        var services: [any Service] = []
+        for loop in executors.loops {
+            var configuration = PostgresClient.Configuration(
+                host: host, port: url.port ?? 5432, username: url.user ?? "postgres", password: url.password,
+                database: String(url.path.dropFirst()), tls: .disable)
+            configuration.options.connectTimeout = .seconds(5)
+            let pool = LoopPool(
+                configuration: configuration, size: perLoop,
+                keepAlive: keepAliveSeconds > 0 ? .seconds(keepAliveSeconds) : nil, loop: loop, logger: logger)
+            pools[ObjectIdentifier(loop)] = pool
+            guard let executor = executors.executor(for: loop) else { continue }
+            services.append(LoopPoolService(pool: pool, executor: executor, logger: logger))
+        }
+        let router = Router()
+        router.post("/v1/push") { [pools, logger] request, _ -> Response in
+            var body = try await request.body.collect(upTo: 1 << 20)
+            var data = body.readData(length: body.readableBytes) ?? Data()
+            if request.headers[.contentEncoding] == "gzip" { data = try Gzip.decompress(data, maxOutputBytes: 1 << 24) }
+            guard let loop = executors.current?.loop, let pool = pools[ObjectIdentifier(loop)] else {
+                throw HTTPError(.internalServerError, message: "a request off the event loops")
+            }
+            do {
+                try await pool.client.withConnection { connection in
+                    pool.leased(connection)
+                    defer { pool.released(connection) }
+                    try await connection.execute(BareInsert(body: ByteBuffer(data: data)), logger: logger)
+                }
+            } catch {
+                throw HTTPError(.internalServerError, message: String(reflecting: error))
+            }
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            return Response(
+                status: .ok, headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: #"{"results":[{"status":"accepted"}]}"#)))
+        }
+        try await PGBaselineCommand.withConnection(databaseURL: databaseURL) { connection, logger in
+            _ = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL:
+                        "CREATE TABLE IF NOT EXISTS \(Self.table) (id bigserial PRIMARY KEY, body bytea NOT NULL)"),
+                logger: logger)
+        }
+        let app = Application(
+            router: router,
+            server: HTTPServerBuilder { responder in
+                LoopBoundHTTP1Channel(inner: HTTP1Channel(responder: responder), executors: executors)
+            },
+            configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: nil),
+            services: services,
+            onServerRunning: { channel in
+                FileHandle.standardOutput.write(
+                    Data("bare-server listening on \(channel.localAddress?.port ?? 0)\n".utf8))
+            },
+            logger: logger)
+        try await app.runService()
+    }
+}
+
+extension BareServerCommand {
+    struct Measurement: Sendable {
+        var eventsPerSecond: Double
+        var cpuMicrosecondsPerPush: Double
+    }
+
+    /// Starts `sync-bench bare-server` on `databaseURL` in a child process, pushes `bodies` to it as `sync-bench push`
+    /// does (after a warm-up of up to 500 of them), and measures its CPU time per push; then stops it and drops its
+    /// table.
+    static func measure(_ bodies: [PushCommand.Body], databaseURL: String, concurrency: Int, gzip: Bool) async throws
+        -> Measurement
+    {
+        let child = Process()
+        child.executableURL = URL(
+            fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        child.arguments = ["bare-server", "--database-url", databaseURL]
+        let output = Pipe()
+        child.standardOutput = output
+        try child.run()
+        defer {
+            if child.isRunning { child.terminate() }
+            child.waitUntilExit()
+        }
+        // Stopped if it has not said its port within a minute, which ends the read below.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            if child.isRunning { child.terminate() }
+        }
+        defer { watchdog.cancel() }
+        let port = try await Task.detached { try readPort(output.fileHandleForReading) }.value
+        watchdog.cancel()
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(
+                connectionPool: .init(
+                    idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
+        let url = "http://127.0.0.1:\(port)/v1/push"
+        let measured: (outcome: PushCommand.Outcome, seconds: Double, cpu: Double)
+        do {
+            _ = try await PushCommand.push(
+                Array(bodies.prefix(500)), to: url, token: "bare", gzip: gzip, concurrency: concurrency, http: http)
+            let before = ProcessCPU.seconds(of: child.processIdentifier)
+            let started = ContinuousClock.now
+            let outcome = try await PushCommand.push(
+                bodies, to: url, token: "bare", gzip: gzip, concurrency: concurrency, http: http)
+            let elapsed = ContinuousClock.now - started
+            measured = (
+                outcome, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+                ProcessCPU.seconds(of: child.processIdentifier) - before
+            )
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        child.terminate()
+        child.waitUntilExit()
+        try await PGBaselineCommand.withConnection(databaseURL: databaseURL) { connection, logger in
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "DROP TABLE IF EXISTS \(table)"), logger: logger)
+        }
+        return Measurement(
+            eventsPerSecond: Double(measured.outcome.accepted) / measured.seconds,
+            cpuMicrosecondsPerPush: measured.cpu * 1e6 / Double(bodies.count))
+    }
+
+    /// The port of the line `bare-server listening on <port>` that the child writes once it listens.
+    private static func readPort(_ handle: FileHandle) throws -> Int {
+        var text = ""
+        while true {
+            let data = handle.availableData
+            guard !data.isEmpty else { throw ValidationError("bare-server ended before listening") }
+            text += String(decoding: data, as: UTF8.self)
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("bare-server listening on ") }),
+                let port = Int(line.dropFirst("bare-server listening on ".count))
+            {
+                return port
+            }
+        }
+    }
+}
+
+/// The push's one statement on the bare server.
+private struct BareInsert: PostgresPreparedStatement {
+    static let sql = "INSERT INTO \(BareServerCommand.table) (body) VALUES ($1)"
+    typealias Row = ()
+    var body: ByteBuffer
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(body)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {}
+}
