@@ -61,6 +61,9 @@ final class Database: Sendable {
         var keepAlive: Duration? = .seconds(30)
     }
 
+    /// The name the server's connections give PostgreSQL (`pg_stat_activity.application_name`).
+    static let applicationName = "sync-server"
+
     /// The configuration of a pool for `url`.
     static func clientConfiguration(_ url: DatabaseURL, poolSize: Int, options: PoolOptions = PoolOptions())
         -> PostgresClient.Configuration
@@ -72,6 +75,7 @@ final class Database: Sendable {
         configuration.options.minimumConnections = min(options.minimum, poolSize)
         configuration.options.keepAliveBehavior = options.keepAlive.map { .init(frequency: $0) }
         configuration.options.connectTimeout = .seconds(5)
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
     }
 
