@@ -429,21 +429,6 @@ struct CitusTests {
             "\(transactions) transactions")
         let added = try await Self.twoPhaseCommits(stack).subtracting(before)
         #expect(added.isEmpty, "two-phase commits: \(added.sorted())")
-        // Each worker serves the server's event loops from pools of their own, opened at start-up and kept
-        // (`LoopPool`): the pool's 16 connections, whereas one lane per node needs one or two of a shared pool.
-        for port in Set(try await stack.sql("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0")) {
-            var components = try #require(URLComponents(string: stack.databaseURL))
-            components.port = Int(port)
-            let connections = try await Stack.run(
-                "/usr/bin/env",
-                [
-                    "psql", try #require(components.string), "-tAc",
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'sync-server'",
-                ])
-            #expect(
-                Int(connections.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 >= 16,
-                "worker \(port): \(connections) connections of the server")
-        }
         #expect(
             try await stack.sql("SELECT count(*) || ' ' || count(DISTINCT event_id) FROM events") == [
                 "\(800 + warmed) \(800 + warmed)"

@@ -30,14 +30,14 @@ public struct ServerConfiguration: Sendable {
     public var maxConcurrentRequestsPerToken: Int = 64
     /// Most PostgreSQL connections in the pool (`SYNC_DB_POOL_SIZE`, default 16).
     public var databasePoolSize: Int = 16
-    /// Connections the shared pools (the database's, each Citus worker's) keep open while idle (`SYNC_DB_POOL_MIN`, default 0,
+    /// Connections the shared pool and each Citus worker's keep open while idle (`SYNC_DB_POOL_MIN`, default 0,
     /// at most the pool size), and the seconds a connection may stay unused before it is pinged
     /// (`SYNC_DB_KEEPALIVE_SECONDS`, default 30; 0 turns the pings off). Pings keep connections that a NAT or
     /// load balancer would drop while idle. PostgresNIO sets a timer for the ping, and above the minimum one to
     /// close the connection, whenever a connection goes back to its pool idle, and cancels them at the next
-    /// lease: about 60 µs of the server's CPU per lease. So each event loop's pool (`requestsOnTheirLoops`, of
-    /// the database and of each Citus worker, which serves the pushes and pulls) keeps all of its connections
-    /// open, whatever the minimum, and pings its unused ones itself, from one timer per interval (`LoopPool`).
+    /// lease: about 60 µs of the server's CPU per lease. So each event loop's pool (`requestsOnTheirLoops`,
+    /// which serves the pushes and pulls) keeps all of its connections open, whatever the minimum, and pings
+    /// its unused ones itself, from one timer per interval (`LoopPool`).
     public var databasePoolMinimum: Int = 0
     public var databaseKeepAliveSeconds: Int = 30
     /// Whether each HTTP connection's requests are served on the connection's own event loop, with a PostgreSQL

@@ -16,25 +16,12 @@ import Synchronization
 /// start-up and every `refresh`, keeps a pool for each (the coordinator's size and limits, the coordinator's
 /// user and database) and a `LISTEN` on each through the long-poll hub, since a push's `NOTIFY` is sent by the
 /// node it ran on. Until a node is known (or when it is the coordinator's own group, 0), its pushes use the
-/// coordinator's pool. With requests on their loops (`ServerConfiguration.requestsOnTheirLoops`), each node also
-/// has a pool per event loop (`LoopPool`), as the coordinator has, so that a push group's statement on its node is
-/// written and answered on the loop of its task, without PostgresNIO's timers per lease. A node that moves
-/// (another address for its group) gets new pools, and its old ones are shut down.
+/// coordinator's pool.
 final class CitusWorkers: Service, Sendable {
     private struct Node: Sendable {
         var host: String
         var port: Int
         var database: Database
-        /// Ends the tasks of the node's pools and of its `LISTEN`.
-        var retirement: Retirement
-    }
-
-    /// What `open` made for a node, for `run` to run.
-    private struct Opened: Sendable {
-        var client: PostgresClient
-        var source: String
-        var loopPools: [(LoopPool, EventLoopTaskExecutor)]
-        var retirement: Retirement
     }
 
     let coordinator: Database
@@ -46,16 +33,13 @@ final class CitusWorkers: Service, Sendable {
     let hub: LongPollHub
     let logger: Logger
     let refresh: Duration
-    /// Whether each node has a pool per event loop.
-    let poolsPerLoop: Bool
     private let nodes = Mutex<[Int32: Node]>([:])
 
     init(
         coordinator: Database, url: DatabaseURL, poolSize: Int, poolOptions: Database.PoolOptions = .init(),
         acquireTimeout: Duration, metrics: ServerMetrics, hub: LongPollHub, logger: Logger,
-        refresh: Duration = .seconds(30), poolsPerLoop: Bool = false
+        refresh: Duration = .seconds(30)
     ) {
-        self.poolsPerLoop = poolsPerLoop
         self.coordinator = coordinator
         self.url = url
         self.poolSize = poolSize
@@ -80,7 +64,8 @@ final class CitusWorkers: Service, Sendable {
                     do {
                         for (group, host, port) in try await self.readNodes() {
                             guard let node = self.open(group: group, host: host, port: port) else { continue }
-                            tasks.addTask { await self.serve(node) }
+                            tasks.addTask { await node.client.run() }
+                            tasks.addTask { await self.hub.listen(via: node.client, source: node.source) }
                         }
                     } catch {
                         // At start-up the coordinator may not be ready yet: ask again soon.
@@ -93,21 +78,6 @@ final class CitusWorkers: Service, Sendable {
                 }
                 tasks.cancelAll()
             }
-        }
-    }
-
-    /// Runs a node's pools and its `LISTEN` until it retires (it moved) or the task is cancelled.
-    private func serve(_ node: Opened) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await node.client.run() }
-            group.addTask { await self.hub.listen(via: node.client, source: node.source) }
-            for (pool, executor) in node.loopPools {
-                group.addTask { [logger] in
-                    await withTaskExecutorPreference(executor) { await pool.run(logger: logger) }
-                }
-            }
-            await node.retirement.wait()
-            group.cancelAll()
         }
     }
 
@@ -128,77 +98,26 @@ final class CitusWorkers: Service, Sendable {
         }
     }
 
-    /// A pool for node `group` at `host`:`port` when it has none there yet (a node that moved gets a new one, and
-    /// the old one retires), with one connection more than the coordinator's for its `LISTEN`, and its pools per
-    /// loop. Returns them with the source its `LISTEN` is known by (the node group and address).
-    private func open(group: Int32, host: String, port: Int) -> Opened? {
-        nodes.withLock { nodes -> Opened? in
+    /// A pool for node `group` at `host`:`port` when it has none there yet (a node that moved gets a new one;
+    /// the old one's connections stay idle), with one connection more than the coordinator's for its `LISTEN`.
+    /// Returns the pool and the source its `LISTEN` is known by (the node group and address).
+    private func open(group: Int32, host: String, port: Int) -> (client: PostgresClient, source: String)? {
+        nodes.withLock { nodes -> (client: PostgresClient, source: String)? in
             if let known = nodes[group], known.host == host, known.port == port { return nil }
-            nodes[group]?.retirement.retire()
             var nodeURL = url
             nodeURL.host = host
             nodeURL.port = port
             let client = PostgresClient(
                 configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize + 1, options: poolOptions),
                 backgroundLogger: logger)
-            var loopPools: [ObjectIdentifier: LoopPool] = [:]
-            var running: [(LoopPool, EventLoopTaskExecutor)] = []
-            if poolsPerLoop {
-                let executors = LoopExecutors.singleton
-                let perLoop = max(1, (poolSize + executors.loops.count - 1) / executors.loops.count)
-                for loop in executors.loops {
-                    guard let executor = executors.executor(for: loop) else { continue }
-                    let pool = LoopPool(
-                        configuration: Database.clientConfiguration(nodeURL, poolSize: perLoop), size: perLoop,
-                        keepAlive: poolOptions.keepAlive, loop: loop, logger: logger)
-                    loopPools[ObjectIdentifier(loop)] = pool
-                    running.append((pool, executor))
-                }
-            }
             let name = "group \(group)"
-            let retirement = Retirement()
             nodes[group] = Node(
                 host: host, port: port,
                 database: Database(
                     client: client, queueLimit: coordinator.queueLimit, acquireTimeout: acquireTimeout,
-                    metrics: metrics, node: name, loopPools: loopPools),
-                retirement: retirement)
+                    metrics: metrics, node: name))
             logger.info("Citus node reached directly", metadata: ["sync.citus.node": "\(name) \(host):\(port)"])
-            return Opened(
-                client: client, source: "\(name) \(host):\(port)", loopPools: running, retirement: retirement)
-        }
-    }
-}
-
-/// A one-time signal: `wait` returns once `retire` has been called, or when the waiting task is cancelled.
-final class Retirement: Sendable {
-    private struct State {
-        var retired = false
-        var waiting: CheckedContinuation<Void, Never>?
-    }
-    private let state = Mutex(State())
-
-    func retire() {
-        let waiting = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.retired = true
-            defer { state.waiting = nil }
-            return state.waiting
-        }
-        waiting?.resume()
-    }
-
-    func wait() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let retired = state.withLock { state -> Bool in
-                    if state.retired { return true }
-                    state.waiting = continuation
-                    return false
-                }
-                if retired { continuation.resume() }
-            }
-        } onCancel: {
-            retire()
+            return (client, "\(name) \(host):\(port)")
         }
     }
 }
