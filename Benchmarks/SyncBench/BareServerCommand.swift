@@ -1,10 +1,12 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTPTypes
 import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
@@ -35,6 +37,12 @@ struct BareServerCommand: AsyncParsableCommand {
 
     @Option(help: "Connections in all, split over the event loops as sync-server's (SYNC_DB_POOL_SIZE).")
     var poolSize: Int = 16
+
+    @Flag(
+        help:
+            "Answer the push in a NIO channel handler below Hummingbird's router, with futures and one prepared statement on a connection per event loop: no Swift task, router or async handler per request."
+    )
+    var belowRouter = false
 
     @Option(help: "Seconds before an idle connection is pinged, 0 never (sync-server's SYNC_DB_KEEPALIVE_SECONDS).")
     var keepAliveSeconds: Int = 30
@@ -91,10 +99,30 @@ struct BareServerCommand: AsyncParsableCommand {
                         "CREATE TABLE IF NOT EXISTS \(Self.table) (id bigserial PRIMARY KEY, body bytea NOT NULL)"),
                 logger: logger)
         }
+        // Below the router: each loop's own connection, with the insert prepared on it.
+        var statements: [ObjectIdentifier: PreparedQuery] = [:]
+        if belowRouter {
+            for (index, loop) in executors.loops.enumerated() {
+                let connection = try await PostgresConnection.connect(
+                    on: loop,
+                    configuration: .init(
+                        host: host, port: url.port ?? 5432, username: url.user ?? "postgres", password: url.password,
+                        database: String(url.path.dropFirst()), tls: .disable),
+                    id: index, logger: logger
+                ).get()
+                statements[ObjectIdentifier(loop)] = try await connection.prepare(query: BareInsert.sql).get()
+            }
+        }
         let app = Application(
             router: router,
-            server: HTTPServerBuilder { responder in
-                LoopBoundHTTP1Channel(inner: HTTP1Channel(responder: responder), executors: executors)
+            server: HTTPServerBuilder { [statements] responder in
+                LoopBoundHTTP1Channel(
+                    inner: HTTP1Channel(
+                        responder: responder,
+                        configuration: .init(
+                            additionalChannelHandlers: statements.isEmpty
+                                ? [] : [BarePushHandler(statements: statements)])),
+                    executors: executors)
             },
             configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: nil),
             services: services,
@@ -185,6 +213,69 @@ extension BareServerCommand {
                 return port
             }
         }
+    }
+}
+
+/// `bare-server --below-router`: `POST /v1/push` answered in the channel's pipeline, on its event loop, with the
+/// loop's prepared insert run by a future; every other request goes on to Hummingbird.
+private final class BarePushHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    // @unchecked: the state is used on the channel's event loop only.
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let statements: [ObjectIdentifier: PreparedQuery]
+    /// The body of the push being read, nil when the request is not one.
+    private var body: ByteBuffer?
+    private var gzip = false
+
+    init(statements: [ObjectIdentifier: PreparedQuery]) {
+        self.statements = statements
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head) where head.method == .post && head.path == "/v1/push":
+            body = context.channel.allocator.buffer(capacity: 1024)
+            gzip = head.headerFields[.contentEncoding] == "gzip"
+        case .body(var chunk) where body != nil:
+            body?.writeBuffer(&chunk)
+        case .end where body != nil:
+            let buffer = body ?? ByteBuffer()
+            body = nil
+            answer(buffer, context: context)
+        default:
+            context.fireChannelRead(data)
+        }
+    }
+
+    private func answer(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        var data = Data(buffer: buffer)
+        if gzip, let inflated = try? Gzip.decompress(data, maxOutputBytes: 1 << 24) { data = inflated }
+        guard let statement = statements[ObjectIdentifier(context.eventLoop)] else {
+            respond(.internalServerError, context: context)
+            return
+        }
+        statement.execute([PostgresData(type: .bytea, value: ByteBuffer(data: data))]).hop(to: context.eventLoop)
+            .whenComplete { result in
+                let status: HTTPResponse.Status
+                switch result {
+                case .success: status = .ok
+                case .failure: status = .internalServerError
+                }
+                self.respond(status, context: bound.value)
+            }
+    }
+
+    private func respond(_ status: HTTPResponse.Status, context: ChannelHandlerContext) {
+        let body = ByteBuffer(string: #"{"results":[{"status":"accepted"}]}"#)
+        var fields = HTTPFields()
+        fields[.contentType] = "application/json"
+        fields[.contentLength] = String(body.readableBytes)
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: status, headerFields: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 }
 
