@@ -44,6 +44,12 @@ struct BareServerCommand: AsyncParsableCommand {
     )
     var belowRouter = false
 
+    @Flag(
+        help:
+            "With --below-router: run the insert in a task on the connection's loop, through the loop's pool (PostgresNIO's async API), as a push's async code would, instead of with a future."
+    )
+    var inATask = false
+
     @Option(help: "Seconds before an idle connection is pinged, 0 never (sync-server's SYNC_DB_KEEPALIVE_SECONDS).")
     var keepAliveSeconds: Int = 30
 
@@ -115,13 +121,17 @@ struct BareServerCommand: AsyncParsableCommand {
         }
         let app = Application(
             router: router,
-            server: HTTPServerBuilder { [statements] responder in
+            server: HTTPServerBuilder { [statements, pools, logger, inATask] responder in
                 LoopBoundHTTP1Channel(
                     inner: HTTP1Channel(
                         responder: responder,
                         configuration: .init(
                             additionalChannelHandlers: statements.isEmpty
-                                ? [] : [BarePushHandler(statements: statements)])),
+                                ? []
+                                : [
+                                    BarePushHandler(
+                                        statements: statements, pools: inATask ? pools : [:], logger: logger)
+                                ])),
                     executors: executors)
             },
             configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: nil),
@@ -225,12 +235,17 @@ private final class BarePushHandler: ChannelInboundHandler, RemovableChannelHand
     typealias OutboundOut = HTTPResponsePart
 
     private let statements: [ObjectIdentifier: PreparedQuery]
+    /// With `--in-a-task`, the loops' pools the insert runs on from a task.
+    private let pools: [ObjectIdentifier: LoopPool]
+    private let logger: Logger
     /// The body of the push being read, nil when the request is not one.
     private var body: ByteBuffer?
     private var gzip = false
 
-    init(statements: [ObjectIdentifier: PreparedQuery]) {
+    init(statements: [ObjectIdentifier: PreparedQuery], pools: [ObjectIdentifier: LoopPool], logger: Logger) {
         self.statements = statements
+        self.pools = pools
+        self.logger = logger
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -253,6 +268,26 @@ private final class BarePushHandler: ChannelInboundHandler, RemovableChannelHand
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         var data = Data(buffer: buffer)
         if gzip, let inflated = try? Gzip.decompress(data, maxOutputBytes: 1 << 24) { data = inflated }
+        if let pool = pools[ObjectIdentifier(context.eventLoop)],
+            let executor = LoopExecutors.singleton.executor(for: context.eventLoop)
+        {
+            let body = ByteBuffer(data: data)
+            Task(executorPreference: executor) { [logger] in
+                let status: HTTPResponse.Status
+                do {
+                    try await pool.client.withConnection { connection in
+                        pool.leased(connection)
+                        defer { pool.released(connection) }
+                        try await connection.execute(BareInsert(body: body), logger: logger)
+                    }
+                    status = .ok
+                } catch {
+                    status = .internalServerError
+                }
+                self.respond(status, context: bound.value)
+            }
+            return
+        }
         guard let statement = statements[ObjectIdentifier(context.eventLoop)] else {
             respond(.internalServerError, context: context)
             return

@@ -1,4 +1,5 @@
 import Foundation
+import SyncTestSupport
 import Testing
 
 /// `sync-bench rebuild` and `sync-bench bootstrap` run end to end on small logs and print the JSON their
@@ -34,6 +35,54 @@ import Testing
                 "--workers", "1",
             ])
         #expect(existing.contains("(610 events) on 1 threads"), "\(existing)")
+    }
+
+    /// `sync-bench bare-server` answers pushes in each of its ways (through Hummingbird's router; below it, with a
+    /// future or from a task), storing each body once, and `sync-bench push --bare-server` measures it beside a
+    /// server and drops its table afterwards.
+    @Test func theBareServerStoresEachPushInEachOfItsWays() async throws {
+        let stack = try await Stack()
+        let bench = Stack.productsDirectory.appendingPathComponent("sync-bench").path
+        let token = try await stack.token(scopes: (0..<4).map { "bench-\($0)" })
+        for mode in [[], ["--below-router"], ["--below-router", "--in-a-task"]] {
+            let port = try Stack.freePort()
+            let log = FileManager.default.temporaryDirectory.appendingPathComponent("bare-\(UUID()).log")
+            defer { try? FileManager.default.removeItem(at: log) }
+            let server = try ChildProcess.start(
+                bench, ["bare-server", "--database-url", stack.databaseURL, "--port", String(port)] + mode,
+                environment: ProcessInfo.processInfo.environment, output: log.path)
+            defer {
+                server.terminate()
+                server.waitUntilExit()
+            }
+            var listening = false
+            for _ in 0..<300 where !listening {
+                listening = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("listening on \(port)")
+                if !listening { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(listening, "\(mode): \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+            let before = Int(try await stack.sql("SELECT count(*) FROM bench_bare_push").first ?? "") ?? -1
+            let output = try await Stack.run(
+                bench,
+                [
+                    "push", "--server", "http://127.0.0.1:\(port)", "--token", token, "--events", "40", "--batch", "1",
+                    "--concurrency", "4", "--scopes", "4",
+                ])
+            #expect(output.contains("accepted 40 (duplicate 0, rejected 0)"), "\(mode): \(output)")
+            let after = Int(try await stack.sql("SELECT count(*) FROM bench_bare_push").first ?? "") ?? -1
+            #expect(after - before == 40, "\(mode): \(before) → \(after) rows")
+        }
+        let output = try await Stack.run(
+            bench,
+            [
+                "push", "--server", stack.serverURL, "--token", token, "--events", "60", "--batch", "1",
+                "--concurrency", "2", "--scopes", "4", "--database-url", stack.databaseURL, "--bare-server", "--json",
+            ])
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data((output.split(separator: "\n").last ?? "").utf8))
+                as? [String: Any])
+        #expect((report["bareEventsPerSecond"] as? Double ?? 0) > 0, "\(report)")
+        #expect(try await stack.sql("SELECT to_regclass('bench_bare_push') IS NULL") == ["t"])
     }
 
     struct BootstrapResult: Decodable {
