@@ -56,17 +56,13 @@ struct BareServerCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "bare-server")
         logger.logLevel = .warning
-        guard let url = URL(string: databaseURL), let host = url.host else {
-            throw ValidationError("--database-url must be postgres://user[:password]@host[:port]/database")
-        }
+        let address = try DatabaseAddress(databaseURL)
         let executors = LoopExecutors.singleton
         let perLoop = max(1, (poolSize + executors.loops.count - 1) / executors.loops.count)
         var pools: [ObjectIdentifier: LoopPool] = [:]
         var services: [any Service] = []
         for loop in executors.loops {
-            var configuration = PostgresClient.Configuration(
-                host: host, port: url.port ?? 5432, username: url.user ?? "postgres", password: url.password,
-                database: String(url.path.dropFirst()), tls: .disable)
+            var configuration = address.clientConfiguration
             configuration.options.connectTimeout = .seconds(5)
             let pool = LoopPool(
                 configuration: configuration, size: perLoop,
@@ -111,10 +107,7 @@ struct BareServerCommand: AsyncParsableCommand {
             for (index, loop) in executors.loops.enumerated() {
                 let connection = try await PostgresConnection.connect(
                     on: loop,
-                    configuration: .init(
-                        host: host, port: url.port ?? 5432, username: url.user ?? "postgres", password: url.password,
-                        database: String(url.path.dropFirst()), tls: .disable),
-                    id: index, logger: logger
+                    configuration: address.connectionConfiguration, id: index, logger: logger
                 ).get()
                 statements[ObjectIdentifier(loop)] = try await connection.prepare(query: BareInsert.sql).get()
             }
@@ -176,11 +169,7 @@ extension BareServerCommand {
         defer { watchdog.cancel() }
         let port = try await Task.detached { try readPort(output.fileHandleForReading) }.value
         watchdog.cancel()
-        let http = HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: .init(
-                connectionPool: .init(
-                    idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
+        let http = PushCommand.client(concurrency: concurrency)
         let url = "http://127.0.0.1:\(port)/v1/push"
         let measured: (outcome: PushCommand.Outcome, seconds: Double, cpu: Double)
         do {

@@ -57,16 +57,10 @@ struct PGBaselineCommand: AsyncParsableCommand {
     static func withConnection<Value: Sendable>(
         databaseURL: String, _ body: (PostgresConnection, Logger) async throws -> Value
     ) async throws -> Value {
-        guard let components = URLComponents(string: databaseURL), let host = components.host,
-            let user = components.user
-        else { throw ValidationError("the database URL must look like postgres://user@host:port/database") }
-        let database = String(components.path.drop { $0 == "/" })
+        let address = try DatabaseAddress(databaseURL)
         let logger = Logger(label: "pg-baseline")
         let connection = try await PostgresConnection.connect(
-            configuration: .init(
-                host: host, port: components.port ?? 5432, username: user, password: components.password,
-                database: database.isEmpty ? user : database, tls: .disable),
-            id: 1, logger: logger)
+            configuration: address.connectionConfiguration, id: 1, logger: logger)
         do {
             let result = try await body(connection, logger)
             try await connection.close()
@@ -140,5 +134,33 @@ struct PGBaselineCommand: AsyncParsableCommand {
         }
         if buffer.readableBytes > 0 { chunks.append(buffer) }
         return chunks
+    }
+}
+
+/// A `postgres://user[:password]@host[:port]/database` URL, as the benchmarks' connections and pools take it.
+struct DatabaseAddress: Sendable {
+    var host: String
+    var port: Int
+    var user: String
+    var password: String?
+    var database: String
+
+    init(_ url: String) throws {
+        guard let components = URLComponents(string: url), let host = components.host, let user = components.user
+        else { throw ValidationError("the database URL must look like postgres://user@host:port/database") }
+        let database = String(components.path.drop { $0 == "/" })
+        self.host = host
+        self.port = components.port ?? 5432
+        self.user = user
+        self.password = components.password
+        self.database = database.isEmpty ? user : database
+    }
+
+    var connectionConfiguration: PostgresConnection.Configuration {
+        .init(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+    }
+
+    var clientConfiguration: PostgresClient.Configuration {
+        .init(host: host, port: port, username: user, password: password, database: database, tls: .disable)
     }
 }

@@ -101,11 +101,7 @@ struct PushCommand: AsyncParsableCommand {
         }
         let bodies = try Self.makeBodies(
             events: events, batch: batch, scopes: scopes, payloadBytes: payloadBytes, gzip: gzip)
-        let http = HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: .init(
-                connectionPool: .init(
-                    idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
+        let http = Self.client(concurrency: concurrency)
         let url = server.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/push"
         let serverBefore = serverPid.map(ProcessCPU.seconds(of:))
         let postgresBefore = ProcessCPU.seconds(ofTrees: postgresPid)
@@ -163,6 +159,15 @@ struct PushCommand: AsyncParsableCommand {
         } else {
             print(report.text)
         }
+    }
+
+    /// An HTTP client with a connection for each push in flight.
+    static func client(concurrency: Int) -> HTTPClient {
+        HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(
+                connectionPool: .init(
+                    idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
     }
 
     /// One pre-encoded push.
