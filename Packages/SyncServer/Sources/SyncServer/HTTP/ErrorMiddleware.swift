@@ -35,15 +35,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             metrics.recordError(code: refusal.failure.code.rawValue, status: refusal.failure.httpStatus)
         } catch {
             let failure = Self.protocolError(for: error)
-            if failure.httpStatus >= 500 {
-                context.logger.error(
-                    "request failed",
-                    metadata: [
-                        "sync.error.code": "\(failure.code)", "error.type": "\(String(reflecting: type(of: error)))",
-                    ])
-            } else {
-                context.logger.debug("request refused", metadata: ["sync.error.code": "\(failure.code)"])
-            }
+            Self.log(failure, cause: error, logger: context.logger)
             response = Self.response(for: failure)
             metrics.recordError(code: failure.code.rawValue, status: failure.httpStatus)
         }
@@ -86,15 +78,36 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     static func response(for error: SyncProtocolError) -> Response {
+        let (head, body) = answer(for: error)
+        return Response(
+            status: head.status, headers: head.headerFields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// The head and JSON body of the answer to `error`.
+    static func answer(for error: SyncProtocolError) -> (head: HTTPResponse, body: Data) {
         let body = (try? WireCodec().encode(error.body)) ?? Data()
-        var response = SyncAPI.json(body, status: .init(code: error.httpStatus))
-        if error.code == .rateLimited { response.headers[.init("Retry-After")!] = "1" }
+        var head = HTTPResponse(status: .init(code: error.httpStatus))
+        head.headerFields[.contentType] = "application/json"
+        if error.code == .rateLimited { head.headerFields[.init("Retry-After")!] = "1" }
         // A refusal under load: spread the retries over 1–3 s, so that the devices refused together (a
         // burst of connections, a restart) do not all come back together.
         if error.code == .serverUnavailable {
-            response.headers[.init("Retry-After")!] = String(Int.random(in: 1...3))
+            head.headerFields[.init("Retry-After")!] = String(Int.random(in: 1...3))
         }
-        return response
+        return (head, body)
+    }
+
+    /// Logs a failed request as `handle` does: a 5xx at `error`, without payloads or tokens, else at `debug`.
+    static func log(_ failure: SyncProtocolError, cause error: any Error, logger: Logger) {
+        if failure.httpStatus >= 500 {
+            logger.error(
+                "request failed",
+                metadata: [
+                    "sync.error.code": "\(failure.code)", "error.type": "\(String(reflecting: type(of: error)))",
+                ])
+        } else {
+            logger.debug("request refused", metadata: ["sync.error.code": "\(failure.code)"])
+        }
     }
 }
 

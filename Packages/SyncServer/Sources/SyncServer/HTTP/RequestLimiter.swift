@@ -13,10 +13,20 @@ final class RequestLimiter: Sendable {
     /// Runs `body` holding one of `subject`'s slots.
     /// - Throws: `SyncProtocolError` `rate.limited` when none is free, otherwise what `body` throws.
     func withSlot<Result>(for subject: String, _ body: () async throws -> Result) async throws -> Result {
-        guard ledger.withLock({ $0.acquire(subject) }) else {
+        guard acquire(subject) else {
             throw SyncProtocolError(.rateLimited, "too many concurrent requests for this token; retry shortly")
         }
-        defer { ledger.withLock { $0.release(subject) } }
+        defer { release(subject) }
         return try await body()
+    }
+
+    /// Takes one of `subject`'s slots; false when none is free.
+    func acquire(_ subject: String) -> Bool {
+        ledger.withLock { $0.acquire(subject) }
+    }
+
+    /// Gives back a slot `acquire` took.
+    func release(_ subject: String) {
+        ledger.withLock { $0.release(subject) }
     }
 }

@@ -48,6 +48,11 @@ public struct ServerConfiguration: Sendable {
     /// pool holds `databasePoolSize` divided among the loops, opened at start and kept (`LoopPool`), besides the
     /// shared pool, which serves the work started off the loops (the live stream's reads, compaction, start-up).
     public var requestsOnTheirLoops = true
+    /// Whether `POST /v1/push` is served below Hummingbird's router, from a task on the connection's event loop
+    /// (`SYNC_PUSH_BELOW_ROUTER`, default true; `PushChannelHandler`): the same answers, headers, access line and
+    /// metrics, for about an eighth less of the server's CPU per one-event push (Benchmarks/HISTORY.md, "A push
+    /// below the router"). Requests it does not take go through the router as before.
+    public var pushesBelowRouter = true
     /// Most database operations waiting for a connection before new ones get 503 `server.unavailable`
     /// (`SYNC_DB_QUEUE_LIMIT`, default 512).
     public var databaseQueueLimit: Int = 512
@@ -188,6 +193,7 @@ public struct ServerConfiguration: Sendable {
             }
         }
         if let value = try boolean("SYNC_REQUESTS_ON_THEIR_LOOPS") { requestsOnTheirLoops = value }
+        if let value = try boolean("SYNC_PUSH_BELOW_ROUTER") { pushesBelowRouter = value }
         if let value = try boolean("SYNC_CITUS") { citus = value }
         if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }
         if let value = try integer("SYNC_MAX_CONNECTIONS", 1...Int.max) { maxConnections = value }

@@ -18,6 +18,8 @@ final class ServerMetrics: Sendable {
     /// Calls of a shard group's append function on its worker (`CitusShardAppend`):
     /// `sync_push_on_shards_total`.
     let pushesOnShards: Counter
+    /// Pushes answered below the router (`PushChannelHandler`), errors included.
+    let pushesBelowRouter: Counter
     private let pulled: Counter
     private let requestRaw: Counter
     private let requestWire: Counter
@@ -92,6 +94,7 @@ final class ServerMetrics: Sendable {
         oneStatementRefused = Counter(
             label: "sync_push_one_statement_total", dimensions: [("outcome", "refused")], factory: factory)
         pushesOnShards = Counter(label: "sync_push_on_shards_total", factory: factory)
+        pushesBelowRouter = Counter(label: "sync_push_below_router_total", factory: factory)
         pulled = Counter(label: "sync_events_pulled_total", factory: factory)
         requestRaw = Counter(
             label: "sync_body_bytes_total", dimensions: [("direction", "in"), ("form", "raw")], factory: factory)

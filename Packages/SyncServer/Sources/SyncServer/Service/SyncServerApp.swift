@@ -163,11 +163,15 @@ public struct SyncServerApp: Sendable {
         var app = Application(
             router: router,
             // `GET /v1/live` is served below the router, on each connection's event loop.
-            server: HTTPServerBuilder { [requestsOnTheirLoops = configuration.requestsOnTheirLoops] responder in
+            // So is `POST /v1/push` unless turned off (`ServerConfiguration.pushesBelowRouter`).
+            server: HTTPServerBuilder {
+                [requestsOnTheirLoops = configuration.requestsOnTheirLoops, pushes = configuration.pushesBelowRouter]
+                responder in
                 let channel = HTTP1Channel(
                     responder: responder,
                     configuration: .init(
-                        additionalChannelHandlers: [LiveChannelHandler(api: liveAPI, live: live, logger: logger)]))
+                        additionalChannelHandlers: [LiveChannelHandler(api: liveAPI, live: live, logger: logger)]
+                            + (pushes ? [PushChannelHandler(api: liveAPI, logger: logger)] : [])))
                 guard requestsOnTheirLoops else { return channel }
                 return LoopBoundHTTP1Channel(inner: channel, executors: executors)
             },
