@@ -254,15 +254,16 @@ struct LoadRun {
             for device in thin {
                 let delay =
                     configuration.rampUp * Double(device.plan.index - replicas.count) / Double(max(1, thin.count))
+                // The device's tasks run on its event loop (`DeviceLoop`).
                 thinLoops.append(
-                    Task {
-                        try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
+                    Task(executorPreference: device.loop) {
+                        try? await device.loop.sleep(until: start + .seconds(delay))
                         await withTaskGroup(of: Void.self) { loops in
                             loops.addTask { await device.receiveLoop() }
                             loops.addTask { await device.pushLoop() }
                         }
                     })
-                group.addTask {
+                group.addTask(executorPreference: device.loop) {
                     await drive(device, weights: weights, metrics: metrics, start: start, delay: delay, until: end)
                 }
             }
@@ -353,13 +354,14 @@ struct LoadRun {
         delay: Double, until end: ContinuousClock.Instant
     ) async {
         var random = SplitMix64.stream(configuration.seed ^ 0x5EED, device.plan.index)
-        try? await Task.sleep(until: start + .seconds(delay), clock: .continuous)
+        let loop = device.loop
+        try? await loop.sleep(until: start + .seconds(delay))
         metrics.joined(device.replica)
         var spells = OfflineSpells(configuration, random: &random)
         while ContinuousClock.now < end, !Task.isCancelled {
             let think = spells.exponential(1 / max(configuration.rate, 0.001), &random)
             let left = (end - ContinuousClock.now).secondsValue
-            try? await Task.sleep(for: .milliseconds(Int64(max(0, min(think, left)) * 1000)))
+            try? await loop.sleep(for: .milliseconds(Int64(max(0, min(think, left)) * 1000)))
             if ContinuousClock.now >= end { break }
             switch spells.due(online: device.transport.isOnline, &random) {
             case .goOffline?:
@@ -371,7 +373,7 @@ struct LoadRun {
             case nil: break
             }
             do {
-                try await device.act(weights.pick(using: &random)) { try await Task.sleep(for: $0) }
+                try await device.act(weights.pick(using: &random)) { try await loop.sleep(for: $0) }
             } catch {
                 break
             }

@@ -43,6 +43,8 @@ final class ThinDevice: Sendable {
     let scope: Scope
     let replica: ReplicaID
     let transport: FaultyTransport
+    /// The event loop the device's tasks run and sleep on.
+    let loop: DeviceLoop
     /// The server, and the live stream's host, port and token.
     private let baseURL: URL
     private let target: ThinStream.Target
@@ -116,6 +118,7 @@ final class ThinDevice: Sendable {
         var random = SplitMix64.stream(seed ^ 0x7417, plan.index)
         self.replica = ReplicaID.random(using: &random)
         self.transport = transport
+        self.loop = DeviceLoop.of(plan.index)
         self.metrics = metrics
         self.options = options
         let skew = plan.clockSkewMilliseconds ?? 0
@@ -228,9 +231,9 @@ final class ThinDevice: Sendable {
                 continue
             }
             let next = lastPush + options.minPushInterval
-            if next > ContinuousClock.now { try? await Task.sleep(until: next, clock: .continuous) }
+            if next > ContinuousClock.now { try? await loop.sleep(until: next) }
             guard transport.isOnline else {
-                try? await Task.sleep(for: .milliseconds(100))
+                try? await loop.sleep(for: .milliseconds(100))
                 continue
             }
             lastPush = .now
@@ -251,7 +254,7 @@ final class ThinDevice: Sendable {
                 if await renew(after: error) { continue }
                 failures += 1
                 let pause = min(5000, 200 << min(failures - 1, 5))
-                try? await Task.sleep(for: .milliseconds(Int.random(in: pause / 2...pause)))
+                try? await loop.sleep(for: .milliseconds(Int.random(in: pause / 2...pause)))
             }
         }
     }
@@ -308,7 +311,7 @@ final class ThinDevice: Sendable {
         while !Task.isCancelled {
             guard transport.isOnline else {
                 doing("offline")
-                try? await Task.sleep(for: .milliseconds(100))
+                try? await loop.sleep(for: .milliseconds(100))
                 continue
             }
             do {
@@ -328,7 +331,7 @@ final class ThinDevice: Sendable {
                 failures += 1
                 doing("waiting to reconnect after: \(error)")
                 let pause = min(5000, 200 << min(failures - 1, 5))
-                try? await Task.sleep(for: .milliseconds(Int.random(in: pause / 2...pause)))
+                try? await loop.sleep(for: .milliseconds(Int.random(in: pause / 2...pause)))
             }
         }
     }
@@ -345,12 +348,12 @@ final class ThinDevice: Sendable {
         liveTarget.path = url.path + (url.query.map { "?" + $0 } ?? "")
         if fault == .duplicate {
             // A second subscription, dropped at once.
-            (try? await ThinStream.open(liveTarget, onMessage: { _ in }, onBytes: { _ in }))?.close()
+            (try? await ThinStream.open(liveTarget, on: loop.loop, onMessage: { _ in }, onBytes: { _ in }))?.close()
         }
         state.withLock { $0.signal = nil }
         let metrics = metrics
         let stream = try await ThinStream.open(
-            liveTarget, onMessage: { [weak self] in self?.handle($0) },
+            liveTarget, on: loop.loop, onMessage: { [weak self] in self?.handle($0) },
             onBytes: { metrics.moved(Traffic(receivedRaw: $0, receivedWire: $0)) })
         guard let id = transport.register(breaker: { stream.close() }) else {
             stream.close()

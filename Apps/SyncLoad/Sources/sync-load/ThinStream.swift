@@ -33,15 +33,14 @@ final class ThinStream: Sendable {
         self.closed = closed
     }
 
-    /// Opens the stream; returns once the server has answered 200 with an event stream.
+    /// Opens the stream on `loop` (one of `MultiThreadedEventLoopGroup.singleton`'s), where `onMessage` and
+    /// `onBytes` are then called; returns once the server has answered 200 with an event stream.
     /// - Throws: the `SyncFailure` of another answer (`transportUnsupported` for a server without the
     ///   stream, as `HTTPTransport.liveFailure` says), or a retryable one when the connection fails.
     static func open(
-        _ target: Target, onMessage: @escaping @Sendable (LiveMessage) -> Void,
+        _ target: Target, on loop: any EventLoop, onMessage: @escaping @Sendable (LiveMessage) -> Void,
         onBytes: @escaping @Sendable (Int) -> Void
     ) async throws(SyncFailure) -> ThinStream {
-        let group = MultiThreadedEventLoopGroup.singleton
-        let loop = group.next()
         let answered = loop.makePromise(of: Void.self)
         let closed = loop.makePromise(of: SyncFailure?.self)
         let handler = ThinStreamHandler(

@@ -322,7 +322,9 @@ private struct BodyDecoder {
             case "scope": scope = try decoder.scope(&reader, "scope")
             case "after": after = try decoder.int64(&reader, "after")
             case "head": head = try decoder.int64(&reader, "head")
-            case "events": events = try decoder.events(&reader, "events")
+            // Each event keeps its payload's canonical bytes: a device stores them as they are (and reads the
+            // value only if it needs it), as it does for a pulled page.
+            case "events": events = try decoder.eventsKeepingPayloads(&reader, "events")
             default: return false
             }
             return true
@@ -406,6 +408,16 @@ private struct BodyDecoder {
         var events: [Event] = []
         try array(&reader, path) { decoder, reader, index throws(Bail) in
             events.append(try decoder.event(&reader, index))
+        }
+        return events
+    }
+
+    /// `events`, each holding its payload's bytes when they are canonical (`Event.canonicalPayload`).
+    private mutating func eventsKeepingPayloads(_ reader: inout JSONReader, _ path: String) throws(Bail) -> [Event] {
+        var events: [Event] = []
+        try array(&reader, path) { decoder, reader, index throws(Bail) in
+            var bytes: Data?
+            events.append(try decoder.event(&reader, index, canonicalPayload: &bytes))
         }
         return events
     }
