@@ -324,7 +324,7 @@ private struct BodyDecoder {
             case "head": head = try decoder.int64(&reader, "head")
             // Each event keeps its payload's canonical bytes: a device stores them as they are (and reads the
             // value only if it needs it), as it does for a pulled page.
-            case "events": events = try decoder.eventsKeepingPayloads(&reader, "events")
+            case "events": events = try decoder.eventsAndPayloads(&reader, "events").0
             default: return false
             }
             return true
@@ -408,16 +408,6 @@ private struct BodyDecoder {
         var events: [Event] = []
         try array(&reader, path) { decoder, reader, index throws(Bail) in
             events.append(try decoder.event(&reader, index))
-        }
-        return events
-    }
-
-    /// `events`, each holding its payload's bytes when they are canonical (`Event.canonicalPayload`).
-    private mutating func eventsKeepingPayloads(_ reader: inout JSONReader, _ path: String) throws(Bail) -> [Event] {
-        var events: [Event] = []
-        try array(&reader, path) { decoder, reader, index throws(Bail) in
-            var bytes: Data?
-            events.append(try decoder.event(&reader, index, canonicalPayload: &bytes))
         }
         return events
     }
