@@ -469,6 +469,54 @@ struct CitusTests {
         #expect((readings.last ?? 0) - (readings.first ?? 0) < 4 << 20, "\(readings)")
     }
 
+    /// A node that moves is followed, and its old pool and `LISTEN` retired (`CitusWorkers`). Here a worker's
+    /// group moves to a port nothing listens on, then back: the server's `LISTEN` at the dead address counts as
+    /// down, and once the node is back the long-poll hub counts every `LISTEN` up again, so long-polls at the
+    /// heads wait without reading the database; the worker's scopes sync all along the way back.
+    @Test func aNodeThatMovesIsFollowedAndItsOldListenRetired() async throws {
+        let stack = try await Stack(
+            noteQuota: 100_000,
+            serverEnvironment: ["SYNC_COMPACTION_INTERVAL_SECONDS": "0", "SYNC_CITUS_NODE_REFRESH_SECONDS": "1"],
+            citus: true)
+        func listening(_ expected: Double, _ what: String) async throws {
+            var value = -1.0
+            for _ in 0..<120 {
+                value = try await Self.counter("sync_longpoll_listening", stack)
+                if value == expected { return }
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            Issue.record("sync_longpoll_listening is \(value) after 30 s, not \(expected): \(what)")
+        }
+        try await listening(1, "every node's LISTEN up at start")
+        let node = try #require(
+            try await stack.sql(
+                "SELECT nodeid || ' ' || nodeport FROM pg_dist_node WHERE groupid <> 0 ORDER BY groupid LIMIT 1"
+            ).first?.split(separator: " "))
+        var scopes: [String] = []
+        for scope in (0..<16).map({ "moved-\($0)" }) where try await Self.worker(of: scope, stack) == node[1] {
+            scopes.append(scope)
+        }
+        let scope = try #require(scopes.first)
+        let agent = stack.agent("moved", token: try await stack.token(scopes: [scope]))
+        _ = try await agent("note", "create", "--scope", scope, "--title", "before")
+        try await agent("sync")
+
+        // Port 1: nothing listens there, a connection is refused at once.
+        _ = try await stack.sql("SELECT citus_update_node(\(node[0]), '127.0.0.1', 1)")
+        try await listening(0, "the LISTEN at the node's new address cannot connect")
+        _ = try await stack.sql("SELECT citus_update_node(\(node[0]), '127.0.0.1', \(node[1]))")
+        try await listening(1, "the LISTEN at the dead address retired once the node moved back")
+        _ = try await agent("note", "create", "--scope", scope, "--title", "after")
+        var synced = false
+        for _ in 0..<60 where !synced {
+            synced = (try? await agent("sync")) != nil
+            if !synced { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        #expect(synced, "the node's scope syncs at its address again")
+        #expect(try await agent.status().pending == 0)
+        #expect(try await stack.sql("SELECT count(*) FROM events WHERE scope = '\(scope)'") == ["2"])
+    }
+
     /// One worker stopped: a device of the other worker's scope keeps syncing (its pushes run on that worker
     /// alone), a device of the stopped worker's scope fails to sync until the worker is back, then catches up.
     @Test func aStoppedWorkerLeavesTheOtherWorkersScopesWritable() async throws {

@@ -20,14 +20,15 @@ final class LongPollHub: Service, Sendable {
     private let clock = Mutex(ScopeClock())
     /// Whether each LISTEN connection is up, by source (the database, and on Citus each node a push may run
     /// on, `CitusWorkers`): without one, commits of other servers may go unsignalled, so no head is trusted
-    /// (`knownHeads`).
-    private let listening = Mutex<[String: Bool]>([:])
+    /// (`knownHeads`). Keyed by each `listen` call: a Citus node that moves back to an address it left has a
+    /// retiring LISTEN and a new one of the same source for a while.
+    private let listening = Mutex<(next: Int, up: [Int: Bool])>((0, [:]))
     /// How long a head found by a read is trusted while no signal comes (a bound against a LISTEN
     /// connection that died without telling; notifications themselves are not lost while it lives).
     let headMaxAge: Duration
 
     /// Whether every commit, this server's and others', is signalled (every LISTEN connection is up).
-    var isListening: Bool { listening.withLock { !$0.isEmpty && !$0.values.contains(false) } }
+    var isListening: Bool { listening.withLock { !$0.up.isEmpty && !$0.up.values.contains(false) } }
 
     /// The epoch of `scopes` now (see `ScopeEpoch`).
     func epoch(_ scopes: [Scope]) -> ScopeEpoch { clock.withLock { $0.epoch(scopes) } }
@@ -201,18 +202,25 @@ final class LongPollHub: Service, Sendable {
         close()
     }
 
-    private func setListening(_ source: String, _ up: Bool) {
-        let all = listening.withLock { sources in
-            sources[source] = up
-            return !sources.values.contains(false)
+    /// Marks LISTEN `key` up or down, or forgets it (nil: it stopped listening for good).
+    private func setListening(_ key: Int, _ up: Bool?) {
+        let all = listening.withLock { listening in
+            listening.up[key] = up
+            return !listening.up.isEmpty && !listening.up.values.contains(false)
         }
         listeningGauge.record(all ? 1 : 0)
     }
 
     /// Keeps a LISTEN open through `client`, turning notifications into signals; reconnects with capped
-    /// backoff. Until its first LISTEN is up, `source` counts as down.
+    /// backoff. Until its first LISTEN is up, it counts as down; once cancelled it no longer counts (a Citus
+    /// node's pool retired when the node moved or left). `source` names it in logs.
     func listen(via client: PostgresClient, source: String) async {
-        setListening(source, false)
+        let key = listening.withLock { listening in
+            listening.next += 1
+            return listening.next
+        }
+        setListening(key, false)
+        defer { setListening(key, nil) }
         var failures = 0
         while !Task.isCancelled {
             do {
@@ -224,8 +232,8 @@ final class LongPollHub: Service, Sendable {
                             // Anything committed while not listening was missed: let every waiter re-read.
                             self.signalAll()
                             self.listenStarts.increment()
-                            self.setListening(source, true)
-                            defer { self.setListening(source, false) }
+                            self.setListening(key, true)
+                            defer { self.setListening(key, false) }
                             for try await notification in notifications {
                                 guard let (scope, head) = Self.notification(notification.payload) else { continue }
                                 self.signal(scope, head: head)

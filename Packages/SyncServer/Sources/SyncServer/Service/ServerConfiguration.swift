@@ -110,6 +110,10 @@ public struct ServerConfiguration: Sendable {
     /// migrations, idempotently (`SYNC_CITUS`, `true` or `false`, default false; see `CitusDistribution` and
     /// docs/SCALING.md). `sync-server distribute` does the same once.
     public var citus = false
+    /// On Citus, how often the server reads the cluster's nodes (`pg_dist_node`) to reach each directly, and
+    /// notices one that moved or left (`SYNC_CITUS_NODE_REFRESH_SECONDS`, 1 to 3,600, default 30; see
+    /// `CitusWorkers`).
+    public var citusNodeRefreshSeconds = 30
     /// Blobs (docs/PROTOCOL.md, "Blobs"): where their bytes go (`SYNC_BLOB_STORE`, `postgres` or
     /// `directory:/path`), the chunk size (`SYNC_BLOB_CHUNK_BYTES`, 4 MiB), the bytes a scope may hold
     /// (`SYNC_BLOB_QUOTA_BYTES`, 10 GiB), the largest blob (`SYNC_BLOB_MAX_BYTES`, 4 GiB) and how long an upload
@@ -195,6 +199,7 @@ public struct ServerConfiguration: Sendable {
         if let value = try boolean("SYNC_REQUESTS_ON_THEIR_LOOPS") { requestsOnTheirLoops = value }
         if let value = try boolean("SYNC_PUSH_BELOW_ROUTER") { pushesBelowRouter = value }
         if let value = try boolean("SYNC_CITUS") { citus = value }
+        if let value = try integer("SYNC_CITUS_NODE_REFRESH_SECONDS", 1...3600) { citusNodeRefreshSeconds = value }
         if let value = try integer("SYNC_LISTEN_BACKLOG", 1...65535) { listenBacklog = value }
         if let value = try integer("SYNC_MAX_CONNECTIONS", 1...Int.max) { maxConnections = value }
         if let value = try integer("SYNC_EVICTION_HORIZON_SECONDS", 1...Int.max) { evictionHorizonSeconds = value }

@@ -90,7 +90,7 @@ public struct SyncServerApp: Sendable {
             ? CitusWorkers(
                 coordinator: database, url: url, poolSize: configuration.databasePoolSize,
                 poolOptions: configuration.poolOptions, acquireTimeout: acquireTimeout, metrics: metrics, hub: hub,
-                logger: logger) : nil
+                logger: logger, refresh: .seconds(configuration.citusNodeRefreshSeconds)) : nil
         let routing = workers.map {
             CitusRouting(placements: ScopePlacements(database: database, logger: self.logger), workers: $0)
         }

@@ -17,11 +17,26 @@ import Synchronization
 /// user and database) and a `LISTEN` on each through the long-poll hub, since a push's `NOTIFY` is sent by the
 /// node it ran on. Until a node is known (or when it is the coordinator's own group, 0), its pushes use the
 /// coordinator's pool.
+///
+/// A node that moves (its group at another address: a failover, `citus_update_node`) gets a new pool and
+/// `LISTEN` at its new address, and one that leaves the cluster none; the old pool and its `LISTEN` are
+/// retired: new pushes stop taking them at once, and they close once the requests that took them before have
+/// had `acquireTimeout` to finish. A `LISTEN` left on an address that no longer answers would count as down
+/// for ever, and the hub trusts no head while one is down: every long-poll would read the database.
 final class CitusWorkers: Service, Sendable {
     private struct Node: Sendable {
         var host: String
         var port: Int
         var database: Database
+        /// Finished when the node is retired.
+        var retire: AsyncStream<Void>.Continuation
+    }
+
+    /// A node's new pool, to run with its `LISTEN` until `retired` ends.
+    private struct Opened: Sendable {
+        var client: PostgresClient
+        var source: String
+        var retired: AsyncStream<Void>
     }
 
     let coordinator: Database
@@ -62,10 +77,8 @@ final class CitusWorkers: Service, Sendable {
                 while !Task.isCancelled {
                     var wait = self.refresh
                     do {
-                        for (group, host, port) in try await self.readNodes() {
-                            guard let node = self.open(group: group, host: host, port: port) else { continue }
-                            tasks.addTask { await node.client.run() }
-                            tasks.addTask { await self.hub.listen(via: node.client, source: node.source) }
+                        for node in self.update(try await self.readNodes()) {
+                            tasks.addTask { await self.serve(node) }
                         }
                     } catch {
                         // At start-up the coordinator may not be ready yet: ask again soon.
@@ -98,26 +111,62 @@ final class CitusWorkers: Service, Sendable {
         }
     }
 
-    /// A pool for node `group` at `host`:`port` when it has none there yet (a node that moved gets a new one;
-    /// the old one's connections stay idle), with one connection more than the coordinator's for its `LISTEN`.
-    /// Returns the pool and the source its `LISTEN` is known by (the node group and address).
-    private func open(group: Int32, host: String, port: Int) -> (client: PostgresClient, source: String)? {
-        nodes.withLock { nodes -> (client: PostgresClient, source: String)? in
-            if let known = nodes[group], known.host == host, known.port == port { return nil }
-            var nodeURL = url
-            nodeURL.host = host
-            nodeURL.port = port
-            let client = PostgresClient(
-                configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize + 1, options: poolOptions),
-                backgroundLogger: logger)
-            let name = "group \(group)"
-            nodes[group] = Node(
-                host: host, port: port,
-                database: Database(
-                    client: client, queueLimit: coordinator.queueLimit, acquireTimeout: acquireTimeout,
-                    metrics: metrics, node: name))
-            logger.info("Citus node reached directly", metadata: ["sync.citus.node": "\(name) \(host):\(port)"])
-            return (client, "\(name) \(host):\(port)")
+    /// Runs a node's pool and its `LISTEN` until the node is retired and the requests that took the pool before
+    /// have had `acquireTimeout`, or until shutdown.
+    private func serve(_ node: Opened) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await node.client.run() }
+            group.addTask { await self.hub.listen(via: node.client, source: node.source) }
+            for await _ in node.retired {}
+            if !Task.isCancelled {
+                try? await Task.sleep(for: acquireTimeout)
+                logger.info("Citus node's old pool closed", metadata: ["sync.citus.node": "\(node.source)"])
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Takes the cluster's nodes as `pg_dist_node` lists them: opens a pool for each group that has none at its
+    /// address (with one connection more than the coordinator's, for its `LISTEN`), and retires the pools of
+    /// groups that moved or left. Returns the pools opened, each with the source its `LISTEN` is known by (the
+    /// node group and address).
+    private func update(_ listed: [(Int32, String, Int)]) -> [Opened] {
+        nodes.withLock { nodes -> [Opened] in
+            var opened: [Opened] = []
+            let groups = Set(listed.map(\.0))
+            for (group, node) in nodes where !groups.contains(group) {
+                nodes[group] = nil
+                node.retire.finish()
+                logger.info(
+                    "Citus node left the cluster; its pushes go through the coordinator",
+                    metadata: ["sync.citus.node": "group \(group) \(node.host):\(node.port)"])
+            }
+            for (group, host, port) in listed {
+                if let known = nodes[group] {
+                    if known.host == host && known.port == port { continue }
+                    known.retire.finish()
+                    logger.info(
+                        "Citus node moved",
+                        metadata: ["sync.citus.node": "group \(group) \(known.host):\(known.port) -> \(host):\(port)"])
+                }
+                var nodeURL = url
+                nodeURL.host = host
+                nodeURL.port = port
+                let client = PostgresClient(
+                    configuration: Database.clientConfiguration(nodeURL, poolSize: poolSize + 1, options: poolOptions),
+                    backgroundLogger: logger)
+                let name = "group \(group)"
+                let (retired, retire) = AsyncStream<Void>.makeStream()
+                nodes[group] = Node(
+                    host: host, port: port,
+                    database: Database(
+                        client: client, queueLimit: coordinator.queueLimit, acquireTimeout: acquireTimeout,
+                        metrics: metrics, node: name),
+                    retire: retire)
+                logger.info("Citus node reached directly", metadata: ["sync.citus.node": "\(name) \(host):\(port)"])
+                opened.append(Opened(client: client, source: "\(name) \(host):\(port)", retired: retired))
+            }
+            return opened
         }
     }
 }
