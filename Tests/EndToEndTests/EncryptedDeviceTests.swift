@@ -44,7 +44,15 @@ import Testing
         try await a("sync")
         // A user editing and syncing, killed without warning.
         let running = try a.start(["run", "--simulate", "50", "--scope", "enc-1"])
-        try await Task.sleep(for: .seconds(3))
+        // Once it has its database open and is writing (a loaded machine may take seconds to get there).
+        let wal = a.database + "-wal"
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline
+            && ((try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0) == 0
+        {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .seconds(2))
         kill(running.processIdentifier, SIGKILL)
         await running.exited()
         let files = try Self.files(of: a)

@@ -65,9 +65,16 @@ import Testing
             do {
                 let token = try await TokenVerifier(secret: TestServer.secret).mint(
                     subject: "t", scopes: ["x"], ttl: 60)
-                var ready = HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz")
-                ready.method = .GET
-                #expect(try await http.execute(ready, timeout: .seconds(10)).status == .ok)
+                // Bounds against a hang, not measures: a loaded machine may take seconds for each step.
+                let deadline = ContinuousClock.now + .seconds(120)
+                var readiness: UInt?
+                while readiness != 200 && ContinuousClock.now < deadline {
+                    readiness = try? await http.execute(
+                        HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"), timeout: .seconds(10)
+                    ).status.code
+                    if readiness != 200 { try await Task.sleep(for: .milliseconds(200)) }
+                }
+                #expect(readiness == 200)
                 let poll = Task {
                     var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/pull?wait=300")
                     request.headers.add(name: "Authorization", value: "Bearer \(token)")
@@ -76,7 +83,18 @@ import Testing
                     _ = try await response.body.collect(upTo: 1 << 20)
                     return (response.status.code, ContinuousClock.now - start)
                 }
-                try await Task.sleep(for: .milliseconds(500))
+                // The poll is waiting in the server before the signal (its metrics say so).
+                func parked() async throws -> Double {
+                    let response = try await http.execute(
+                        HTTPClientRequest(url: "http://127.0.0.1:\(port)/metrics"), timeout: .seconds(30))
+                    let text = String(buffer: try await response.body.collect(upTo: 1 << 22))
+                    let line = text.split(separator: "\n").first { $0.hasPrefix("sync_longpolls_parked ") }
+                    return line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+                }
+                while try await parked() < 1 && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(try await parked() == 1, "the long-poll is waiting in the server")
                 let signalled = ContinuousClock.now
                 kill(process.processIdentifier, SIGTERM)
                 let (status, elapsed) = try await poll.value
@@ -100,7 +118,9 @@ import Testing
     /// The port the server logs it listens on (`sync.port=`), read from its log as it starts.
     static func listeningPort(_ log: String, while process: ChildProcess.Running) async throws -> Int {
         var text = ""
-        for _ in 0..<600 {
+        // A bound against a hang: a loaded machine may take a minute to start the process.
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
             text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             if let range = text.range(of: "sync.port=") {
                 let digits = text[range.upperBound...].prefix { $0.isNumber }

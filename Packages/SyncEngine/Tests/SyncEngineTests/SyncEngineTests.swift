@@ -26,6 +26,14 @@ import Testing
             engine: try SyncEngine(store: store, transport: transport, configuration: configuration))
     }
 
+    /// Waits until `condition` holds, or two minutes have gone by: a bound against a hang, not a measure (a
+    /// loaded machine can take seconds for what takes milliseconds alone). The caller's expectations then say
+    /// what did not happen.
+    static func until(_ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while try await !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
     @Test func twoReplicasConvergeThroughTheServer() async throws {
         let directory = try TemporaryDirectory()
         let server = InMemorySyncServer()
@@ -167,9 +175,7 @@ import Testing
         let running = Task { await a.engine.run() }
         defer { running.cancel() }
         try await a.store.append([title("note:1", "typed offline")])
-        for _ in 0..<200 where await server.events(in: "team-1").isEmpty {
-            try await Task.sleep(for: .milliseconds(25))
-        }
+        try await Self.until { await !server.events(in: "team-1").isEmpty }
         #expect(await server.events(in: "team-1").count == 1)
         running.cancel()
         await running.value
@@ -192,24 +198,21 @@ import Testing
         let running = Task { await b.run() }
         defer { running.cancel() }
         // The first cycle (run's explicit start) ends before a's push.
-        for _ in 0..<200 where b.status.cycles == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Self.until { b.status.cycles > 0 }
         let cycles = b.status.cycles
+        try #require(cycles > 0, "b's first cycle has not ended")
         try await a.store.append([title("note:1", "from a")])
         try await a.engine.syncNow()
-        for _ in 0..<300 where try await store.counts()[.confirmed] == 0 {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await Self.until { try await store.counts()[.confirmed] != 0 }
         #expect(try await TitleProjection.dump(store) == TitleProjection.dump(a.store))
         #expect(try await store.cursor() == a.store.cursor())
         #expect(b.status.cycles == cycles)
         // b's own edit is pushed (local write: one cycle) and wakes b's poll, which makes no other.
         try await store.append([title("note:2", "from b")])
-        for _ in 0..<300 where await server.events(in: "team-1").count < 2 {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await Self.until { await server.events(in: "team-1").count >= 2 }
         // The cycle is counted once its answer is applied, which a loaded machine may delay past the push:
         // wait for it, then long enough for a second one to show if the poll made one.
-        for _ in 0..<500 where b.status.cycles < cycles + 1 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Self.until { b.status.cycles >= cycles + 1 }
         try await Task.sleep(for: .milliseconds(300))
         #expect(b.status.cycles == cycles + 1)
         running.cancel()
@@ -241,13 +244,12 @@ import Testing
             try await store.append([title("note:\(random.int(below: 5))", "w\(round)")])
             try await Task.sleep(for: .milliseconds(random.int(0...15)))
         }
-        for _ in 0..<600 {
+        try await Self.until {
             var done = await server.events(in: "team-1").count == 60
             for store in stores where try await store.counts() != [.pending: 0, .confirmed: 60, .rejected: 0] {
                 done = false
             }
-            if done { break }
-            try await Task.sleep(for: .milliseconds(10))
+            return done
         }
         for store in stores {
             #expect(try await store.counts() == [.pending: 0, .confirmed: 60, .rejected: 0])
