@@ -480,12 +480,13 @@ struct CitusTests {
             citus: true)
         func listening(_ expected: Double, _ what: String) async throws {
             var value = -1.0
-            for _ in 0..<120 {
+            // Within a minute: a bound against a hang (a refresh each second, then the old pool's 5 s).
+            for _ in 0..<240 {
                 value = try await Self.counter("sync_longpoll_listening", stack)
                 if value == expected { return }
                 try await Task.sleep(for: .milliseconds(250))
             }
-            Issue.record("sync_longpoll_listening is \(value) after 30 s, not \(expected): \(what)")
+            Issue.record("sync_longpoll_listening is \(value) after a minute, not \(expected): \(what)")
         }
         try await listening(1, "every node's LISTEN up at start")
         let node = try #require(
