@@ -472,7 +472,8 @@ struct CitusTests {
     /// A node that moves is followed, and its old pool and `LISTEN` retired (`CitusWorkers`). Here a worker's
     /// group moves to a port nothing listens on, then back: the server's `LISTEN` at the dead address counts as
     /// down, and once the node is back the long-poll hub counts every `LISTEN` up again, so long-polls at the
-    /// heads wait without reading the database; the worker's scopes sync all along the way back.
+    /// heads wait without reading the database; the pool of before the move has closed its connections, and the
+    /// worker's scopes sync again.
     @Test func aNodeThatMovesIsFollowedAndItsOldListenRetired() async throws {
         let stack = try await Stack(
             noteQuota: 100_000,
@@ -488,7 +489,7 @@ struct CitusTests {
             }
             Issue.record("sync_longpoll_listening is \(value) after a minute, not \(expected): \(what)")
         }
-        try await listening(1, "every node's LISTEN up at start")
+        try await listening(1, "the LISTENs up at start")
         let node = try #require(
             try await stack.sql(
                 "SELECT nodeid || ' ' || nodeport FROM pg_dist_node WHERE groupid <> 0 ORDER BY groupid LIMIT 1"
@@ -502,11 +503,28 @@ struct CitusTests {
         _ = try await agent("note", "create", "--scope", scope, "--title", "before")
         try await agent("sync")
 
+        var worker = try #require(URLComponents(string: stack.databaseURL))
+        worker.port = Int(node[1])
+        let workerURL = try #require(worker.string)
+        let moved = try #require(try await stack.sql("SELECT now()").first)
         // Port 1: nothing listens there, a connection is refused at once.
         _ = try await stack.sql("SELECT citus_update_node(\(node[0]), '127.0.0.1', 1)")
         try await listening(0, "the LISTEN at the node's new address cannot connect")
         _ = try await stack.sql("SELECT citus_update_node(\(node[0]), '127.0.0.1', \(node[1]))")
         try await listening(1, "the LISTEN at the dead address retired once the node moved back")
+        // The server's connections to the worker opened before the move (its first pool's) are gone.
+        let opened = """
+            SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sync-server'
+            AND datname = current_database() AND backend_start < '\(moved)'
+            """
+        var left = ""
+        for _ in 0..<120 {
+            left = try await Stack.run("/usr/bin/env", ["psql", workerURL, "-tAc", opened])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            if left == "0" { break }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        #expect(left == "0", "connections of the pool before the move still open")
         _ = try await agent("note", "create", "--scope", scope, "--title", "after")
         var synced = false
         for _ in 0..<60 where !synced {

@@ -204,11 +204,11 @@ final class LongPollHub: Service, Sendable {
 
     /// Marks LISTEN `key` up or down, or forgets it (nil: it stopped listening for good).
     private func setListening(_ key: Int, _ up: Bool?) {
-        let all = listening.withLock { listening in
+        // Recorded under the lock: two LISTENs changing at once do not leave the gauge at the first one's view.
+        listening.withLock { listening in
             listening.up[key] = up
-            return !listening.up.isEmpty && !listening.up.values.contains(false)
+            listeningGauge.record(!listening.up.isEmpty && !listening.up.values.contains(false) ? 1 : 0)
         }
-        listeningGauge.record(all ? 1 : 0)
     }
 
     /// Keeps a LISTEN open through `client`, turning notifications into signals; reconnects with capped

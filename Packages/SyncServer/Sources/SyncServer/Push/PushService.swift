@@ -64,8 +64,9 @@ struct PushService: Sendable {
         guard let citus else { return (spread, database) }
         guard let node = await citus.node(of: scopes) else { return (nil, database) }
         // One lane per node: its groups are larger (each call of the shard groups' functions costs the node about
-        // as much for one push as for several), and the nodes' lanes run side by side.
-        return (Int(node.group), node.database)
+        // as much for one push as for several), and the nodes' lanes run side by side. The lane is the node's
+        // pool: a node that moved has a new one, and a group led on the old pool never holds pushes of the new.
+        return (ObjectIdentifier(node.database).hashValue, node.database)
     }
 
     /// A push ready for its transaction: its plan (envelopes, scopes and repeats decided), its payloads as JSON
