@@ -100,6 +100,42 @@ import Testing
         }
     }
 
+    /// Each pool's gauge of connections in use counts its own leases: a Citus node's pool leaves the database's
+    /// (`sync_db_connections_in_use`, the admin status's figure) as it is, and the other way round.
+    @Test func eachPoolsGaugeCountsItsOwnLeases() async throws {
+        try await TestDatabase.with { testDatabase in
+            let client = PostgresClient(
+                configuration: Database.clientConfiguration(testDatabase.url, poolSize: 2),
+                backgroundLogger: TestDatabase.logger)
+            try await client.whileRunning { client in
+                let registry = PrometheusCollectorRegistry()
+                let metrics = ServerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+                let main = Database(client: client, queueLimit: 16, acquireTimeout: .seconds(3600), metrics: metrics)
+                let node = Database(
+                    client: client, queueLimit: 16, acquireTimeout: .seconds(3600), metrics: metrics, node: "group 1")
+                @Sendable func gauges() -> (main: Int, node: Double?) {
+                    var buffer: [UInt8] = []
+                    registry.emit(into: &buffer)
+                    let line = String(decoding: buffer, as: UTF8.self).split(separator: "\n").first {
+                        $0.hasPrefix("sync_db_node_connections_in_use{")
+                    }
+                    return (
+                        metrics.connectionsInUse.value,
+                        line.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+                    )
+                }
+                try await node.withConnection { _ in
+                    #expect(gauges().main == 0 && gauges().node == 1)
+                    try await main.withConnection { _ in
+                        #expect(gauges().main == 1 && gauges().node == 1)
+                    }
+                    #expect(gauges().main == 0)
+                }
+                #expect(gauges().main == 0 && gauges().node == 0)
+            }
+        }
+    }
+
     @Test func aCallerCancelledWhileWaitingStopsWaiting() async throws {
         try await Self.withDatabase(acquireTimeout: .seconds(3600)) { database in
             let (release, finish) = AsyncStream<Void>.makeStream()

@@ -144,11 +144,11 @@ final class Database: Sendable {
             try await client.withConnection { connection in
                 // Leased once the timeout has passed: the task is cancelled, and the caller answered 503.
                 guard lease.start() else { throw CancellationError() }
-                inUseGauge.record(lease.inUse(+1))
+                inUseGauge.adjust(by: 1)
                 pool?.leased(connection)
                 defer {
                     pool?.released(connection)
-                    inUseGauge.record(lease.inUse(-1))
+                    inUseGauge.adjust(by: -1)
                 }
                 return try await body(connection)
             }
@@ -310,12 +310,10 @@ final class AsyncGate: Sendable {
     }
 }
 
-/// Where a lease stands: waiting for a connection, holding one, or given up on (`acquireTimeout` passed first);
-/// also counts leased connections for the gauge.
+/// Where a lease stands: waiting for a connection, holding one, or given up on (`acquireTimeout` passed first).
 final class LeaseFlag: Sendable {
     private enum State { case waiting, leased, expired }
     private let state = Mutex(State.waiting)
-    private static let leased = Mutex(0)
 
     /// The lease got its connection: true unless it had expired.
     func start() -> Bool {
@@ -336,13 +334,6 @@ final class LeaseFlag: Sendable {
     }
 
     var expired: Bool { state.withLock { $0 == .expired } }
-
-    func inUse(_ delta: Int) -> Int {
-        Self.leased.withLock { count in
-            count += delta
-            return count
-        }
-    }
 }
 
 extension PostgresClient {
