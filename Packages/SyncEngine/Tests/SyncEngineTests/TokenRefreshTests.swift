@@ -126,7 +126,9 @@ import Testing
         for round in 1...3 {
             gate.expireAll()
             try await store.append([title("note:\(round)", "round \(round)")])
-            for _ in 0..<3000 where await server.events(in: "team-1").count < round {
+            // Two minutes: a bound against a hang, not a measure.
+            let deadline = ContinuousClock.now + .seconds(120)
+            while await server.events(in: "team-1").count < round, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(10))
             }
         }

@@ -102,7 +102,8 @@ import Testing
         _ what: String, _ condition: @Sendable () async throws -> Bool,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
+        // Two minutes: a bound against a hang, not a measure (a loaded machine can take seconds per step).
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             if try await condition() { return }
             try await Task.sleep(for: .milliseconds(50))
