@@ -71,6 +71,11 @@ package final class LoopPool: Sendable {
         }
     }
 
+    /// Whether no lease holds `connection`.
+    private func isIdle(_ connection: PostgresConnection) -> Bool {
+        uses.withLock { uses in uses[ObjectIdentifier(connection)]?.leased == false }
+    }
+
     /// Connections the pool knows of and has not seen closed.
     var known: Int {
         uses.withLock { uses in uses.values.count { !$0.connection.isClosed } }
@@ -88,6 +93,10 @@ package final class LoopPool: Sendable {
         await withTaskGroup(of: Void.self) { group in
             for connection in idle {
                 group.addTask {
+                    // Looked at again when the ping is sent: a lease may have taken the connection since the list
+                    // was made (on a loaded machine, between the two), and a lease's statements are its own. On
+                    // the loop, nothing runs between this look and the query's write.
+                    guard self.isIdle(connection) else { return }
                     do {
                         _ = try await connection.query("SELECT 1", logger: logger).collect()
                     } catch {
